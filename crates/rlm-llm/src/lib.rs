@@ -1,0 +1,1 @@
+//! Model providers behind one trait (see issue: the model layer).

@@ -1,0 +1,1 @@
+//! The sandboxed Python REPL the model programs.

@@ -1,0 +1,59 @@
+//! `rlm`: question answering over document collections far larger than a
+//! model's context, by Recursive Language Models.
+//!
+//! Each subcommand lives in its own module under `commands/`; this file only
+//! parses the command line and turns errors into one-line messages and exit
+//! codes.
+
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Command-line interface of `rlm`.
+#[derive(Debug, Parser)]
+#[command(name = "rlm", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Every subcommand. Add one variant per command and one arm in `run`.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Ingest files and folders into a store (incremental, atomic).
+    Index(commands::corpus::IndexArgs),
+    /// BM25 search over the chunks of a store.
+    Search(commands::corpus::SearchArgs),
+    /// Show one chunk or one document by id.
+    Show(commands::corpus::ShowArgs),
+    /// List the documents of a store.
+    Docs(commands::corpus::DocsArgs),
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Index(args) => commands::corpus::index(args),
+        Command::Search(args) => commands::corpus::search(args),
+        Command::Show(args) => commands::corpus::show(args),
+        Command::Docs(args) => commands::corpus::docs(args),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // One line: the outermost message plus its causes, never a backtrace.
+            let mut msg = err.to_string();
+            for cause in err.chain().skip(1) {
+                msg.push_str(": ");
+                msg.push_str(&cause.to_string());
+            }
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
