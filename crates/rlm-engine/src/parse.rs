@@ -1,0 +1,423 @@
+//! Reading model replies: fenced code blocks, FINAL directives written in
+//! prose, and detection of replies that repeat themselves.
+//!
+//! Models trained on the RLM format write ```repl fences; small general models
+//! write ```python, ```py or a bare ``` fence instead, so those are accepted as
+//! fallbacks (only when no ```repl fence is present, because a reply that has
+//! both usually shows Python as an example next to the code it wants run).
+
+/// One fenced code block the engine will execute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeBlock {
+    /// The fence's info string, lowercased (`repl`, `python`, `py`, or empty).
+    pub lang: String,
+    /// The code between the fences, without the fence lines.
+    pub code: String,
+}
+
+/// A `FINAL(...)` or `FINAL_VAR(...)` directive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinalDirective {
+    /// `FINAL(answer)`: the answer text itself.
+    Answer(String),
+    /// `FINAL_VAR(name)`: the name of a REPL variable holding the answer.
+    Var(String),
+}
+
+/// Everything the engine needs from one model reply.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ParsedReply {
+    /// Code blocks to run, in order.
+    pub code_blocks: Vec<CodeBlock>,
+    /// A FINAL directive written as a line outside any code fence.
+    pub prose_final: Option<FinalDirective>,
+}
+
+/// Fence languages run when no ```repl fence is present, in order of trust.
+const FALLBACK_LANGS: &[&str] = &["python", "py", "python3", ""];
+
+/// A fenced region of the reply: byte range of the whole fence and its parts.
+struct Fence {
+    lang: String,
+    code: String,
+    start: usize,
+    end: usize,
+}
+
+/// Splits a reply into fenced regions. An unclosed fence at the end (a reply cut
+/// off by the output-token limit) runs to the end of the text.
+fn fences(text: &str) -> Vec<Fence> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut open: Option<(usize, String, usize)> = None; // (fence start, lang, code start)
+    for line in text.split_inclusive('\n') {
+        let line_start = pos;
+        pos += line.len();
+        let trimmed = line.trim();
+        match &open {
+            None => {
+                if let Some(rest) = trimmed.strip_prefix("```") {
+                    // A one-line ```repl x = 1``` fence: language then code.
+                    if let Some(inner) = rest.strip_suffix("```")
+                        && !inner.is_empty()
+                    {
+                        let (lang, code) = match inner.split_once(char::is_whitespace) {
+                            Some((l, c)) => (l.to_ascii_lowercase(), c.trim().to_string()),
+                            None => (String::new(), inner.trim().to_string()),
+                        };
+                        out.push(Fence {
+                            lang,
+                            code,
+                            start: line_start,
+                            end: pos,
+                        });
+                        continue;
+                    }
+                    let lang = rest.trim().to_ascii_lowercase();
+                    open = Some((line_start, lang, pos));
+                }
+            }
+            Some((start, lang, code_start)) => {
+                if trimmed.starts_with("```") && trimmed.trim_start_matches('`').trim().is_empty() {
+                    let code = text[*code_start..line_start].trim_end_matches(['\n', '\r']);
+                    out.push(Fence {
+                        lang: lang.clone(),
+                        code: code.to_string(),
+                        start: *start,
+                        end: pos,
+                    });
+                    open = None;
+                }
+            }
+        }
+    }
+    if let Some((start, lang, code_start)) = open {
+        out.push(Fence {
+            lang,
+            code: text[code_start.min(text.len())..].trim_end().to_string(),
+            start,
+            end: text.len(),
+        });
+    }
+    out
+}
+
+/// Extracts the code blocks to execute from a reply: every ```repl block, or if
+/// there is none, every block of the first fallback language present.
+pub fn extract_code_blocks(reply: &str) -> Vec<CodeBlock> {
+    let all = fences(reply);
+    let pick = |lang: &str| -> Vec<CodeBlock> {
+        all.iter()
+            .filter(|f| f.lang == lang && !f.code.trim().is_empty())
+            .map(|f| CodeBlock {
+                lang: f.lang.clone(),
+                code: f.code.clone(),
+            })
+            .collect()
+    };
+    let repl = pick("repl");
+    if !repl.is_empty() {
+        return repl;
+    }
+    for lang in FALLBACK_LANGS {
+        let blocks = pick(lang);
+        if !blocks.is_empty() {
+            return blocks;
+        }
+    }
+    Vec::new()
+}
+
+/// The reply with every fenced region blanked out (newlines kept), so prose
+/// scanning never sees code.
+fn prose_only(reply: &str) -> String {
+    let mut out = String::with_capacity(reply.len());
+    let mut last = 0;
+    for f in fences(reply) {
+        out.push_str(&reply[last..f.start]);
+        out.extend(reply[f.start..f.end].chars().filter(|c| *c == '\n'));
+        last = f.end;
+    }
+    out.push_str(&reply[last..]);
+    out
+}
+
+/// Finds a FINAL directive written as a line outside code fences, e.g.
+/// `FINAL(The answer is 42)` or `FINAL_VAR(result)`. Only the first counts.
+pub fn find_prose_final(reply: &str) -> Option<FinalDirective> {
+    let prose = prose_only(reply);
+    let mut offset = 0;
+    for line in prose.split_inclusive('\n') {
+        let line_start = offset;
+        offset += line.len();
+        // Tolerate markdown emphasis and list markers around the directive.
+        let lead = line.len()
+            - line
+                .trim_start_matches([' ', '\t', '*', '>', '-', '`'])
+                .len();
+        let rest = &prose[line_start + lead..];
+        if let Some(arg) = rest.strip_prefix("FINAL_VAR") {
+            if let Some(inner) = call_argument(arg) {
+                let name = unquote(inner.trim());
+                if !name.is_empty() {
+                    return Some(FinalDirective::Var(name));
+                }
+            }
+        } else if let Some(arg) = rest.strip_prefix("FINAL")
+            && let Some(inner) = call_argument(arg)
+        {
+            return Some(FinalDirective::Answer(unquote(inner.trim())));
+        }
+    }
+    None
+}
+
+/// Given the text right after `FINAL`/`FINAL_VAR`, returns the text inside the
+/// parentheses. Quote-aware so `FINAL("a (b")` works; an unclosed call takes the
+/// rest of the text (models sometimes forget the closing parenthesis).
+fn call_argument(after_name: &str) -> Option<&str> {
+    let s = after_name.trim_start_matches([' ', '\t']);
+    let body = s.strip_prefix('(')?;
+    let base = after_name.len() - body.len();
+    let bytes = body.as_bytes();
+    let mut depth = 1usize;
+    let mut i = 0;
+    let mut quote: Option<&[u8]> = None;
+    while i < bytes.len() {
+        if let Some(q) = quote {
+            if bytes[i] == b'\\' {
+                i += 2;
+                continue;
+            }
+            if bytes[i..].starts_with(q) {
+                i += q.len();
+                quote = None;
+                continue;
+            }
+            i += 1;
+            continue;
+        }
+        match bytes[i] {
+            b'"' | b'\'' => {
+                let triple = bytes[i..].starts_with(b"\"\"\"") || bytes[i..].starts_with(b"'''");
+                let q: &[u8] = match (bytes[i], triple) {
+                    (b'"', true) => b"\"\"\"",
+                    (b'\'', true) => b"'''",
+                    (b'"', false) => b"\"",
+                    _ => b"'",
+                };
+                // An apostrophe inside plain prose (`FINAL(it's 42)`) is not a
+                // string opener: only treat quotes as strings at argument start.
+                if i == 0 || body[..i].trim().is_empty() {
+                    quote = Some(q);
+                    i += q.len();
+                    continue;
+                }
+                i += 1;
+            }
+            b'(' => {
+                depth += 1;
+                i += 1;
+            }
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&after_name[base..base + i]);
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    let rest = body.trim_end();
+    if rest.is_empty() { None } else { Some(rest) }
+}
+
+/// Strips one level of matching Python string quotes (and an f/r prefix).
+pub fn unquote(s: &str) -> String {
+    let t = s.trim();
+    let t = t
+        .strip_prefix(['f', 'r'])
+        .filter(|r| r.starts_with(['"', '\'']))
+        .unwrap_or(t);
+    for q in ["\"\"\"", "'''", "\"", "'"] {
+        if t.len() >= 2 * q.len()
+            && let Some(inner) = t.strip_prefix(q).and_then(|x| x.strip_suffix(q))
+        {
+            return inner
+                .replace("\\n", "\n")
+                .replace("\\\"", "\"")
+                .replace("\\'", "'");
+        }
+    }
+    t.to_string()
+}
+
+/// Parses a reply into code blocks and a prose FINAL.
+pub fn parse_reply(reply: &str) -> ParsedReply {
+    ParsedReply {
+        code_blocks: extract_code_blocks(reply),
+        prose_final: find_prose_final(reply),
+    }
+}
+
+/// Detects a model repeating the same reply turn after turn (weak models loop).
+#[derive(Debug, Default)]
+pub struct RepeatDetector {
+    last: Option<String>,
+    streak: u32,
+}
+
+impl RepeatDetector {
+    /// Records a reply and returns how many times in a row it has been seen
+    /// (1 for a new reply). Whitespace differences do not count as different.
+    pub fn observe(&mut self, reply: &str) -> u32 {
+        let norm: String = reply.split_whitespace().collect::<Vec<_>>().join(" ");
+        if self.last.as_deref() == Some(norm.as_str()) {
+            self.streak += 1;
+        } else {
+            self.last = Some(norm);
+            self.streak = 1;
+        }
+        self.streak
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repl_fence_is_preferred_over_python() {
+        let r = "Example:\n```python\nprint(1)\n```\nNow:\n```repl\nx = 2\nprint(x)\n```\n";
+        let b = extract_code_blocks(r);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].code, "x = 2\nprint(x)");
+        assert_eq!(b[0].lang, "repl");
+    }
+
+    #[test]
+    fn multiple_repl_blocks_in_order() {
+        let r = "```repl\na = 1\n```\ntext\n```repl\nb = a + 1\n```";
+        let b = extract_code_blocks(r);
+        assert_eq!(
+            b.iter().map(|c| c.code.as_str()).collect::<Vec<_>>(),
+            ["a = 1", "b = a + 1"]
+        );
+    }
+
+    #[test]
+    fn python_py_and_bare_fences_are_fallbacks() {
+        assert_eq!(
+            extract_code_blocks("```python\nprint(1)\n```")[0].code,
+            "print(1)"
+        );
+        assert_eq!(
+            extract_code_blocks("```py\nprint(2)\n```")[0].code,
+            "print(2)"
+        );
+        assert_eq!(
+            extract_code_blocks("```\nprint(3)\n```")[0].code,
+            "print(3)"
+        );
+        // Other languages are never executed.
+        assert!(extract_code_blocks("```json\n{\"a\": 1}\n```").is_empty());
+        assert!(extract_code_blocks("```bash\nrm -rf /\n```").is_empty());
+    }
+
+    #[test]
+    fn unclosed_fence_runs_to_end() {
+        let b = extract_code_blocks("```repl\nprint('cut off')\n");
+        assert_eq!(b[0].code, "print('cut off')");
+    }
+
+    #[test]
+    fn one_line_fence() {
+        let b = extract_code_blocks("```repl print(len(context))```");
+        assert_eq!(b[0].code, "print(len(context))");
+    }
+
+    #[test]
+    fn indented_fence_and_crlf() {
+        let b = extract_code_blocks("  ```repl\r\nx = 1\r\n  ```\r\n");
+        assert_eq!(b[0].code.trim_end(), "x = 1");
+    }
+
+    #[test]
+    fn prose_final_plain_and_quoted() {
+        assert_eq!(
+            find_prose_final("I found it.\nFINAL(The code is 4721)"),
+            Some(FinalDirective::Answer("The code is 4721".into()))
+        );
+        assert_eq!(
+            find_prose_final("FINAL(\"a (tricky) answer\")"),
+            Some(FinalDirective::Answer("a (tricky) answer".into()))
+        );
+        assert_eq!(
+            find_prose_final("**FINAL(it's 42 (really))**"),
+            Some(FinalDirective::Answer("it's 42 (really)".into()))
+        );
+    }
+
+    #[test]
+    fn prose_final_multiline() {
+        let r = "Done.\nFINAL(Line one\nline two)\n";
+        assert_eq!(
+            find_prose_final(r),
+            Some(FinalDirective::Answer("Line one\nline two".into()))
+        );
+    }
+
+    #[test]
+    fn prose_final_var() {
+        assert_eq!(
+            find_prose_final("FINAL_VAR(answer)"),
+            Some(FinalDirective::Var("answer".into()))
+        );
+        assert_eq!(
+            find_prose_final("FINAL_VAR('result')"),
+            Some(FinalDirective::Var("result".into()))
+        );
+    }
+
+    #[test]
+    fn final_inside_fences_is_not_prose() {
+        assert_eq!(find_prose_final("```repl\nFINAL(x)\n```"), None);
+        assert_eq!(find_prose_final("```text\nFINAL(not executed)\n```"), None);
+        // Mid-sentence mentions are not directives.
+        assert_eq!(find_prose_final("I will call FINAL(x) later"), None);
+        assert_eq!(find_prose_final("FINAL answer soon"), None);
+    }
+
+    #[test]
+    fn parse_reply_combines_both() {
+        let p = parse_reply("```repl\nans = 'x'\n```\nFINAL_VAR(ans)");
+        assert_eq!(p.code_blocks.len(), 1);
+        assert_eq!(p.prose_final, Some(FinalDirective::Var("ans".into())));
+    }
+
+    #[test]
+    fn no_code_no_final() {
+        let p = parse_reply("I think the answer might be in document 3.");
+        assert!(p.code_blocks.is_empty());
+        assert!(p.prose_final.is_none());
+    }
+
+    #[test]
+    fn repeat_detector_counts_streaks() {
+        let mut d = RepeatDetector::default();
+        assert_eq!(d.observe("a  b"), 1);
+        assert_eq!(d.observe("a b"), 2);
+        assert_eq!(d.observe("a b\n"), 3);
+        assert_eq!(d.observe("c"), 1);
+    }
+
+    #[test]
+    fn unquote_variants() {
+        assert_eq!(unquote("\"hi\""), "hi");
+        assert_eq!(unquote("'''multi\nline'''"), "multi\nline");
+        assert_eq!(unquote("f\"x\""), "x");
+        assert_eq!(unquote("plain"), "plain");
+        assert_eq!(unquote("\""), "\"");
+    }
+}

@@ -1,0 +1,172 @@
+//! The prompts, kept as files under `prompts/` so they can be read and improved
+//! without touching code, and filled in by [`render`].
+//!
+//! Prompt caching: providers cache the longest byte-identical prefix of a
+//! request. The system prompt and first user message are rendered once per
+//! agent and never change; later turns only append messages. Sibling
+//! sub-agents get the same system prompt (nothing child-specific in it).
+
+/// System prompt of the root agent.
+pub const SYSTEM_ROOT: &str = include_str!("../prompts/system_root.md");
+/// System prompt of sub-agents started by `rlm_query`.
+pub const SYSTEM_SUB: &str = include_str!("../prompts/system_sub.md");
+/// First user message: the question, the context's shape, the inspection cell.
+pub const FIRST_USER: &str = include_str!("../prompts/first_user.md");
+/// User message after each turn: the cells' outputs and the turn counter.
+pub const NEXT_TURN: &str = include_str!("../prompts/next_turn.md");
+/// Reply to a model turn with neither code nor FINAL.
+pub const NUDGE_NO_CODE: &str = include_str!("../prompts/nudge_no_code.md");
+/// Reply to a model repeating itself.
+pub const NUDGE_REPEAT: &str = include_str!("../prompts/nudge_repeat.md");
+/// The one extra turn after the iteration cap.
+pub const FINAL_NOW: &str = include_str!("../prompts/final_now.md");
+/// The synthesis fallback after a budget ran out.
+pub const SYNTHESIS: &str = include_str!("../prompts/synthesis.md");
+
+/// Fills `{{name}}` placeholders. Every placeholder in the template must be
+/// given (a missing one is a programming error caught by tests), and values
+/// are inserted verbatim (a value containing `{{x}}` is not expanded again).
+pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out =
+        String::with_capacity(template.len() + vars.iter().map(|v| v.1.len()).sum::<usize>());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) => {
+                let name = &after[..end];
+                match vars.iter().find(|(k, _)| *k == name) {
+                    Some((_, v)) => out.push_str(v),
+                    None => {
+                        debug_assert!(false, "prompt placeholder {{{{{name}}}}} not given");
+                        out.push_str(&rest[start..start + 2 + end + 2]);
+                    }
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Placeholders used in a template (for tests and tooling).
+pub fn placeholders(template: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(s) = rest.find("{{") {
+        let after = &rest[s + 2..];
+        let Some(e) = after.find("}}") else { break };
+        if !out.iter().any(|x| x == &after[..e]) {
+            out.push(after[..e].to_string());
+        }
+        rest = &after[e + 2..];
+    }
+    out
+}
+
+/// Describes per-document sizes for the first user message: up to 100 sizes,
+/// then a count of the rest (the reference library's convention).
+pub fn describe_sizes(sizes: &[u64]) -> String {
+    let shown: Vec<String> = sizes.iter().take(100).map(|s| s.to_string()).collect();
+    let mut s = format!("[{}]", shown.join(", "));
+    if sizes.len() > 100 {
+        s.push_str(&format!(" ... and {} more documents", sizes.len() - 100));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_fills_and_does_not_reexpand() {
+        assert_eq!(
+            render("a {{x}} b {{y}}", &[("x", "1"), ("y", "{{x}}")]),
+            "a 1 b {{x}}"
+        );
+        assert_eq!(render("no vars", &[]), "no vars");
+        assert_eq!(render("open {{ only", &[]), "open {{ only");
+    }
+
+    #[test]
+    fn templates_have_the_expected_placeholders() {
+        assert_eq!(
+            placeholders(SYSTEM_ROOT),
+            [
+                "context_shape",
+                "sub_context_chars",
+                "depth_note",
+                "truncate_len",
+                "briefing"
+            ]
+        );
+        assert_eq!(
+            placeholders(SYSTEM_SUB),
+            [
+                "context_shape",
+                "sub_context_chars",
+                "truncate_len",
+                "depth_note",
+                "iterations"
+            ]
+        );
+        assert_eq!(
+            placeholders(FIRST_USER),
+            [
+                "question",
+                "context_description",
+                "total_chars",
+                "doc_count",
+                "doc_sizes",
+                "inspection_code",
+                "inspection_output"
+            ]
+        );
+        assert_eq!(
+            placeholders(NEXT_TURN),
+            ["outputs", "question", "turn", "max_turns"]
+        );
+        assert_eq!(placeholders(FINAL_NOW), ["question"]);
+        assert_eq!(placeholders(SYNTHESIS), ["reason", "question", "material"]);
+    }
+
+    #[test]
+    fn root_prompt_teaches_the_essentials() {
+        for needle in [
+            "```repl",
+            "FINAL(",
+            "FINAL_VAR(",
+            "llm_query_batched",
+            "asyncio.gather",
+            "rlm_query",
+            "search(",
+            "add_finding",
+            "SHOW_VARS",
+            "15%",
+            "[[doc:N",
+            "[[chunk:ID",
+            "no generators",
+            "del",
+        ] {
+            // "no generators" is phrased as "generators and `yield`" in the root prompt.
+            let ok = SYSTEM_ROOT.contains(needle)
+                || (needle == "no generators" && SYSTEM_ROOT.contains("generators"));
+            assert!(ok, "root prompt lacks {needle}");
+        }
+    }
+
+    #[test]
+    fn sizes_cap_at_100() {
+        let sizes: Vec<u64> = (0..150).collect();
+        let s = describe_sizes(&sizes);
+        assert!(s.ends_with("... and 50 more documents"));
+        assert_eq!(describe_sizes(&[3, 4]), "[3, 4]");
+    }
+}

@@ -1,0 +1,710 @@
+//! The trace: one event stream for a whole question.
+//!
+//! Every step (model request and response, code cell and output, sub-call,
+//! finding, final, verification, budget exhaustion, error) is a [`TraceEvent`].
+//! A [`Trace`] stamps it with a sequence number and time, appends it to a JSONL
+//! file (flushed per line, so a cancelled run keeps its trace) and broadcasts it
+//! for live rendering. Secrets never enter it: events carry prompts, replies,
+//! code and usage, never configuration of providers.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::budget::{Exhausted, UsageReport};
+
+/// One chat message as sent to the model (for the trace and the logger export).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+/// What a model call was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallPurpose {
+    /// A turn of an agent's REPL loop.
+    Iteration,
+    /// The "give the final answer now" turn after the iteration cap.
+    FinalNow,
+    /// A plain `llm_query` from code.
+    SubQuery,
+    /// The synthesis fallback after a budget ran out.
+    Synthesis,
+}
+
+/// Everything that can happen during a question. `agent` ids name the position
+/// in the call tree: `0` is the root, `0.2` its third child, `0.2.1` a grandchild.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TraceEvent {
+    /// The question started.
+    RunStarted {
+        /// Run id (also the trace id in the answer).
+        run_id: String,
+        /// The question.
+        question: String,
+        /// Flow name (`repl`).
+        flow: String,
+        /// Root model name.
+        root_model: String,
+        /// Sub-call model name.
+        sub_model: String,
+        /// Documents in the context.
+        documents: usize,
+        /// Characters in the context.
+        context_chars: u64,
+        /// Budget limits in force (as JSON).
+        budget: serde_json::Value,
+    },
+    /// A model request is about to be sent.
+    LlmRequest {
+        /// Agent id.
+        agent: String,
+        /// Depth of the agent.
+        depth: u32,
+        /// Turn number within the agent (1-based; 0 for sub-queries).
+        iteration: u32,
+        /// Model name.
+        model: String,
+        /// What the call is for.
+        purpose: CallPurpose,
+        /// Messages in the request.
+        message_count: usize,
+        /// Messages added since this agent's previous request (the whole
+        /// conversation is the concatenation of these over the agent's requests).
+        new_messages: Vec<TraceMessage>,
+    },
+    /// A model reply arrived.
+    LlmResponse {
+        /// Agent id.
+        agent: String,
+        /// Depth of the agent.
+        depth: u32,
+        /// Model name.
+        model: String,
+        /// The reply text.
+        text: String,
+        /// Input tokens.
+        input_tokens: u64,
+        /// Output tokens.
+        output_tokens: u64,
+        /// Cached input tokens.
+        cached_input_tokens: u64,
+        /// Cost in USD if known.
+        cost_usd: Option<f64>,
+        /// Latency in milliseconds.
+        latency_ms: u64,
+    },
+    /// A model call failed (after the model layer's retries).
+    LlmError {
+        /// Agent id.
+        agent: String,
+        /// Depth.
+        depth: u32,
+        /// The error.
+        message: String,
+    },
+    /// A code cell is about to run.
+    Cell {
+        /// Agent id.
+        agent: String,
+        /// Depth.
+        depth: u32,
+        /// Turn number.
+        iteration: u32,
+        /// Index of the block within the reply.
+        index: usize,
+        /// The code.
+        code: String,
+    },
+    /// A code cell finished.
+    CellOutput {
+        /// Agent id.
+        agent: String,
+        /// Depth.
+        depth: u32,
+        /// Turn number.
+        iteration: u32,
+        /// Index of the block within the reply.
+        index: usize,
+        /// Captured stdout (untruncated up to the sandbox's own cap).
+        stdout: String,
+        /// Error text if the cell raised.
+        error: Option<String>,
+        /// Run time in milliseconds.
+        elapsed_ms: u64,
+        /// Host calls made by the cell.
+        host_calls: u64,
+    },
+    /// A sub-call (llm_query or rlm_query child) started.
+    SubcallStart {
+        /// Id of the sub-call (child agent id).
+        agent: String,
+        /// Parent agent id.
+        parent: String,
+        /// Depth of the child.
+        depth: u32,
+        /// `llm_query` or `rlm_query`.
+        kind: String,
+        /// Start of the prompt (first 300 characters).
+        prompt_preview: String,
+    },
+    /// A sub-call finished.
+    SubcallEnd {
+        /// Id of the sub-call.
+        agent: String,
+        /// Parent agent id.
+        parent: String,
+        /// Depth of the child.
+        depth: u32,
+        /// False when it failed.
+        ok: bool,
+        /// The result text.
+        result: String,
+        /// Duration in milliseconds.
+        elapsed_ms: u64,
+    },
+    /// `add_finding` was called.
+    Finding {
+        /// Agent id.
+        agent: String,
+        /// The finding.
+        text: String,
+        /// Its source, if given.
+        source: Option<String>,
+    },
+    /// An agent committed (or tried to commit) an answer.
+    Final {
+        /// Agent id.
+        agent: String,
+        /// Depth.
+        depth: u32,
+        /// The answer.
+        answer: String,
+        /// How: `code`, `prose`, `answer_dict`, `final_now`, `synthesis`.
+        via: String,
+        /// True when the engine deferred it (FINAL in a fan-out cell).
+        deferred: bool,
+    },
+    /// Citation verification result.
+    Verification {
+        /// The report as JSON.
+        report: serde_json::Value,
+    },
+    /// A budget ran out.
+    BudgetExhausted {
+        /// Agent that hit it.
+        agent: String,
+        /// Depth.
+        depth: u32,
+        /// Which budget.
+        reason: Exhausted,
+    },
+    /// Something failed that the run survived.
+    Error {
+        /// Agent id.
+        agent: String,
+        /// The error.
+        message: String,
+    },
+    /// The question finished.
+    RunFinished {
+        /// Answer is partial.
+        partial: bool,
+        /// Why it is partial.
+        reason: Option<String>,
+        /// Final usage.
+        usage: UsageReport,
+    },
+}
+
+impl TraceEvent {
+    /// The agent id the event belongs to, if any.
+    pub fn agent(&self) -> Option<&str> {
+        match self {
+            TraceEvent::LlmRequest { agent, .. }
+            | TraceEvent::LlmResponse { agent, .. }
+            | TraceEvent::LlmError { agent, .. }
+            | TraceEvent::Cell { agent, .. }
+            | TraceEvent::CellOutput { agent, .. }
+            | TraceEvent::SubcallStart { agent, .. }
+            | TraceEvent::SubcallEnd { agent, .. }
+            | TraceEvent::Finding { agent, .. }
+            | TraceEvent::Final { agent, .. }
+            | TraceEvent::BudgetExhausted { agent, .. }
+            | TraceEvent::Error { agent, .. } => Some(agent),
+            _ => None,
+        }
+    }
+}
+
+/// An event with its place in the stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceRecord {
+    /// 0-based sequence number.
+    pub seq: u64,
+    /// Milliseconds since the run started.
+    pub t_ms: u64,
+    /// Wall-clock time, RFC 3339 UTC.
+    pub ts: String,
+    /// The event.
+    #[serde(flatten)]
+    pub event: TraceEvent,
+}
+
+/// The event stream of one run: JSONL file (optional) plus a broadcast channel.
+#[derive(Debug)]
+pub struct Trace {
+    started: Instant,
+    seq: AtomicU64,
+    file: Mutex<Option<BufWriter<File>>>,
+    tx: broadcast::Sender<TraceRecord>,
+}
+
+impl Default for Trace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Trace {
+    /// A trace that only broadcasts.
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(4096);
+        Trace {
+            started: Instant::now(),
+            seq: AtomicU64::new(0),
+            file: Mutex::new(None),
+            tx,
+        }
+    }
+
+    /// A trace that also appends every event to `path` (created or truncated).
+    pub fn to_file(path: &Path) -> std::io::Result<Self> {
+        let f = File::create(path)?;
+        let t = Self::new();
+        *t.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(BufWriter::new(f));
+        Ok(t)
+    }
+
+    /// Subscribes to live events (for progress rendering or SSE).
+    pub fn subscribe(&self) -> broadcast::Receiver<TraceRecord> {
+        self.tx.subscribe()
+    }
+
+    /// Records an event.
+    pub fn emit(&self, event: TraceEvent) {
+        let rec = TraceRecord {
+            seq: self.seq.fetch_add(1, Ordering::SeqCst),
+            t_ms: self.started.elapsed().as_millis() as u64,
+            ts: now_rfc3339(),
+            event,
+        };
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = file.as_mut()
+            && let Ok(line) = serde_json::to_string(&rec)
+        {
+            // Flush per line: a killed run keeps every event up to the kill.
+            let ok = writeln!(w, "{line}").and_then(|_| w.flush());
+            if ok.is_err() {
+                *file = None; // Disk full or similar: stop writing, keep running.
+            }
+        }
+        drop(file);
+        let _ = self.tx.send(rec);
+    }
+
+    /// Events emitted so far.
+    pub fn len(&self) -> u64 {
+        self.seq.load(Ordering::SeqCst)
+    }
+
+    /// True when nothing was emitted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Current UTC time as RFC 3339 with milliseconds, without a date crate.
+pub fn now_rfc3339() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Reads a JSONL trace file. Lines that are not events (e.g. a truncated last
+/// line of a killed run) are reported by line number.
+pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, String> {
+    let f = File::open(path).map_err(|e| format!("cannot open trace {}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in BufReader::new(f).lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<TraceRecord>(&line) {
+            Ok(r) => out.push(r),
+            Err(e) => {
+                return Err(format!(
+                    "{} line {}: not an rlm trace event ({e}); is this a file written by `rlm ask --trace`?",
+                    path.display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Converts a trace to the reference library's (`rlm`, alexzhang13/rlm)
+/// `RLMLogger` JSONL format: one `metadata` line, then one `iteration` line per
+/// root-agent turn with the prompt (message list), response, code blocks with
+/// their results and sub-LLM calls, and the final answer.
+pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
+    use serde_json::{Value, json};
+    let mut out = Vec::new();
+    let mut meta = json!({"type": "metadata", "timestamp": "", "root_model": "", "max_depth": 1,
+        "max_iterations": 0, "backend": "openai", "backend_kwargs": {}, "environment_type": "local",
+        "environment_kwargs": {}, "other_backends": null});
+    let mut conversation: Vec<Value> = Vec::new();
+    // The iteration being assembled: (prompt, response, code blocks, final, start ms).
+    struct Iter {
+        prompt: Vec<Value>,
+        response: String,
+        blocks: Vec<Value>,
+        final_answer: Option<String>,
+        start_ms: u64,
+        end_ms: u64,
+    }
+    let mut cur: Option<Iter> = None;
+    let mut pending_calls: Vec<Value> = Vec::new();
+    let mut subcall_prompts: std::collections::HashMap<String, (String, u64)> = Default::default();
+    let mut n = 0u64;
+    let flush = |cur: &mut Option<Iter>, out: &mut Vec<Value>, n: &mut u64| {
+        if let Some(it) = cur.take() {
+            *n += 1;
+            out.push(
+                json!({"type": "iteration", "iteration": *n, "timestamp": "",
+                "prompt": it.prompt, "response": it.response, "code_blocks": it.blocks,
+                "final_answer": it.final_answer,
+                "iteration_time": (it.end_ms.saturating_sub(it.start_ms)) as f64 / 1000.0}),
+            );
+        }
+    };
+    for r in records {
+        match &r.event {
+            TraceEvent::RunStarted {
+                root_model, budget, ..
+            } => {
+                meta["timestamp"] = json!(r.ts);
+                meta["root_model"] = json!(root_model);
+                meta["max_depth"] = budget.get("max_depth").cloned().unwrap_or(json!(2));
+                meta["max_iterations"] =
+                    budget.get("root_iterations").cloned().unwrap_or(json!(25));
+                meta["backend_kwargs"] = json!({"model_name": root_model});
+                meta["environment_kwargs"] = json!({"sandbox": "monty"});
+            }
+            TraceEvent::LlmRequest {
+                agent,
+                new_messages,
+                ..
+            } if agent == "0" => {
+                flush(&mut cur, &mut out, &mut n);
+                conversation.extend(
+                    new_messages
+                        .iter()
+                        .map(|m| json!({"role": m.role, "content": m.content})),
+                );
+                cur = Some(Iter {
+                    prompt: conversation.clone(),
+                    response: String::new(),
+                    blocks: Vec::new(),
+                    final_answer: None,
+                    start_ms: r.t_ms,
+                    end_ms: r.t_ms,
+                });
+            }
+            TraceEvent::LlmResponse { agent, text, .. } if agent == "0" => {
+                if let Some(it) = cur.as_mut() {
+                    it.response = text.clone();
+                    it.end_ms = r.t_ms;
+                }
+                conversation.push(json!({"role": "assistant", "content": text}));
+            }
+            TraceEvent::Cell { agent, code, .. } if agent == "0" => {
+                pending_calls.clear();
+                if let Some(it) = cur.as_mut() {
+                    it.blocks
+                        .push(json!({"code": code, "result": {"stdout": "", "stderr": "",
+                        "locals": {}, "execution_time": 0.0, "rlm_calls": []}}));
+                }
+            }
+            TraceEvent::SubcallStart {
+                agent,
+                parent,
+                prompt_preview,
+                ..
+            } if parent == "0" => {
+                subcall_prompts.insert(agent.clone(), (prompt_preview.clone(), r.t_ms));
+            }
+            TraceEvent::SubcallEnd {
+                agent,
+                parent,
+                result,
+                elapsed_ms,
+                ..
+            } if parent == "0" => {
+                let prompt = subcall_prompts
+                    .remove(agent)
+                    .map(|p| p.0)
+                    .unwrap_or_default();
+                pending_calls.push(json!({"root_model": meta["root_model"], "prompt": prompt,
+                    "response": result, "usage_summary": {"model_usage_summaries": {}},
+                    "execution_time": *elapsed_ms as f64 / 1000.0}));
+            }
+            TraceEvent::CellOutput {
+                agent,
+                stdout,
+                error,
+                elapsed_ms,
+                ..
+            } if agent == "0" => {
+                if let Some(it) = cur.as_mut()
+                    && let Some(b) = it.blocks.last_mut()
+                {
+                    b["result"]["stdout"] = json!(stdout);
+                    b["result"]["stderr"] = json!(error.clone().unwrap_or_default());
+                    b["result"]["execution_time"] = json!(*elapsed_ms as f64 / 1000.0);
+                    b["result"]["rlm_calls"] = Value::Array(std::mem::take(&mut pending_calls));
+                    it.end_ms = r.t_ms;
+                }
+            }
+            TraceEvent::Final {
+                agent,
+                answer,
+                deferred: false,
+                ..
+            } if agent == "0" => {
+                if let Some(it) = cur.as_mut() {
+                    it.final_answer = Some(answer.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    flush(&mut cur, &mut out, &mut n);
+    out.insert(0, meta);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<TraceEvent> {
+        vec![
+            TraceEvent::RunStarted {
+                run_id: "r1".into(),
+                question: "q?".into(),
+                flow: "repl".into(),
+                root_model: "m".into(),
+                sub_model: "s".into(),
+                documents: 1,
+                context_chars: 10,
+                budget: serde_json::json!({"max_depth": 2, "root_iterations": 25}),
+            },
+            TraceEvent::LlmRequest {
+                agent: "0".into(),
+                depth: 0,
+                iteration: 1,
+                model: "m".into(),
+                purpose: CallPurpose::Iteration,
+                message_count: 2,
+                new_messages: vec![
+                    TraceMessage {
+                        role: "system".into(),
+                        content: "sys".into(),
+                    },
+                    TraceMessage {
+                        role: "user".into(),
+                        content: "first".into(),
+                    },
+                ],
+            },
+            TraceEvent::LlmResponse {
+                agent: "0".into(),
+                depth: 0,
+                model: "m".into(),
+                text: "```repl\nprint(llm_query('x'))\n```".into(),
+                input_tokens: 5,
+                output_tokens: 3,
+                cached_input_tokens: 0,
+                cost_usd: None,
+                latency_ms: 1,
+            },
+            TraceEvent::Cell {
+                agent: "0".into(),
+                depth: 0,
+                iteration: 1,
+                index: 0,
+                code: "print(llm_query('x'))".into(),
+            },
+            TraceEvent::SubcallStart {
+                agent: "0.0".into(),
+                parent: "0".into(),
+                depth: 1,
+                kind: "llm_query".into(),
+                prompt_preview: "x".into(),
+            },
+            TraceEvent::SubcallEnd {
+                agent: "0.0".into(),
+                parent: "0".into(),
+                depth: 1,
+                ok: true,
+                result: "y".into(),
+                elapsed_ms: 3,
+            },
+            TraceEvent::CellOutput {
+                agent: "0".into(),
+                depth: 0,
+                iteration: 1,
+                index: 0,
+                stdout: "y\n".into(),
+                error: None,
+                elapsed_ms: 4,
+                host_calls: 1,
+            },
+            TraceEvent::LlmRequest {
+                agent: "0".into(),
+                depth: 0,
+                iteration: 2,
+                model: "m".into(),
+                purpose: CallPurpose::Iteration,
+                message_count: 4,
+                new_messages: vec![TraceMessage {
+                    role: "user".into(),
+                    content: "out".into(),
+                }],
+            },
+            TraceEvent::LlmResponse {
+                agent: "0".into(),
+                depth: 0,
+                model: "m".into(),
+                text: "FINAL(y)".into(),
+                input_tokens: 5,
+                output_tokens: 3,
+                cached_input_tokens: 0,
+                cost_usd: None,
+                latency_ms: 1,
+            },
+            TraceEvent::Final {
+                agent: "0".into(),
+                depth: 0,
+                answer: "y".into(),
+                via: "prose".into(),
+                deferred: false,
+            },
+        ]
+    }
+
+    #[test]
+    fn jsonl_roundtrip_and_broadcast() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.jsonl");
+        let t = Trace::to_file(&p).unwrap();
+        let mut rx = t.subscribe();
+        for e in sample() {
+            t.emit(e);
+        }
+        assert_eq!(t.len(), sample().len() as u64);
+        let back = read_trace(&p).unwrap();
+        assert_eq!(back.len(), sample().len());
+        assert_eq!(back[3].event, sample()[3]);
+        assert_eq!(back[9].seq, 9);
+        assert_eq!(rx.try_recv().unwrap().seq, 0);
+    }
+
+    #[test]
+    fn read_trace_rejects_foreign_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.jsonl");
+        std::fs::write(&p, "{\"hello\": 1}\n").unwrap();
+        let e = read_trace(&p).unwrap_err();
+        assert!(e.contains("line 1"), "{e}");
+        assert!(
+            read_trace(&dir.path().join("missing"))
+                .unwrap_err()
+                .contains("cannot open")
+        );
+    }
+
+    #[test]
+    fn export_matches_reference_shape() {
+        let recs: Vec<TraceRecord> = sample()
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| TraceRecord {
+                seq: i as u64,
+                t_ms: i as u64 * 10,
+                ts: now_rfc3339(),
+                event,
+            })
+            .collect();
+        let lines = export_rlm_logger(&recs);
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["type"], "metadata");
+        assert_eq!(lines[0]["root_model"], "m");
+        assert_eq!(lines[0]["max_iterations"], 25);
+        assert_eq!(lines[1]["type"], "iteration");
+        assert_eq!(lines[1]["iteration"], 1);
+        assert_eq!(lines[1]["prompt"].as_array().unwrap().len(), 2);
+        assert_eq!(lines[1]["code_blocks"][0]["result"]["stdout"], "y\n");
+        assert_eq!(
+            lines[1]["code_blocks"][0]["result"]["rlm_calls"][0]["response"],
+            "y"
+        );
+        assert_eq!(
+            lines[2]["prompt"].as_array().unwrap().len(),
+            4,
+            "prompt grows with history"
+        );
+        assert_eq!(lines[2]["final_answer"], "y");
+        assert!(lines[1]["final_answer"].is_null());
+    }
+
+    #[test]
+    fn rfc3339_shape() {
+        let s = now_rfc3339();
+        assert_eq!(s.len(), 24, "{s}");
+        assert!(s.ends_with('Z') && s.as_bytes()[10] == b'T');
+    }
+}
