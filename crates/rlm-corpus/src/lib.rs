@@ -1,1 +1,42 @@
-pub fn placeholder() {}
+//! `rlm-corpus`: files → documents → ordered chunks, the on-disk store, and
+//! BM25 retrieval.
+//!
+//! ```no_run
+//! use rlm_corpus::{IndexOptions, Store};
+//! use std::path::{Path, PathBuf};
+//!
+//! let report = Store::index(
+//!     Path::new(".rlm"),
+//!     &[PathBuf::from("contracts")],
+//!     &IndexOptions::default(),
+//!     &mut |_progress| {},
+//! )?;
+//! println!("{} added, {} unchanged", report.added, report.unchanged);
+//! let store = Store::open(Path::new(".rlm"))?;
+//! for hit in store.search("termination notice period", 10)? {
+//!     println!("{} {} {:.2} {}", hit.chunk_id, hit.path, hit.score, hit.snippet);
+//! }
+//! # Ok::<(), rlm_corpus::CorpusError>(())
+//! ```
+//!
+//! A store is a folder holding `store.sqlite` (documents with their extracted
+//! text, chunk spans, format version) and `fulltext/` (a tantivy index of chunk
+//! text). See [`Store`] for how the two stay consistent.
+
+#![warn(missing_docs)]
+
+pub mod chunk;
+mod error;
+pub mod extract;
+mod fts;
+pub mod html;
+mod store;
+mod walk;
+
+pub use chunk::{ChunkSpan, DEFAULT_CHUNK_CHARS, chunk_text};
+pub use error::CorpusError;
+pub use extract::{DocKind, SkipReason};
+pub use store::{
+    Chunk, Document, FORMAT_VERSION, IndexOptions, IndexProgress, IndexReport, SearchHit, Store,
+    StoreStats, chunk_id, document_id,
+};

@@ -1,0 +1,246 @@
+//! The full-text index over chunks (tantivy, BM25, English analyzer).
+
+use std::path::Path;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::QueryParser;
+use tantivy::schema::{
+    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    Value,
+};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+
+use crate::error::CorpusError;
+
+const ANALYZER: &str = "en_stem_stop";
+/// Memory for the index writer, shared by its threads. Bounded so that
+/// indexing a large corpus stays within a predictable footprint.
+const WRITER_HEAP_BYTES: usize = 192 * 1024 * 1024;
+
+/// Fields of the chunk index.
+#[derive(Clone, Copy)]
+struct Fields {
+    chunk_id: Field,
+    doc_id: Field,
+    path: Field,
+    ordinal: Field,
+    text: Field,
+}
+
+/// One chunk to add to the index.
+pub(crate) struct FtsChunk<'a> {
+    pub chunk_id: &'a str,
+    pub doc_id: &'a str,
+    pub path: &'a str,
+    pub ordinal: u32,
+    pub text: &'a str,
+}
+
+/// A raw search hit from the full-text index.
+pub(crate) struct FtsHit {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub path: String,
+    pub ordinal: u32,
+    pub score: f32,
+    pub snippet: String,
+    pub text: String,
+}
+
+/// The tantivy index of a store.
+pub(crate) struct FullText {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text_opts = TextOptions::default()
+        .set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+        .set_stored();
+    let fields = Fields {
+        chunk_id: b.add_text_field("chunk_id", STRING | STORED),
+        doc_id: b.add_text_field("doc_id", STRING | STORED),
+        path: b.add_text_field("path", STORED),
+        ordinal: b.add_u64_field("ordinal", INDEXED | STORED),
+        text: b.add_text_field("text", text_opts),
+    };
+    (b.build(), fields)
+}
+
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::new(Language::English).expect("tantivy ships English stopwords"))
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+impl FullText {
+    /// Opens the index in `dir`, creating it when absent.
+    pub fn open_or_create(dir: &Path) -> Result<FullText, CorpusError> {
+        let (schema, fields) = schema();
+        std::fs::create_dir_all(dir).map_err(|e| CorpusError::io(dir, e))?;
+        let mmap = tantivy::directory::MmapDirectory::open(dir).map_err(CorpusError::index)?;
+        let index = Index::open_or_create(mmap, schema).map_err(CorpusError::index)?;
+        index.tokenizers().register(ANALYZER, analyzer());
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(CorpusError::index)?;
+        Ok(FullText {
+            index,
+            reader,
+            fields,
+        })
+    }
+
+    /// The generation recorded with the last commit (see `Store` for why).
+    pub fn committed_generation(&self) -> Result<Option<u64>, CorpusError> {
+        let metas = self.index.load_metas().map_err(CorpusError::index)?;
+        Ok(metas.payload.and_then(|p| p.parse().ok()))
+    }
+
+    /// A writer; only one may exist, which the store lock already guarantees.
+    pub fn writer(&self) -> Result<FtsWriter, CorpusError> {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 4);
+        let writer = self
+            .index
+            .writer_with_num_threads(threads, WRITER_HEAP_BYTES)
+            .map_err(CorpusError::index)?;
+        Ok(FtsWriter {
+            writer,
+            fields: self.fields,
+        })
+    }
+
+    /// Makes the last commit visible to searches.
+    pub fn reload(&self) -> Result<(), CorpusError> {
+        self.reader.reload().map_err(CorpusError::index)
+    }
+
+    /// BM25 search; `k` best chunks with highlighted snippets.
+    pub fn search(&self, query: &str, k: usize) -> Result<Vec<FtsHit>, CorpusError> {
+        let searcher = self.reader.searcher();
+        let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
+        // Lenient: a user's stray quote or colon must not turn into a syntax error.
+        let (query, _errors) = parser.parse_query_lenient(query);
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(k.max(1)))
+            .map_err(CorpusError::index)?;
+        let mut snippets = SnippetGenerator::create(&searcher, &*query, self.fields.text)
+            .map_err(CorpusError::index)?;
+        snippets.set_max_num_chars(200);
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let d: TantivyDocument = searcher.doc(addr).map_err(CorpusError::index)?;
+            let text_of = |f: Field| {
+                d.get_first(f)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let text = text_of(self.fields.text);
+            let snippet = render_snippet(&snippets.snippet(&text), &text);
+            hits.push(FtsHit {
+                chunk_id: text_of(self.fields.chunk_id),
+                doc_id: text_of(self.fields.doc_id),
+                path: text_of(self.fields.path),
+                ordinal: d
+                    .get_first(self.fields.ordinal)
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0) as u32,
+                score,
+                snippet,
+                text,
+            });
+        }
+        Ok(hits)
+    }
+
+    /// Number of indexed chunks in the last visible commit.
+    pub fn num_chunks(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+}
+
+/// Marks matched terms with `**` so the snippet reads well in a terminal and in Markdown.
+fn render_snippet(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
+    let fragment = snippet.fragment();
+    if fragment.is_empty() {
+        // No term matched in a stored fragment (e.g. a pure phrase miss): show the start.
+        let head: String = text.chars().take(160).collect();
+        return head.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    let mut out = String::with_capacity(fragment.len() + 16);
+    let mut last = 0;
+    for range in snippet.highlighted() {
+        out.push_str(&fragment[last..range.start]);
+        out.push_str("**");
+        out.push_str(&fragment[range.clone()]);
+        out.push_str("**");
+        last = range.end;
+    }
+    out.push_str(&fragment[last..]);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Writes to the full-text index; nothing is visible until `commit`.
+pub(crate) struct FtsWriter {
+    writer: IndexWriter,
+    fields: Fields,
+}
+
+impl FtsWriter {
+    pub fn add(&self, c: &FtsChunk<'_>) -> Result<(), CorpusError> {
+        let f = self.fields;
+        self.writer
+            .add_document(doc!(
+                f.chunk_id => c.chunk_id,
+                f.doc_id => c.doc_id,
+                f.path => c.path,
+                f.ordinal => c.ordinal as u64,
+                f.text => c.text,
+            ))
+            .map_err(CorpusError::index)?;
+        Ok(())
+    }
+
+    pub fn delete_document(&self, doc_id: &str) {
+        self.writer
+            .delete_term(Term::from_field_text(self.fields.doc_id, doc_id));
+    }
+
+    pub fn delete_all(&mut self) -> Result<(), CorpusError> {
+        self.writer
+            .delete_all_documents()
+            .map_err(CorpusError::index)?;
+        Ok(())
+    }
+
+    /// Commits, recording `generation` as the commit payload.
+    pub fn commit(mut self, generation: u64) -> Result<(), CorpusError> {
+        let mut prepared = self.writer.prepare_commit().map_err(CorpusError::index)?;
+        prepared.set_payload(&generation.to_string());
+        prepared.commit().map_err(CorpusError::index)?;
+        // Merges finish in the background threads; wait so files are settled on exit.
+        self.writer
+            .wait_merging_threads()
+            .map_err(CorpusError::index)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,984 @@
+//! The on-disk store: documents and chunks in SQLite, chunk text in tantivy.
+//!
+//! Atomicity: one indexing run is one SQLite transaction plus one tantivy
+//! commit. Both record a *generation* number; SQLite commits first. If the
+//! process dies between the two commits, the generations disagree on the next
+//! open and the full-text index is rebuilt from SQLite, which holds every
+//! document's text. If it dies before the SQLite commit, neither changed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Instant, UNIX_EPOCH};
+
+use rayon::prelude::*;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::chunk::{ChunkSpan, DEFAULT_CHUNK_CHARS, MIN_CHUNK_CHARS, chunk_text};
+use crate::error::CorpusError;
+use crate::extract::{DocKind, Extracted, Extraction, SkipReason, extract};
+use crate::fts::{FtsChunk, FullText};
+use crate::walk::{FileEntry, walk};
+
+/// The store format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+const DB_FILE: &str = "store.sqlite";
+const FTS_DIR: &str = "fulltext";
+const LOCK_FILE: &str = "write.lock";
+/// Files are read and extracted in batches of about this many bytes, which
+/// bounds the memory of one indexing run independently of corpus size.
+const BATCH_BYTES: u64 = 32 * 1024 * 1024;
+
+/// A document of the corpus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    /// Stable id, derived from `path`.
+    pub id: String,
+    /// Corpus-relative path: the indexed folder's name, then the path inside it.
+    pub path: String,
+    /// How the text was extracted.
+    pub kind: DocKind,
+    /// Size of the file in bytes.
+    pub size_bytes: u64,
+    /// Characters of extracted text.
+    pub chars: u64,
+    /// BLAKE3 hash of the file's bytes (hex).
+    pub hash: String,
+    /// First heading, HTML title, or file name.
+    pub title: String,
+    /// Number of chunks.
+    pub chunk_count: u32,
+}
+
+/// An ordered piece of a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// Stable id: `<document id>-<ordinal>`.
+    pub id: String,
+    /// The document it belongs to.
+    pub doc_id: String,
+    /// Position in the document, 0-based and contiguous.
+    pub ordinal: u32,
+    /// Byte offset of the chunk in the document's extracted text.
+    pub byte_start: u64,
+    /// Byte offset one past the chunk's end.
+    pub byte_end: u64,
+    /// 1-based first line.
+    pub line_start: u32,
+    /// 1-based last line.
+    pub line_end: u32,
+    /// 1-based PDF page.
+    pub page: Option<u32>,
+    /// Nearest Markdown section heading.
+    pub heading: Option<String>,
+    /// The chunk's text.
+    pub text: String,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    /// The chunk found.
+    pub chunk_id: String,
+    /// Its document.
+    pub doc_id: String,
+    /// The document's corpus-relative path.
+    pub path: String,
+    /// The chunk's ordinal in its document.
+    pub ordinal: u32,
+    /// BM25 score.
+    pub score: f32,
+    /// A short excerpt with matched terms marked `**like this**`.
+    pub snippet: String,
+    /// The chunk's full text.
+    pub text: String,
+}
+
+/// Totals of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// Documents.
+    pub documents: u64,
+    /// Chunks.
+    pub chunks: u64,
+    /// Bytes of the original files.
+    pub bytes: u64,
+    /// Characters of extracted text.
+    pub chars: u64,
+}
+
+/// Options of an indexing run.
+#[derive(Debug, Clone)]
+pub struct IndexOptions {
+    /// Target chunk size in characters.
+    pub chunk_chars: usize,
+    /// Only index files matching one of these globs (all when empty).
+    pub include: Vec<String>,
+    /// Never index files matching these globs.
+    pub exclude: Vec<String>,
+    /// Index hidden files and folders too.
+    pub hidden: bool,
+    /// Ignore .gitignore / .ignore rules.
+    pub no_ignore: bool,
+    /// Files larger than this are skipped.
+    pub max_file_bytes: u64,
+    /// Re-extract and re-index everything, even unchanged files.
+    pub rebuild: bool,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions {
+            chunk_chars: DEFAULT_CHUNK_CHARS,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            hidden: false,
+            no_ignore: false,
+            max_file_bytes: 512 * 1024 * 1024,
+            rebuild: false,
+        }
+    }
+}
+
+/// Progress of an indexing run, for progress bars.
+#[derive(Debug, Clone, Copy)]
+pub enum IndexProgress {
+    /// Walking: files found so far.
+    Walking {
+        /// Files found.
+        found: u64,
+    },
+    /// Reading and extracting files that are new or changed.
+    Processing {
+        /// Bytes processed.
+        done_bytes: u64,
+        /// Bytes to process.
+        total_bytes: u64,
+    },
+    /// Writing the commit.
+    Committing,
+}
+
+/// What an indexing run did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IndexReport {
+    /// Documents indexed for the first time.
+    pub added: u64,
+    /// Documents whose content changed and were replaced.
+    pub updated: u64,
+    /// Documents found unchanged.
+    pub unchanged: u64,
+    /// Documents removed because their file is gone.
+    pub removed: u64,
+    /// Skipped files by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// Skipped files: (path, reason).
+    pub skipped_files: Vec<(String, String)>,
+    /// Files with invalid UTF-8 that was replaced.
+    pub lossy_files: Vec<String>,
+    /// Files that could not be read or parsed: (path, message). They keep any
+    /// previously indexed version.
+    pub errors: Vec<(String, String)>,
+    /// Chunks written by this run.
+    pub chunks_written: u64,
+    /// Bytes read and extracted by this run.
+    pub bytes_processed: u64,
+    /// Totals after the run.
+    pub totals: Option<StoreStats>,
+    /// Wall time of the run in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// An open store.
+pub struct Store {
+    dir: PathBuf,
+    db: Mutex<Connection>,
+    fts: FullText,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish()
+    }
+}
+
+/// Stable document id for a corpus-relative path.
+pub fn document_id(path: &str) -> String {
+    blake3::hash(path.as_bytes()).to_hex()[..16].to_string()
+}
+
+/// Chunk id for a document id and ordinal.
+pub fn chunk_id(doc_id: &str, ordinal: u32) -> String {
+    format!("{doc_id}-{ordinal}")
+}
+
+/// The exclusive write lock of a store, released on drop.
+struct WriteLock {
+    _file: File,
+}
+
+impl WriteLock {
+    fn acquire(dir: &Path) -> Result<WriteLock, CorpusError> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| not_writable(dir, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = pid.trim();
+                return Err(CorpusError::Locked {
+                    path: dir.to_path_buf(),
+                    pid: if pid.is_empty() { "unknown" } else { pid }.to_string(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(not_writable(dir, e)),
+        }
+        file.set_len(0).map_err(|e| not_writable(dir, e))?;
+        write!(file, "{}", std::process::id()).map_err(|e| not_writable(dir, e))?;
+        file.flush().map_err(|e| not_writable(dir, e))?;
+        Ok(WriteLock { _file: file })
+    }
+
+    /// True when another process holds the lock now.
+    fn is_held(dir: &Path) -> bool {
+        let Ok(file) = File::open(dir.join(LOCK_FILE)) else {
+            return false;
+        };
+        match file.try_lock_shared() {
+            Ok(()) => {
+                let _ = file.unlock();
+                false
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+fn not_writable(dir: &Path, source: std::io::Error) -> CorpusError {
+    CorpusError::NotWritable {
+        path: dir.to_path_buf(),
+        source,
+    }
+}
+
+fn open_db(dir: &Path) -> Result<Connection, CorpusError> {
+    let conn = Connection::open(dir.join(DB_FILE))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    root TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    chars INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    title TEXT NOT NULL,
+    chunk_count INTEGER NOT NULL,
+    lossy INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY,
+    doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    byte_start INTEGER NOT NULL,
+    byte_end INTEGER NOT NULL,
+    line_start INTEGER NOT NULL,
+    line_end INTEGER NOT NULL,
+    page INTEGER,
+    heading TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS chunks_by_doc ON chunks(doc_id, ordinal);
+";
+
+fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, CorpusError> {
+    Ok(conn
+        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()?)
+}
+
+fn check_version(dir: &Path, conn: &Connection) -> Result<u64, CorpusError> {
+    let has_meta: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+        [],
+        |r| r.get(0),
+    )?;
+    let version = if has_meta {
+        read_meta(conn, "format_version")?
+    } else {
+        None
+    };
+    let Some(version) = version else {
+        return Err(CorpusError::NotAStore(dir.to_path_buf()));
+    };
+    let found: u32 = version.parse().unwrap_or(0);
+    if found != FORMAT_VERSION {
+        let hint = if found > FORMAT_VERSION {
+            "it was written by a newer rlm; upgrade rlm to read it"
+        } else {
+            "it was written by an older rlm; re-create it with `rlm index <paths> --store <new folder>`"
+        };
+        return Err(CorpusError::FormatVersion {
+            path: dir.to_path_buf(),
+            found,
+            expected: FORMAT_VERSION,
+            hint,
+        });
+    }
+    Ok(read_meta(conn, "generation")?
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0))
+}
+
+/// A file read and extracted during indexing.
+struct Processed {
+    entry: FileEntry,
+    hash: String,
+    outcome: ProcessOutcome,
+}
+
+enum ProcessOutcome {
+    Indexed(Extracted, Vec<ChunkSpan>),
+    Skipped(SkipReason),
+    Failed(String),
+}
+
+/// What the store knew about a path before this run.
+struct Known {
+    id: String,
+    root: String,
+    size: u64,
+    mtime_ns: i64,
+    hash: String,
+}
+
+impl Store {
+    /// Opens an existing store for reading and searching.
+    pub fn open(dir: &Path) -> Result<Store, CorpusError> {
+        if !dir.join(DB_FILE).is_file() {
+            return Err(CorpusError::NotAStore(dir.to_path_buf()));
+        }
+        let conn = open_db(dir)?;
+        let generation = check_version(dir, &conn)?;
+        let fts = FullText::open_or_create(&dir.join(FTS_DIR))?;
+        let store = Store {
+            dir: dir.to_path_buf(),
+            db: Mutex::new(conn),
+            fts,
+        };
+        if store.fts.committed_generation()? != Some(generation) && !WriteLock::is_held(dir) {
+            // An earlier run died between its two commits: repair if we can
+            // take the lock. If we cannot write, searches still work on the
+            // older full-text index.
+            if let Ok(lock) = WriteLock::acquire(dir) {
+                store.rebuild_fulltext(generation)?;
+                drop(lock);
+            }
+        }
+        Ok(store)
+    }
+
+    /// The store folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn db(&self) -> MutexGuard<'_, Connection> {
+        // A poisoned lock only means another thread panicked mid-query;
+        // SQLite itself is still consistent.
+        self.db.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Indexes `paths` into the store at `dir`, creating it when absent.
+    pub fn index(
+        dir: &Path,
+        paths: &[PathBuf],
+        opts: &IndexOptions,
+        progress: &mut dyn FnMut(IndexProgress),
+    ) -> Result<IndexReport, CorpusError> {
+        let started = Instant::now();
+        if opts.chunk_chars < MIN_CHUNK_CHARS {
+            return Err(CorpusError::InvalidOption(format!(
+                "chunk size {} is below the minimum of {MIN_CHUNK_CHARS} characters",
+                opts.chunk_chars
+            )));
+        }
+        if paths.is_empty() {
+            return Err(CorpusError::InvalidOption(
+                "no paths given: name at least one file or folder to index".into(),
+            ));
+        }
+        for p in paths {
+            if std::fs::symlink_metadata(p).is_err() {
+                return Err(CorpusError::PathNotFound(p.clone()));
+            }
+        }
+        std::fs::create_dir_all(dir).map_err(|e| not_writable(dir, e))?;
+        let lock = WriteLock::acquire(dir)?;
+        let is_new = !dir.join(DB_FILE).exists();
+        let mut conn = open_db(dir)?;
+        if is_new {
+            conn.execute_batch(SCHEMA)?;
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('format_version', ?1), ('generation', '0')",
+                [FORMAT_VERSION.to_string()],
+            )?;
+        }
+        let generation = check_version(dir, &conn)?;
+        let fts = FullText::open_or_create(&dir.join(FTS_DIR))?;
+        let fts_stale = fts.committed_generation()? != Some(generation);
+
+        let mut report = IndexReport::default();
+        let walked = walk(paths, opts, dir, progress)?;
+        report.errors.extend(walked.errors);
+        for (path, reason) in walked.skipped {
+            *report.skipped.entry(reason.to_string()).or_default() += 1;
+            report.skipped_files.push((path, reason.to_string()));
+        }
+
+        let known = load_known(&conn)?;
+        let roots: HashSet<&str> = walked.roots.iter().map(String::as_str).collect();
+        let seen: HashSet<&str> = walked.files.iter().map(|f| f.rel_path.as_str()).collect();
+        let mut removed: Vec<&Known> = known
+            .iter()
+            .filter(|(path, k)| roots.contains(k.root.as_str()) && !seen.contains(path.as_str()))
+            .map(|(_, k)| k)
+            .collect();
+
+        // Unchanged size and mtime: trust it without reading (like make and rsync).
+        let mut to_read = Vec::new();
+        for f in &walked.files {
+            match known.get(&f.rel_path) {
+                Some(k) if !opts.rebuild && k.size == f.size && k.mtime_ns == f.mtime_ns => {
+                    report.unchanged += 1;
+                }
+                _ => to_read.push(f.clone()),
+            }
+        }
+
+        let total_bytes: u64 = to_read.iter().map(|f| f.size).sum();
+        let tx = conn.transaction()?;
+        let mut writer = fts.writer()?;
+        if fts_stale || opts.rebuild {
+            writer.delete_all()?;
+        }
+        let mut indexable = report.unchanged;
+        let mut done_bytes = 0;
+        let mut reinserted: HashSet<String> = HashSet::new();
+        for batch in batches(&to_read) {
+            progress(IndexProgress::Processing {
+                done_bytes,
+                total_bytes,
+            });
+            let processed: Vec<Processed> = batch
+                .par_iter()
+                .map(|f| process_file(f, opts.chunk_chars, opts.max_file_bytes))
+                .collect();
+            for p in processed {
+                done_bytes += p.entry.size;
+                let path = p.entry.rel_path.clone();
+                let previous = known.get(&path);
+                match p.outcome {
+                    ProcessOutcome::Failed(msg) => {
+                        // Keep any previously indexed version: nothing stored is lost.
+                        if previous.is_some() {
+                            indexable += 1;
+                        }
+                        report.errors.push((path, msg));
+                    }
+                    ProcessOutcome::Skipped(reason) => {
+                        if let Some(k) = previous {
+                            removed.push(k);
+                        }
+                        *report.skipped.entry(reason.to_string()).or_default() += 1;
+                        report.skipped_files.push((path, reason.to_string()));
+                    }
+                    ProcessOutcome::Indexed(ex, spans) => {
+                        indexable += 1;
+                        report.bytes_processed += p.entry.size;
+                        if let Some(k) = previous {
+                            if k.hash == p.hash && !opts.rebuild && !fts_stale {
+                                // Touched but identical: only remember the new mtime.
+                                tx.execute(
+                                    "UPDATE documents SET mtime_ns = ?1 WHERE id = ?2",
+                                    params![p.entry.mtime_ns, k.id],
+                                )?;
+                                report.unchanged += 1;
+                                continue;
+                            }
+                            delete_document(&tx, &k.id)?;
+                            writer.delete_document(&k.id);
+                            report.updated += 1;
+                        } else {
+                            report.added += 1;
+                        }
+                        if ex.lossy {
+                            report.lossy_files.push(path.clone());
+                        }
+                        report.chunks_written +=
+                            insert_document(&tx, &writer, &p.entry, &p.hash, &ex, &spans)?;
+                        reinserted.insert(document_id(&path));
+                    }
+                }
+            }
+        }
+        progress(IndexProgress::Processing {
+            done_bytes,
+            total_bytes,
+        });
+
+        if indexable == 0 {
+            // Refuse before committing anything: the previous store stays as it was.
+            let detail = if report.skipped_files.is_empty() && report.errors.is_empty() {
+                "no files found".to_string()
+            } else {
+                let mut parts: Vec<String> = report
+                    .skipped
+                    .iter()
+                    .map(|(r, n)| format!("{n} skipped as {r}"))
+                    .collect();
+                if !report.errors.is_empty() {
+                    parts.push(format!("{} unreadable", report.errors.len()));
+                }
+                parts.join(", ")
+            };
+            return Err(CorpusError::EmptyCorpus {
+                paths: paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                detail,
+            });
+        }
+
+        for k in &removed {
+            delete_document(&tx, &k.id)?;
+            writer.delete_document(&k.id);
+            report.removed += 1;
+        }
+        if fts_stale || opts.rebuild {
+            // The full-text index was cleared: re-add the documents this run did not write.
+            add_all_chunks(&tx, &writer, |id| !reinserted.contains(id))?;
+        }
+        progress(IndexProgress::Committing);
+        let next = generation + 1;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'generation'",
+            [next.to_string()],
+        )?;
+        tx.commit()?;
+        if let Ok(ms) = std::env::var("RLM_TEST_PAUSE_BEFORE_FTS_COMMIT_MS") {
+            // Test hook: widens the window between the two commits so a test can
+            // kill the process there and prove the store recovers.
+            std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap_or(0)));
+        }
+        writer.commit(next)?;
+        fts.reload()?;
+        let store = Store {
+            dir: dir.to_path_buf(),
+            db: Mutex::new(conn),
+            fts,
+        };
+        report.totals = Some(store.stats()?);
+        drop(lock);
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(report)
+    }
+
+    fn rebuild_fulltext(&self, generation: u64) -> Result<(), CorpusError> {
+        let mut writer = self.fts.writer()?;
+        writer.delete_all()?;
+        {
+            let conn = self.db();
+            add_all_chunks(&conn, &writer, |_| true)?;
+        }
+        writer.commit(generation)?;
+        self.fts.reload()
+    }
+
+    /// Totals of the store.
+    pub fn stats(&self) -> Result<StoreStats, CorpusError> {
+        let conn = self.db();
+        let (documents, bytes, chars, chunks): (i64, i64, i64, i64) = conn.query_row(
+            "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(chars), 0),
+                    coalesce(sum(chunk_count), 0) FROM documents",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        Ok(StoreStats {
+            documents: documents as u64,
+            chunks: chunks as u64,
+            bytes: bytes as u64,
+            chars: chars as u64,
+        })
+    }
+
+    /// All documents, ordered by path.
+    pub fn documents(&self) -> Result<Vec<Document>, CorpusError> {
+        let conn = self.db();
+        let mut stmt = conn.prepare(&format!("{DOC_SELECT} ORDER BY path"))?;
+        let docs = stmt
+            .query_map([], row_to_document)?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(docs)
+    }
+
+    /// The document with this id.
+    pub fn document(&self, doc_id: &str) -> Result<Option<Document>, CorpusError> {
+        let conn = self.db();
+        Ok(conn
+            .query_row(
+                &format!("{DOC_SELECT} WHERE id = ?1"),
+                [doc_id],
+                row_to_document,
+            )
+            .optional()?)
+    }
+
+    /// The document with this corpus-relative path.
+    pub fn document_by_path(&self, path: &str) -> Result<Option<Document>, CorpusError> {
+        let conn = self.db();
+        Ok(conn
+            .query_row(
+                &format!("{DOC_SELECT} WHERE path = ?1"),
+                [path],
+                row_to_document,
+            )
+            .optional()?)
+    }
+
+    /// The whole extracted text of a document.
+    pub fn document_text(&self, doc_id: &str) -> Result<String, CorpusError> {
+        let conn = self.db();
+        conn.query_row("SELECT text FROM documents WHERE id = ?1", [doc_id], |r| {
+            r.get(0)
+        })
+        .optional()?
+        .ok_or_else(|| CorpusError::UnknownId(doc_id.to_string()))
+    }
+
+    /// A document's chunks in order.
+    pub fn chunks_of(&self, doc_id: &str) -> Result<Vec<Chunk>, CorpusError> {
+        let text = self.document_text(doc_id)?;
+        let conn = self.db();
+        let mut stmt = conn.prepare(&format!(
+            "{CHUNK_SELECT} WHERE doc_id = ?1 ORDER BY ordinal"
+        ))?;
+        let chunks = stmt
+            .query_map([doc_id], |r| row_to_chunk(r, &text))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(chunks)
+    }
+
+    /// The chunk with this id.
+    pub fn chunk(&self, chunk_id: &str) -> Result<Option<Chunk>, CorpusError> {
+        let conn = self.db();
+        // Only the chunk's bytes are read from the document, not the whole text.
+        let sql =
+            "SELECT c.id, c.doc_id, c.ordinal, c.byte_start, c.byte_end, c.line_start,
+                    c.line_end, c.page, c.heading,
+                    CAST(substr(CAST(d.text AS BLOB), c.byte_start + 1, c.byte_end - c.byte_start) AS TEXT)
+             FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1";
+        Ok(conn
+            .query_row(sql, [chunk_id], |r| {
+                let mut c = row_to_chunk(r, "")?;
+                c.text = r.get(9)?;
+                Ok(c)
+            })
+            .optional()?)
+    }
+
+    /// The text of a document between two byte offsets.
+    pub fn slice(&self, doc_id: &str, start: u64, end: u64) -> Result<String, CorpusError> {
+        let text = self.document_text(doc_id)?;
+        let bad = || CorpusError::BadRange {
+            doc_id: doc_id.to_string(),
+            start,
+            end,
+            len: text.len() as u64,
+        };
+        let (s, e) = (
+            usize::try_from(start).map_err(|_| bad())?,
+            usize::try_from(end).map_err(|_| bad())?,
+        );
+        text.get(s..e).map(str::to_string).ok_or_else(bad)
+    }
+
+    /// The `k` best chunks for `query` by BM25.
+    pub fn search(&self, query: &str, k: usize) -> Result<Vec<SearchHit>, CorpusError> {
+        if query.trim().is_empty() {
+            return Err(CorpusError::EmptyQuery);
+        }
+        Ok(self
+            .fts
+            .search(query, k)?
+            .into_iter()
+            .map(|h| SearchHit {
+                chunk_id: h.chunk_id,
+                doc_id: h.doc_id,
+                path: h.path,
+                ordinal: h.ordinal,
+                score: h.score,
+                snippet: h.snippet,
+                text: h.text,
+            })
+            .collect())
+    }
+
+    /// Number of chunks in the full-text index (equals `stats().chunks` when consistent).
+    pub fn indexed_chunks(&self) -> u64 {
+        self.fts.num_chunks()
+    }
+}
+
+const DOC_SELECT: &str =
+    "SELECT id, path, kind, size_bytes, chars, hash, title, chunk_count FROM documents";
+const CHUNK_SELECT: &str = "SELECT id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading FROM chunks";
+
+fn row_to_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
+    let kind: String = r.get(2)?;
+    Ok(Document {
+        id: r.get(0)?,
+        path: r.get(1)?,
+        kind: DocKind::parse(&kind).unwrap_or(DocKind::Text),
+        size_bytes: r.get::<_, i64>(3)? as u64,
+        chars: r.get::<_, i64>(4)? as u64,
+        hash: r.get(5)?,
+        title: r.get(6)?,
+        chunk_count: r.get::<_, i64>(7)? as u32,
+    })
+}
+
+fn row_to_chunk(r: &rusqlite::Row<'_>, doc_text: &str) -> rusqlite::Result<Chunk> {
+    let byte_start = r.get::<_, i64>(3)? as u64;
+    let byte_end = r.get::<_, i64>(4)? as u64;
+    Ok(Chunk {
+        id: r.get(0)?,
+        doc_id: r.get(1)?,
+        ordinal: r.get::<_, i64>(2)? as u32,
+        byte_start,
+        byte_end,
+        line_start: r.get::<_, i64>(5)? as u32,
+        line_end: r.get::<_, i64>(6)? as u32,
+        page: r.get::<_, Option<i64>>(7)?.map(|p| p as u32),
+        heading: r.get(8)?,
+        text: doc_text
+            .get(byte_start as usize..byte_end as usize)
+            .unwrap_or_default()
+            .to_string(),
+    })
+}
+
+fn load_known(conn: &Connection) -> Result<HashMap<String, Known>, CorpusError> {
+    let mut stmt =
+        conn.prepare("SELECT path, id, root, size_bytes, mtime_ns, hash FROM documents")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            Known {
+                id: r.get(1)?,
+                root: r.get(2)?,
+                size: r.get::<_, i64>(3)? as u64,
+                mtime_ns: r.get(4)?,
+                hash: r.get(5)?,
+            },
+        ))
+    })?;
+    Ok(rows.collect::<Result<HashMap<_, _>, _>>()?)
+}
+
+fn delete_document(conn: &Connection, doc_id: &str) -> Result<(), CorpusError> {
+    conn.execute("DELETE FROM chunks WHERE doc_id = ?1", [doc_id])?;
+    conn.execute("DELETE FROM documents WHERE id = ?1", [doc_id])?;
+    Ok(())
+}
+
+fn insert_document(
+    conn: &Connection,
+    writer: &crate::fts::FtsWriter,
+    entry: &FileEntry,
+    hash: &str,
+    ex: &Extracted,
+    spans: &[ChunkSpan],
+) -> Result<u64, CorpusError> {
+    let id = document_id(&entry.rel_path);
+    let title = ex.title.clone().unwrap_or_else(|| {
+        Path::new(&entry.rel_path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| entry.rel_path.clone())
+    });
+    conn.execute(
+        "INSERT INTO documents (id, path, root, kind, size_bytes, mtime_ns, chars, hash, title,
+                                chunk_count, lossy, text)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            id,
+            entry.rel_path,
+            entry.root,
+            ex.kind.as_str(),
+            entry.size as i64,
+            entry.mtime_ns,
+            ex.text.chars().count() as i64,
+            hash,
+            title,
+            spans.len() as i64,
+            ex.lossy,
+            ex.text,
+        ],
+    )?;
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO chunks (id, doc_id, ordinal, byte_start, byte_end, line_start, line_end,
+                             page, heading)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?;
+    for (ordinal, s) in spans.iter().enumerate() {
+        let cid = chunk_id(&id, ordinal as u32);
+        stmt.execute(params![
+            cid,
+            id,
+            ordinal as i64,
+            s.byte_start as i64,
+            s.byte_end as i64,
+            s.line_start,
+            s.line_end,
+            s.page,
+            s.heading,
+        ])?;
+        writer.add(&FtsChunk {
+            chunk_id: &cid,
+            doc_id: &id,
+            path: &entry.rel_path,
+            ordinal: ordinal as u32,
+            text: &ex.text[s.byte_start..s.byte_end],
+        })?;
+    }
+    Ok(spans.len() as u64)
+}
+
+/// Adds the chunks of every stored document accepted by `keep` to the full-text index.
+fn add_all_chunks(
+    conn: &Connection,
+    writer: &crate::fts::FtsWriter,
+    keep: impl Fn(&str) -> bool,
+) -> Result<(), CorpusError> {
+    let mut docs = conn.prepare("SELECT id, path, text FROM documents")?;
+    let mut spans = conn.prepare_cached(
+        "SELECT ordinal, byte_start, byte_end FROM chunks WHERE doc_id = ?1 ORDER BY ordinal",
+    )?;
+    let mut rows = docs.query([])?;
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        if !keep(&id) {
+            continue;
+        }
+        let path: String = row.get(1)?;
+        let text: String = row.get(2)?;
+        let list = spans
+            .query_map([&id], |r| {
+                Ok((
+                    r.get::<_, i64>(0)? as u32,
+                    r.get::<_, i64>(1)? as usize,
+                    r.get::<_, i64>(2)? as usize,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        for (ordinal, start, end) in list {
+            writer.add(&FtsChunk {
+                chunk_id: &chunk_id(&id, ordinal),
+                doc_id: &id,
+                path: &path,
+                ordinal,
+                text: text.get(start..end).unwrap_or_default(),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn batches(files: &[FileEntry]) -> Vec<&[FileEntry]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0;
+    for (i, f) in files.iter().enumerate() {
+        bytes += f.size;
+        if bytes >= BATCH_BYTES {
+            out.push(&files[start..=i]);
+            start = i + 1;
+            bytes = 0;
+        }
+    }
+    if start < files.len() {
+        out.push(&files[start..]);
+    }
+    out
+}
+
+fn process_file(entry: &FileEntry, chunk_chars: usize, max_bytes: u64) -> Processed {
+    let done = |hash: String, outcome| Processed {
+        entry: entry.clone(),
+        hash,
+        outcome,
+    };
+    if entry.size > max_bytes {
+        return done(String::new(), ProcessOutcome::Skipped(SkipReason::TooLarge));
+    }
+    let bytes = match std::fs::read(&entry.abs_path) {
+        Ok(b) => b,
+        Err(e) => {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (fix its permissions, or leave it out with --exclude)"
+            } else {
+                ""
+            };
+            return done(
+                String::new(),
+                ProcessOutcome::Failed(format!("cannot read: {e}{hint}")),
+            );
+        }
+    };
+    let hash = blake3::hash(&bytes).to_hex().to_string();
+    let outcome = match extract(&entry.abs_path, &bytes) {
+        Extraction::Text(ex) => {
+            let spans = chunk_text(
+                &ex.text,
+                chunk_chars,
+                ex.page_starts.as_deref(),
+                ex.kind == DocKind::Markdown,
+            );
+            ProcessOutcome::Indexed(ex, spans)
+        }
+        Extraction::Skipped(r) => ProcessOutcome::Skipped(r),
+        Extraction::Failed(m) => ProcessOutcome::Failed(m),
+    };
+    done(hash, outcome)
+}
+
+/// Modification time in nanoseconds since the epoch (0 when unknown).
+pub(crate) fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}

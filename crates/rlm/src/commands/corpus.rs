@@ -1,0 +1,370 @@
+//! `rlm index`, `rlm search`, `rlm show`, `rlm docs`: the corpus store from the shell.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use rlm_corpus::{IndexOptions, IndexProgress, Store};
+
+/// The `--store` flag shared by every command that reads or writes a store.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArg {
+    /// Store folder.
+    #[arg(long, env = "RLM_STORE", default_value = "./.rlm")]
+    pub store: PathBuf,
+}
+
+impl StoreArg {
+    /// Opens the store for reading.
+    pub fn open(&self) -> anyhow::Result<Store> {
+        Ok(Store::open(&self.store)?)
+    }
+}
+
+/// Arguments of `rlm index`.
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Files and folders to index.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Only index files matching this glob (repeatable), e.g. --include '*.md'.
+    #[arg(long = "include", value_name = "GLOB")]
+    pub include: Vec<String>,
+    /// Skip files matching this glob (repeatable), e.g. --exclude 'target/**'.
+    #[arg(long = "exclude", value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Index hidden files and folders too.
+    #[arg(long)]
+    pub hidden: bool,
+    /// Do not honor .gitignore/.ignore files.
+    #[arg(long)]
+    pub no_ignore: bool,
+    /// Target chunk size in characters.
+    #[arg(long, env = "RLM_CHUNK_CHARS", default_value_t = rlm_corpus::DEFAULT_CHUNK_CHARS)]
+    pub chunk_chars: usize,
+    /// Skip files larger than this many MiB.
+    #[arg(long, default_value_t = 512)]
+    pub max_file_mb: u64,
+    /// Re-extract and re-index every file, even unchanged ones.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// List every skipped file with its reason.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `rlm search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// What to search for.
+    pub query: String,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Number of results.
+    #[arg(short, long, default_value_t = 10)]
+    pub k: usize,
+    /// Print results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `rlm show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A chunk id (`<doc-id>-<ordinal>`), a document id, or a document path.
+    pub id: String,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `rlm docs`.
+#[derive(Debug, Args)]
+pub struct DocsArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn progress_bar(enabled: bool) -> ProgressBar {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    ProgressBar::new_spinner()
+}
+
+/// `rlm index`.
+pub fn index(args: IndexArgs) -> anyhow::Result<()> {
+    let opts = IndexOptions {
+        chunk_chars: args.chunk_chars,
+        include: args.include,
+        exclude: args.exclude,
+        hidden: args.hidden,
+        no_ignore: args.no_ignore,
+        max_file_bytes: args.max_file_mb.saturating_mul(1024 * 1024),
+        rebuild: args.rebuild,
+    };
+    let bar = progress_bar(!args.json);
+    let mut on_progress = |p: IndexProgress| match p {
+        IndexProgress::Walking { found } => bar.set_message(format!("scanning: {found} files")),
+        IndexProgress::Processing {
+            done_bytes,
+            total_bytes,
+        } => {
+            if bar.length() != Some(total_bytes) {
+                bar.set_length(total_bytes);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                bar.set_message("indexing");
+            }
+            bar.set_position(done_bytes);
+        }
+        IndexProgress::Committing => bar.set_message("committing"),
+    };
+    let report = Store::index(&args.store.store, &args.paths, &opts, &mut on_progress);
+    bar.finish_and_clear();
+    let report = report?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        let t = report.totals.unwrap_or(rlm_corpus::StoreStats {
+            documents: 0,
+            chunks: 0,
+            bytes: 0,
+            chars: 0,
+        });
+        writeln!(
+            out,
+            "indexed {} into {}: {} added, {} updated, {} unchanged, {} removed ({} chunks written, {:.1} MB read in {:.2}s)",
+            args.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            args.store.store.display(),
+            report.added,
+            report.updated,
+            report.unchanged,
+            report.removed,
+            report.chunks_written,
+            report.bytes_processed as f64 / 1e6,
+            report.elapsed_ms as f64 / 1000.0,
+        )?;
+        writeln!(
+            out,
+            "store: {} documents, {} chunks, {:.1} MB",
+            t.documents,
+            t.chunks,
+            t.bytes as f64 / 1e6
+        )?;
+        if !report.skipped.is_empty() {
+            let by_reason: Vec<String> = report
+                .skipped
+                .iter()
+                .map(|(r, n)| format!("{n} {r}"))
+                .collect();
+            writeln!(out, "skipped: {}", by_reason.join(", "))?;
+        }
+        if !report.lossy_files.is_empty() {
+            writeln!(
+                out,
+                "warnings: {} files had invalid UTF-8, replaced with U+FFFD{}",
+                report.lossy_files.len(),
+                if args.verbose {
+                    ":"
+                } else {
+                    " (--verbose lists them)"
+                }
+            )?;
+        }
+        if args.verbose {
+            for (path, reason) in &report.skipped_files {
+                writeln!(out, "  skipped {path}: {reason}")?;
+            }
+            for path in &report.lossy_files {
+                writeln!(out, "  invalid UTF-8 in {path}")?;
+            }
+        }
+    }
+    for (path, msg) in &report.errors {
+        eprintln!("error: {path}: {msg}");
+    }
+    if !report.errors.is_empty() {
+        bail!(
+            "{} file(s) could not be indexed (listed above); everything else was indexed and committed",
+            report.errors.len()
+        );
+    }
+    Ok(())
+}
+
+/// `rlm search`.
+pub fn search(args: SearchArgs) -> anyhow::Result<()> {
+    if args.k == 0 {
+        bail!("-k must be at least 1");
+    }
+    let store = args.store.open()?;
+    let hits = store.search(&args.query, args.k)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &hits)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if hits.is_empty() {
+        writeln!(out, "no chunks match {:?}", args.query)?;
+    }
+    for (rank, h) in hits.iter().enumerate() {
+        writeln!(
+            out,
+            "{:>2}. {:<22} {:>7.3}  {} (chunk {})",
+            rank + 1,
+            h.chunk_id,
+            h.score,
+            h.path,
+            h.ordinal
+        )?;
+        writeln!(out, "    {}", h.snippet)?;
+    }
+    Ok(())
+}
+
+/// `rlm show`.
+pub fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let store = args.store.open()?;
+    let mut out = std::io::stdout().lock();
+    if let Some(chunk) = store.chunk(&args.id)? {
+        let doc = store
+            .document(&chunk.doc_id)?
+            .context("chunk's document is missing: re-index the store")?;
+        if args.json {
+            serde_json::to_writer_pretty(
+                &mut out,
+                &serde_json::json!({"chunk": chunk, "document": doc}),
+            )?;
+            writeln!(out)?;
+        } else {
+            let mut place = format!(
+                "{} chunk {}/{} · bytes {}..{} · lines {}-{}",
+                doc.path,
+                chunk.ordinal,
+                doc.chunk_count,
+                chunk.byte_start,
+                chunk.byte_end,
+                chunk.line_start,
+                chunk.line_end
+            );
+            if let Some(p) = chunk.page {
+                place.push_str(&format!(" · page {p}"));
+            }
+            if let Some(h) = &chunk.heading {
+                place.push_str(&format!(" · § {h}"));
+            }
+            writeln!(out, "{}  {place}\n", chunk.id)?;
+            write!(out, "{}", chunk.text)?;
+            if !chunk.text.ends_with('\n') {
+                writeln!(out)?;
+            }
+        }
+        return Ok(());
+    }
+    let doc = match store.document(&args.id)? {
+        Some(d) => d,
+        None => store
+            .document_by_path(&args.id)?
+            .ok_or_else(|| rlm_corpus::CorpusError::UnknownId(args.id.clone()))?,
+    };
+    let chunks = store.chunks_of(&doc.id)?;
+    if args.json {
+        let text = store.document_text(&doc.id)?;
+        let chunk_list: Vec<_> = chunks
+            .iter()
+            .map(|c| {
+                serde_json::json!({"id": c.id, "ordinal": c.ordinal, "byte_start": c.byte_start,
+                    "byte_end": c.byte_end, "line_start": c.line_start, "line_end": c.line_end,
+                    "page": c.page, "heading": c.heading})
+            })
+            .collect();
+        serde_json::to_writer_pretty(
+            &mut out,
+            &serde_json::json!({"document": doc, "chunks": chunk_list, "text": text}),
+        )?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "{}  {} · {} · {} bytes · {} chars · {} chunks · \"{}\"",
+            doc.id,
+            doc.path,
+            doc.kind.as_str(),
+            doc.size_bytes,
+            doc.chars,
+            doc.chunk_count,
+            doc.title
+        )?;
+        for c in &chunks {
+            let first: String = c
+                .text
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .chars()
+                .take(80)
+                .collect();
+            writeln!(
+                out,
+                "  {:<22} lines {:>5}-{:<5} {}",
+                c.id, c.line_start, c.line_end, first
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `rlm docs`.
+pub fn docs(args: DocsArgs) -> anyhow::Result<()> {
+    let store = args.store.open()?;
+    let docs = store.documents()?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &docs)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<16}  {:<8} {:>10} {:>6}  path",
+        "id", "kind", "bytes", "chunks"
+    )?;
+    for d in &docs {
+        writeln!(
+            out,
+            "{:<16}  {:<8} {:>10} {:>6}  {}",
+            d.id,
+            d.kind.as_str(),
+            d.size_bytes,
+            d.chunk_count,
+            d.path
+        )?;
+    }
+    writeln!(out, "{} documents", docs.len())?;
+    Ok(())
+}
