@@ -1,0 +1,89 @@
+//! The [`Provider`] trait (one HTTP attempt, no retries) and the three wire
+//! protocols behind it. Retries, timeouts, concurrency and accounting live in
+//! [`crate::LlmClient`], above every provider, so wrappers such as the
+//! recorder see exactly what went over the wire.
+
+mod anthropic;
+mod http;
+mod openai;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+pub use anthropic::AnthropicProvider;
+pub use openai::OpenAiProvider;
+
+use crate::config::{LlmConfig, ProviderKind};
+use crate::error::LlmError;
+use crate::types::{ModelReply, ModelRequest};
+
+/// A boxed, sendable future: what trait methods return so the traits stay
+/// object-safe (`Arc<dyn Provider>`, `Arc<dyn ChatModel>`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One model API: sends a resolved request once and parses the answer.
+pub trait Provider: Send + Sync {
+    /// Provider name for messages (`openai`, `azure`, `anthropic`, `replay`).
+    fn name(&self) -> &str;
+
+    /// Where requests go, for messages.
+    fn endpoint(&self) -> &str;
+
+    /// One attempt: no retry, no timeout (the client adds both).
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelReply, LlmError>>;
+
+    /// The model names the endpoint serves.
+    fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, LlmError>>;
+}
+
+/// Builds the HTTP provider `config` names. Fails when no API key was found.
+pub fn http_provider(config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> {
+    let key = config
+        .api_key
+        .clone()
+        .ok_or_else(|| LlmError::MissingApiKey {
+            provider: config.provider.to_string(),
+            hint: format!("RLM_API_KEY or {}", config.provider.key_env_var()),
+        })?;
+    let http = http::client(config.timeout)?;
+    Ok(match config.provider {
+        ProviderKind::OpenAi => Box::new(OpenAiProvider::openai(http, &config.base_url, key)),
+        ProviderKind::Azure => Box::new(OpenAiProvider::azure(
+            http,
+            &config.base_url,
+            key,
+            &config.azure_api_version,
+        )),
+        ProviderKind::Anthropic => Box::new(AnthropicProvider::new(
+            http,
+            &config.base_url,
+            key,
+            &config.anthropic_version,
+        )),
+    })
+}
+
+/// Parses `Retry-After` / `retry-after-ms`: seconds, milliseconds, or an
+/// HTTP date.
+pub(crate) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = text("retry-after")?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
