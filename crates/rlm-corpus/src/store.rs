@@ -582,16 +582,13 @@ impl Store {
         }
         progress(IndexProgress::Committing);
         let next = generation + 1;
+        test_pause("before_db_commit");
         tx.execute(
             "UPDATE meta SET value = ?1 WHERE key = 'generation'",
             [next.to_string()],
         )?;
         tx.commit()?;
-        if let Ok(ms) = std::env::var("RLM_TEST_PAUSE_BEFORE_FTS_COMMIT_MS") {
-            // Test hook: widens the window between the two commits so a test can
-            // kill the process there and prove the store recovers.
-            std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap_or(0)));
-        }
+        test_pause("between_commits");
         writer.commit(next)?;
         fts.reload()?;
         let store = Store {
@@ -972,6 +969,19 @@ fn process_file(entry: &FileEntry, chunk_chars: usize, max_bytes: u64) -> Proces
         Extraction::Failed(m) => ProcessOutcome::Failed(m),
     };
     done(hash, outcome)
+}
+
+/// Test hook: `RLM_TEST_PAUSE=<stage>:<ms>` sleeps at a named stage of an
+/// indexing run, so tests can kill the process exactly there and prove the
+/// store survives. Unset in normal use; costs one env lookup per run.
+fn test_pause(stage: &str) {
+    if let Ok(spec) = std::env::var("RLM_TEST_PAUSE")
+        && let Some((name, ms)) = spec.split_once(':')
+        && name == stage
+    {
+        eprintln!("rlm: test pause at {stage}");
+        std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap_or(0)));
+    }
 }
 
 /// Modification time in nanoseconds since the epoch (0 when unknown).
