@@ -335,15 +335,16 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
         Err(_) => return plain(400, "cannot read request body"),
     };
 
-    let api = if method == Method::GET && bare_path.ends_with("/models") {
+    let azure = bare_path.starts_with("/openai/deployments/")
+        && bare_path.ends_with("/chat/completions")
+        && bare_path.matches('/').count() == 5;
+    let api = if method == Method::GET && bare_path == "/v1/models" {
         WireApi::Models
-    } else if method == Method::POST && bare_path.ends_with("/chat/completions") {
-        if bare_path.starts_with("/openai/deployments/") {
-            WireApi::Azure
-        } else {
-            WireApi::OpenAi
-        }
-    } else if method == Method::POST && bare_path.ends_with("/messages") {
+    } else if method == Method::POST && bare_path == "/v1/chat/completions" {
+        WireApi::OpenAi
+    } else if method == Method::POST && azure {
+        WireApi::Azure
+    } else if method == Method::POST && bare_path == "/v1/messages" {
         WireApi::Anthropic
     } else {
         return plain(
