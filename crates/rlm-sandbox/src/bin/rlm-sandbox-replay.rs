@@ -1,0 +1,80 @@
+//! Replay report: runs every recorded model session through the sandbox and
+//! compares each cell's stdout with CPython's.
+//!
+//! Usage: `rlm-sandbox-replay [--data DIR] [--failures]` (default DIR: the
+//! crate's `tests/data`). Prints the pass rate and the top failure causes;
+//! `--failures` also lists every failing cell.
+
+use std::path::PathBuf;
+
+use rlm_sandbox::replay::run_replay;
+use rlm_sandbox::{SandboxConfig, WorkerCommand};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let mut data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut failures = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--data" => match args.next() {
+                Some(d) => data = PathBuf::from(d),
+                None => return fail("--data needs a directory"),
+            },
+            "--failures" => failures = true,
+            other => {
+                return fail(&format!(
+                    "unknown argument {other:?}; use --data DIR or --failures"
+                ));
+            }
+        }
+    }
+    let read = |name: &str| std::fs::read_to_string(data.join(name));
+    let (Ok(traj), Ok(reference)) = (read("trajectories.jsonl"), read("cpython_results.jsonl"))
+    else {
+        return fail(&format!(
+            "cannot read trajectories.jsonl and cpython_results.jsonl in {}",
+            data.display()
+        ));
+    };
+    let worker = match WorkerCommand::locate() {
+        Ok(w) => w,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let config = SandboxConfig::new(worker);
+    let report = match run_replay(&config, &traj, &reference).await {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    print!("{}", report.summary());
+    if failures {
+        for c in report
+            .cells
+            .iter()
+            .filter(|c| !c.harness && c.cpython_ran() && !c.passed())
+        {
+            println!(
+                "--- {} cell {}: {}",
+                c.id,
+                c.cell,
+                c.error.as_deref().unwrap_or("stdout differs")
+            );
+            if c.error.is_none() {
+                println!(
+                    "  sandbox: {:?}",
+                    c.stdout.chars().take(400).collect::<String>()
+                );
+                println!(
+                    "  cpython: {:?}",
+                    c.cpython_stdout.chars().take(400).collect::<String>()
+                );
+            }
+        }
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+fn fail(msg: &str) -> std::process::ExitCode {
+    eprintln!("error: {msg}");
+    std::process::ExitCode::FAILURE
+}

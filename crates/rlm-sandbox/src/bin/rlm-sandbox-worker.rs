@@ -1,0 +1,12 @@
+//! The sandbox worker process: one monty REPL session over stdin/stdout.
+//!
+//! Started by `rlm_sandbox::Session`; not meant to be run by hand.
+
+/// Counts every allocation of this process so the memory limit can be enforced.
+#[global_allocator]
+static ALLOCATOR: monty_alloc::LimitedAllocator = monty_alloc::LimitedAllocator;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    std::process::exit(rlm_sandbox::worker::run_worker(&args));
+}

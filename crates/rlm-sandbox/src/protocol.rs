@@ -1,0 +1,326 @@
+//! The wire protocol between the parent and a worker process.
+//!
+//! A frame is `u32 header length, JSON header, u32 blob count, (u64 length,
+//! bytes)*` over the worker's stdin/stdout. Large strings (the corpus) travel as
+//! raw blobs, never JSON-escaped, so loading 100 MB costs one memcpy per side.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Upper bound on one header, so a corrupt length cannot make us allocate wildly.
+const MAX_HEADER_BYTES: u32 = 256 * 1024 * 1024;
+/// Upper bound on one blob (4 GiB is beyond any memory limit we allow).
+const MAX_BLOB_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// A decoded frame: a JSON header plus raw byte blobs it refers to by index.
+#[derive(Debug, Default)]
+pub struct Frame {
+    /// The message, serialized as JSON.
+    pub header: Vec<u8>,
+    /// Raw payloads the header points at by index.
+    pub blobs: Vec<Vec<u8>>,
+}
+
+/// Writes one frame (blocking), then flushes.
+pub fn write_frame(out: &mut impl Write, header: &[u8], blobs: &[&[u8]]) -> io::Result<()> {
+    let header_len = u32::try_from(header.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "frame header too large"))?;
+    out.write_all(&header_len.to_le_bytes())?;
+    out.write_all(header)?;
+    out.write_all(&(blobs.len() as u32).to_le_bytes())?;
+    for blob in blobs {
+        out.write_all(&(blob.len() as u64).to_le_bytes())?;
+        out.write_all(blob)?;
+    }
+    out.flush()
+}
+
+/// Reads one frame (blocking). `Ok(None)` on a clean end of stream.
+pub fn read_frame(input: &mut impl Read) -> io::Result<Option<Frame>> {
+    let mut len4 = [0u8; 4];
+    match input.read_exact(&mut len4) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let header_len = u32::from_le_bytes(len4);
+    if header_len > MAX_HEADER_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "frame header length out of range",
+        ));
+    }
+    let mut header = vec![0u8; header_len as usize];
+    input.read_exact(&mut header)?;
+    input.read_exact(&mut len4)?;
+    let count = u32::from_le_bytes(len4);
+    let mut blobs = Vec::with_capacity(count.min(1 << 20) as usize);
+    for _ in 0..count {
+        let mut len8 = [0u8; 8];
+        input.read_exact(&mut len8)?;
+        let len = u64::from_le_bytes(len8);
+        if len > MAX_BLOB_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "frame blob length out of range",
+            ));
+        }
+        let mut blob = vec![0u8; len as usize];
+        input.read_exact(&mut blob)?;
+        blobs.push(blob);
+    }
+    Ok(Some(Frame { header, blobs }))
+}
+
+/// How a session input is shaped on the wire. Strings are blob indices.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireInput {
+    /// One string: `blob` indexes the frame's blobs.
+    Text {
+        /// Blob index.
+        blob: usize,
+    },
+    /// A list of strings, one blob each.
+    TextList {
+        /// Blob indices in order.
+        blobs: Vec<usize>,
+    },
+    /// A list of document records; each text is a blob.
+    Documents {
+        /// Records (text replaced by its blob index).
+        docs: Vec<WireDocument>,
+    },
+    /// Any JSON value (converted to dict/list/str/int/float/bool/None).
+    Json {
+        /// The value.
+        value: Value,
+    },
+}
+
+/// A document record whose text travels as a blob.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WireDocument {
+    /// Position in the corpus (0-based).
+    pub index: u64,
+    /// Display name (corpus-relative path).
+    pub name: String,
+    /// Stable document id.
+    pub id: String,
+    /// Length of the text in characters.
+    pub chars: u64,
+    /// Number of chunks the store split the document into.
+    pub chunk_count: u64,
+    /// Blob index of the text.
+    pub text_blob: usize,
+}
+
+/// Per-session settings sent with `Start`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireLimits {
+    /// Interpreter time per cell, in milliseconds.
+    pub cell_time_limit_ms: u64,
+    /// Host calls allowed per cell.
+    pub max_host_calls_per_cell: u64,
+    /// Bytes of printed output the worker keeps per cell (head + tail).
+    pub max_captured_output_bytes: usize,
+    /// Maximum recursion depth of Python functions.
+    pub max_recursion_depth: usize,
+}
+
+/// Messages from the parent to the worker.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToWorker {
+    /// Begin a session with these inputs and host functions.
+    Start {
+        /// Named inputs.
+        inputs: Vec<(String, WireInput)>,
+        /// Host functions: (name, awaitable).
+        functions: Vec<(String, bool)>,
+        /// Limits for every cell of the session.
+        limits: WireLimits,
+    },
+    /// Run one cell.
+    Cell {
+        /// Python source.
+        code: String,
+    },
+    /// The answer to a host call.
+    HostResult {
+        /// The call being answered.
+        call_id: u32,
+        /// The value or the error to raise.
+        result: WireHostResult,
+    },
+    /// Bind a variable to a JSON value (between cells).
+    SetVar {
+        /// The variable name.
+        name: String,
+        /// Its new value.
+        value: Value,
+    },
+    /// Read a variable's value (between cells).
+    GetVar {
+        /// The variable name.
+        name: String,
+    },
+}
+
+/// A host function's answer on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireHostResult {
+    /// Return this value to Python.
+    Value {
+        /// The value.
+        value: Value,
+    },
+    /// Raise a Python exception at the call site.
+    Raise {
+        /// Exception type name, e.g. `RuntimeError`.
+        exc_type: String,
+        /// Message.
+        message: String,
+    },
+    /// Stop the cell now (uncatchable); the cell reports `ended_by_host`.
+    EndCell {
+        /// Why the host stopped the cell.
+        reason: String,
+    },
+}
+
+/// Messages from the worker to the parent.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromWorker {
+    /// The worker is up and waits for `Start`.
+    Hello {
+        /// The monty version compiled in.
+        monty_version: String,
+    },
+    /// The session started (inputs loaded).
+    Started,
+    /// A `SetVar` was applied.
+    VarSet,
+    /// Python called a host function.
+    HostCall {
+        /// Correlation id for the answer.
+        call_id: u32,
+        /// Function name.
+        name: String,
+        /// Positional arguments.
+        args: Vec<Value>,
+        /// Keyword arguments.
+        kwargs: serde_json::Map<String, Value>,
+        /// True when Python will `await` the result (answers may come in any order).
+        awaitable: bool,
+    },
+    /// A cell finished.
+    CellDone(WireCellResult),
+    /// The value of a variable asked for with `GetVar` (`null` when undefined).
+    Var {
+        /// Whether the variable exists.
+        defined: bool,
+        /// Its value as JSON.
+        value: Value,
+    },
+    /// The worker cannot continue (bad request); it exits after sending this.
+    Fatal {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A finished cell on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireCellResult {
+    /// Captured output (possibly cut in the middle, see `stdout_chars`).
+    pub stdout: String,
+    /// Characters the cell printed in total.
+    pub stdout_chars: u64,
+    /// `repr()` of the last expression's value, unless it was `None`.
+    pub value: Option<String>,
+    /// The exception that ended the cell.
+    pub error: Option<WireCellError>,
+    /// Worker-side wall time in microseconds.
+    pub elapsed_us: u64,
+    /// Host calls made by the cell.
+    pub host_calls: u64,
+    /// Set when a host function stopped the cell on purpose.
+    pub ended_by_host: Option<String>,
+}
+
+/// A Python exception on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireCellError {
+    /// Exception type, e.g. `NameError`.
+    pub exc_type: String,
+    /// Message, with a hint appended when we know a workaround.
+    pub message: String,
+    /// 1-based line in the cell, when known.
+    pub line: Option<u32>,
+}
+
+/// Async counterpart of [`read_frame`] for the parent side.
+pub async fn read_frame_async<R: tokio::io::AsyncRead + Unpin>(
+    input: &mut R,
+) -> io::Result<Option<Frame>> {
+    use tokio::io::AsyncReadExt;
+    let mut len4 = [0u8; 4];
+    match input.read_exact(&mut len4).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let header_len = u32::from_le_bytes(len4);
+    if header_len > MAX_HEADER_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "frame header length out of range",
+        ));
+    }
+    let mut header = vec![0u8; header_len as usize];
+    input.read_exact(&mut header).await?;
+    input.read_exact(&mut len4).await?;
+    let count = u32::from_le_bytes(len4);
+    let mut blobs = Vec::new();
+    for _ in 0..count {
+        let mut len8 = [0u8; 8];
+        input.read_exact(&mut len8).await?;
+        let len = u64::from_le_bytes(len8);
+        if len > MAX_BLOB_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "frame blob length out of range",
+            ));
+        }
+        let mut blob = vec![0u8; len as usize];
+        input.read_exact(&mut blob).await?;
+        blobs.push(blob);
+    }
+    Ok(Some(Frame { header, blobs }))
+}
+
+/// Async counterpart of [`write_frame`] for the parent side.
+pub async fn write_frame_async<W: tokio::io::AsyncWrite + Unpin>(
+    out: &mut W,
+    header: &[u8],
+    blobs: &[&[u8]],
+) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let header_len = u32::try_from(header.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "frame header too large"))?;
+    let mut prefix = Vec::with_capacity(header.len() + 8);
+    prefix.extend_from_slice(&header_len.to_le_bytes());
+    prefix.extend_from_slice(header);
+    prefix.extend_from_slice(&(blobs.len() as u32).to_le_bytes());
+    out.write_all(&prefix).await?;
+    for blob in blobs {
+        out.write_all(&(blob.len() as u64).to_le_bytes()).await?;
+        out.write_all(blob).await?;
+    }
+    out.flush().await
+}

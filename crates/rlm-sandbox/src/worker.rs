@@ -1,0 +1,701 @@
+//! The worker process: one monty REPL session driven over stdin/stdout.
+//!
+//! The worker must run in its own process with `monty_alloc::LimitedAllocator`
+//! as the global allocator (see `src/bin/rlm-sandbox-worker.rs` and the hidden
+//! `rlm __sandbox-worker` subcommand): the allocator counts the whole process
+//! and ends it when the hard memory ceiling is crossed, which must never take
+//! the parent down. The interpreter runs on a thread with a 64 MB stack because
+//! parsing deeply nested expressions recurses on the native stack.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{self, BufReader, BufWriter, Stdin, Stdout};
+use std::str::FromStr;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use monty::{MontyRepl, ReplProgress, ReplStartError};
+use monty_types::{
+    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
+    PrintWriter, PrintWriterCallback, ResourceLimits, ResourceTracker,
+};
+use serde_json::Value;
+
+use crate::convert::{from_json, to_json};
+use crate::hints::add_hint;
+use crate::names::assigned_names;
+use crate::protocol::{
+    FromWorker, ToWorker, WireCellError, WireCellResult, WireHostResult, WireInput, WireLimits,
+    read_frame, write_frame,
+};
+
+/// Stack size of the interpreter thread.
+const INTERPRETER_STACK_BYTES: usize = 64 * 1024 * 1024;
+/// Characters one cell may print before it is stopped: printing far more than
+/// any model can read is a bug or an attack, and the buffer lives in this process.
+const MAX_PRINTED_CHARS_PER_CELL: u64 = 100_000_000;
+/// Names the worker answers itself; never forwarded to the parent.
+const SHOW_VARS: &str = "SHOW_VARS";
+
+/// Entry point of a worker process; returns the process exit code.
+///
+/// `args` are the worker's command-line arguments after the program (or
+/// subcommand) name: `--memory-limit BYTES` (0 = unlimited).
+pub fn run_worker(args: &[String]) -> i32 {
+    let mut memory_limit: Option<usize> = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--memory-limit" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
+                Some(0) => memory_limit = None,
+                Some(n) => memory_limit = Some(n),
+                None => {
+                    eprintln!("rlm sandbox worker: --memory-limit needs a number of bytes");
+                    return 2;
+                }
+            },
+            other => {
+                eprintln!("rlm sandbox worker: unknown argument {other:?}");
+                return 2;
+            }
+        }
+    }
+    // Arm the allocator before anything large is allocated, so its baseline is
+    // the bare worker. Fails when monty-alloc is not the global allocator; the
+    // limit is then not enforced, which the Hello message does not hide.
+    let armed = memory_limit.is_some() && monty_alloc::set_limit(memory_limit, false).is_ok();
+    let spawned = thread::Builder::new()
+        .name("monty".into())
+        .stack_size(INTERPRETER_STACK_BYTES)
+        .spawn(move || serve(memory_limit.filter(|_| armed)));
+    match spawned.map(|h| h.join()) {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => 70,
+        Err(e) => {
+            eprintln!("rlm sandbox worker: cannot start the interpreter thread: {e}");
+            70
+        }
+    }
+}
+
+/// Framed stdin/stdout of the worker.
+struct Channel {
+    input: BufReader<Stdin>,
+    output: BufWriter<Stdout>,
+}
+
+impl Channel {
+    fn send(&mut self, msg: &FromWorker) -> io::Result<()> {
+        let header = serde_json::to_vec(msg).map_err(io::Error::other)?;
+        write_frame(&mut self.output, &header, &[])
+    }
+
+    fn recv(&mut self) -> io::Result<Option<(ToWorker, Vec<Vec<u8>>)>> {
+        let Some(frame) = read_frame(&mut self.input)? else {
+            return Ok(None);
+        };
+        let msg: ToWorker = serde_json::from_slice(&frame.header)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad message: {e}")))?;
+        Ok(Some((msg, frame.blobs)))
+    }
+}
+
+/// A stopped connection: the parent went away or spoke nonsense.
+struct Disconnected;
+
+impl From<io::Error> for Disconnected {
+    fn from(_: io::Error) -> Self {
+        Disconnected
+    }
+}
+
+/// The serve loop: Hello, then Start, then cells until stdin closes.
+fn serve(memory_limit: Option<usize>) -> i32 {
+    let mut chan = Channel {
+        input: BufReader::with_capacity(1 << 20, io::stdin()),
+        output: BufWriter::with_capacity(1 << 16, io::stdout()),
+    };
+    let hello = FromWorker::Hello {
+        monty_version: monty_types::MONTY_VERSION.to_string(),
+    };
+    if chan.send(&hello).is_err() {
+        return 0;
+    }
+    let mut session: Option<Session> = None;
+    loop {
+        let msg = match chan.recv() {
+            Ok(Some(m)) => m,
+            Ok(None) => return 0,
+            Err(e) => {
+                let _ = chan.send(&FromWorker::Fatal {
+                    message: e.to_string(),
+                });
+                return 3;
+            }
+        };
+        let outcome = match msg {
+            (
+                ToWorker::Start {
+                    inputs,
+                    functions,
+                    limits,
+                },
+                blobs,
+            ) => match Session::start(inputs, blobs, functions, limits, memory_limit) {
+                Ok(s) => {
+                    session = Some(s);
+                    chan.send(&FromWorker::Started).map_err(Disconnected::from)
+                }
+                Err(message) => {
+                    let _ = chan.send(&FromWorker::Fatal { message });
+                    return 3;
+                }
+            },
+            (ToWorker::Cell { code }, _) => match session.as_mut() {
+                Some(s) => s.run_cell(&code, &mut chan).and_then(|r| {
+                    chan.send(&FromWorker::CellDone(r))
+                        .map_err(Disconnected::from)
+                }),
+                None => Err(Disconnected),
+            },
+            (ToWorker::GetVar { name }, _) => match session.as_mut() {
+                Some(s) => {
+                    let (defined, value) = s.get_var(&name);
+                    chan.send(&FromWorker::Var { defined, value })
+                        .map_err(Disconnected::from)
+                }
+                None => Err(Disconnected),
+            },
+            (ToWorker::SetVar { name, value }, _) => match session.as_mut() {
+                Some(s) => {
+                    s.set_var(name, value);
+                    chan.send(&FromWorker::VarSet).map_err(Disconnected::from)
+                }
+                None => Err(Disconnected),
+            },
+            // A late answer for a call of a finished cell: nothing waits for it.
+            (ToWorker::HostResult { .. }, _) => Ok(()),
+        };
+        if outcome.is_err() {
+            return 0;
+        }
+    }
+}
+
+/// One REPL session with its host functions and limits.
+struct Session {
+    /// The REPL between cells (`None` only while a cell runs).
+    repl: Option<MontyRepl>,
+    /// Host function name → awaitable.
+    functions: HashMap<String, bool>,
+    limits: WireLimits,
+    /// Every top-level name the session may have bound (for `SHOW_VARS`).
+    known_names: BTreeSet<String>,
+    /// Host answers that arrived but were not asked for yet, by call id.
+    answers: HashMap<u32, WireHostResult>,
+}
+
+impl Session {
+    fn start(
+        inputs: Vec<(String, WireInput)>,
+        blobs: Vec<Vec<u8>>,
+        functions: Vec<(String, bool)>,
+        limits: WireLimits,
+        memory_limit: Option<usize>,
+    ) -> Result<Self, String> {
+        let mut blobs: Vec<Option<Vec<u8>>> = blobs.into_iter().map(Some).collect();
+        let mut take_text = |idx: usize| -> Result<String, String> {
+            let bytes = blobs
+                .get_mut(idx)
+                .and_then(Option::take)
+                .ok_or_else(|| format!("input blob {idx} missing or used twice"))?;
+            String::from_utf8(bytes).map_err(|e| format!("input blob {idx} is not UTF-8: {e}"))
+        };
+        let mut values = Vec::with_capacity(inputs.len());
+        let mut known_names = BTreeSet::new();
+        for (name, input) in inputs {
+            let obj = match input {
+                WireInput::Text { blob } => MontyObject::String(take_text(blob)?),
+                WireInput::TextList { blobs } => MontyObject::List(
+                    blobs
+                        .into_iter()
+                        .map(|b| take_text(b).map(MontyObject::String))
+                        .collect::<Result<_, _>>()?,
+                ),
+                WireInput::Documents { docs } => {
+                    let mut list = Vec::with_capacity(docs.len());
+                    for d in docs {
+                        let text = take_text(d.text_blob)?;
+                        let pairs = vec![
+                            (s("index"), MontyObject::Int(d.index as i64)),
+                            (s("name"), MontyObject::String(d.name)),
+                            (s("id"), MontyObject::String(d.id)),
+                            (s("chars"), MontyObject::Int(d.chars as i64)),
+                            (s("chunk_count"), MontyObject::Int(d.chunk_count as i64)),
+                            (s("text"), MontyObject::String(text)),
+                        ];
+                        list.push(MontyObject::dict(pairs));
+                    }
+                    MontyObject::List(list)
+                }
+                WireInput::Json { value } => from_json(value),
+            };
+            known_names.insert(name.clone());
+            values.push((name, obj));
+        }
+        let mut resource_limits =
+            ResourceLimits::default().max_recursion_depth(limits.max_recursion_depth);
+        if let Some(bytes) = memory_limit {
+            resource_limits = resource_limits.max_memory(bytes);
+        }
+        let repl = MontyRepl::new(
+            "<cell>",
+            ResourceTracker::new(resource_limits),
+            CompileOptions::default(),
+        );
+        let mut sink = String::new();
+        let repl = match repl.feed_start("pass", values, PrintWriter::collect_string(&mut sink)) {
+            Ok(progress) => progress.into_repl(),
+            Err(e) => return Err(format!("loading the inputs failed: {}", e.error.summary())),
+        };
+        Ok(Self {
+            repl: Some(repl),
+            functions: functions.into_iter().collect(),
+            limits,
+            known_names,
+            answers: HashMap::new(),
+        })
+    }
+
+    /// Runs one cell to completion, answering host calls through `chan`.
+    fn run_cell(&mut self, code: &str, chan: &mut Channel) -> Result<WireCellResult, Disconnected> {
+        let started = Instant::now();
+        let mut repl = self.repl.take().expect("repl is present between cells");
+        self.answers.clear();
+        self.known_names.extend(assigned_names(code));
+        if code.contains(SHOW_VARS) {
+            repl = self.define_show_vars(repl);
+        }
+        // The tracker's time budget is cumulative over a session: reset per cell.
+        repl.tracker_mut()
+            .set_max_duration(Duration::from_millis(self.limits.cell_time_limit_ms));
+        let mut out = CapturedOutput::new(self.limits.max_captured_output_bytes);
+        let mut host_calls: u64 = 0;
+        let mut ended_by_host: Option<String> = None;
+        let mut progress = repl.feed_start(code, Vec::new(), PrintWriter::Callback(&mut out));
+        let (repl, value, error) = loop {
+            let step = match progress {
+                Ok(ReplProgress::Complete { repl, value }) => break (repl, Some(value), None),
+                Err(err) => {
+                    let ReplStartError { repl, error } = *err;
+                    break (repl, None, Some(error));
+                }
+                Ok(ReplProgress::NameLookup(lookup)) => {
+                    let known = self.functions.contains_key(&lookup.name);
+                    let answer = if known {
+                        NameLookupResult::Value(MontyObject::Function {
+                            name: lookup.name.clone(),
+                            docstring: None,
+                        })
+                    } else {
+                        NameLookupResult::Undefined
+                    };
+                    lookup.resume(answer, PrintWriter::Callback(&mut out))
+                }
+                Ok(ReplProgress::OsCall(call)) => {
+                    let what = call.function_call.name();
+                    let exc = MontyException::new(
+                        ExcType::PermissionError,
+                        Some(format!(
+                            "{what}: files, the environment and the network are not available in this sandbox; \
+                             the data you need is already in your variables (e.g. `context`)"
+                        )),
+                    );
+                    call.resume(
+                        ExtFunctionResult::Error(exc),
+                        PrintWriter::Callback(&mut out),
+                    )
+                }
+                Ok(ReplProgress::FunctionCall(call)) => {
+                    host_calls += 1;
+                    if host_calls > self.limits.max_host_calls_per_cell {
+                        let exc = MontyException::new(
+                            ExcType::RuntimeError,
+                            Some(format!(
+                                "host call limit reached: a cell may call host functions at most {} times; \
+                                 batch the work (e.g. llm_query_batched) or split it over several cells",
+                                self.limits.max_host_calls_per_cell
+                            )),
+                        );
+                        call.abort(exc, PrintWriter::Callback(&mut out))
+                    } else if let Some(&awaitable) = self.functions.get(&call.function_name)
+                        && call.object_id.is_none()
+                    {
+                        let call_id = call.call_id;
+                        let args = call.args.iter().map(to_json).collect();
+                        let kwargs = call
+                            .kwargs
+                            .iter()
+                            .map(|(k, v)| {
+                                let key = match k {
+                                    MontyObject::String(s) => s.clone(),
+                                    other => other.to_string(),
+                                };
+                                (key, to_json(v))
+                            })
+                            .collect();
+                        chan.send(&FromWorker::HostCall {
+                            call_id,
+                            name: call.function_name.clone(),
+                            args,
+                            kwargs,
+                            awaitable,
+                        })?;
+                        if awaitable {
+                            call.resume_pending(PrintWriter::Callback(&mut out))
+                        } else {
+                            match self.wait_answer(call_id, chan)? {
+                                HostAnswer::Result(r) => {
+                                    call.resume(r, PrintWriter::Callback(&mut out))
+                                }
+                                HostAnswer::EndCell(reason) => {
+                                    let exc = MontyException::new(
+                                        ExcType::SystemExit,
+                                        Some(reason.clone()),
+                                    );
+                                    ended_by_host = Some(reason);
+                                    call.abort(exc, PrintWriter::Callback(&mut out))
+                                }
+                            }
+                        }
+                    } else {
+                        let name = call.function_name.clone();
+                        call.resume(
+                            ExtFunctionResult::NotFound(name),
+                            PrintWriter::Callback(&mut out),
+                        )
+                    }
+                }
+                Ok(ReplProgress::ResolveFutures(pending)) => {
+                    let ids = pending.pending_call_ids().to_vec();
+                    let mut results = Vec::with_capacity(ids.len());
+                    let mut end = None;
+                    for id in ids {
+                        match self.wait_answer(id, chan)? {
+                            HostAnswer::Result(r) => results.push((id, r)),
+                            HostAnswer::EndCell(reason) => end = Some(reason),
+                        }
+                    }
+                    match end {
+                        Some(reason) => {
+                            let exc =
+                                MontyException::new(ExcType::SystemExit, Some(reason.clone()));
+                            ended_by_host = Some(reason);
+                            pending.abort(exc, PrintWriter::Callback(&mut out))
+                        }
+                        None => pending.resume(results, PrintWriter::Callback(&mut out)),
+                    }
+                }
+            };
+            progress = step;
+        };
+        self.repl = Some(repl);
+        let error = match (&ended_by_host, error) {
+            (Some(_), _) | (None, None) => None,
+            (None, Some(e)) => Some(cell_error(&e)),
+        };
+        let value = value
+            .filter(|v| !matches!(v, MontyObject::None))
+            .map(|v| v.py_repr());
+        let (stdout, stdout_chars) = out.finish();
+        Ok(WireCellResult {
+            stdout,
+            stdout_chars,
+            value,
+            error,
+            elapsed_us: started.elapsed().as_micros() as u64,
+            host_calls,
+            ended_by_host,
+        })
+    }
+
+    /// Blocks until the parent answers `call_id`, keeping other answers for later.
+    fn wait_answer(
+        &mut self,
+        call_id: u32,
+        chan: &mut Channel,
+    ) -> Result<HostAnswer, Disconnected> {
+        loop {
+            if let Some(answer) = self.answers.remove(&call_id) {
+                return Ok(match answer {
+                    WireHostResult::Value { value } => {
+                        HostAnswer::Result(ExtFunctionResult::Return(from_json(value)))
+                    }
+                    WireHostResult::Raise { exc_type, message } => {
+                        let ty = ExcType::from_str(&exc_type).unwrap_or(ExcType::RuntimeError);
+                        HostAnswer::Result(ExtFunctionResult::Error(MontyException::new(
+                            ty,
+                            Some(message),
+                        )))
+                    }
+                    WireHostResult::EndCell { reason } => HostAnswer::EndCell(reason),
+                });
+            }
+            match chan.recv()? {
+                Some((
+                    ToWorker::HostResult {
+                        call_id: id,
+                        result,
+                    },
+                    _,
+                )) => {
+                    self.answers.insert(id, result);
+                }
+                // Anything else in the middle of a cell is a broken parent.
+                _ => return Err(Disconnected),
+            }
+        }
+    }
+
+    /// Defines `SHOW_VARS()` over the names the session may have bound.
+    ///
+    /// monty has no `globals()`, so the function probes each known name and
+    /// skips the ones that are not (or no longer) defined.
+    fn define_show_vars(&mut self, repl: MontyRepl) -> MontyRepl {
+        let mut src = String::from("def SHOW_VARS():\n    _rlm_vars = {}\n");
+        for name in &self.known_names {
+            if name.starts_with('_') || self.functions.contains_key(name) || name == SHOW_VARS {
+                continue;
+            }
+            src.push_str(&format!(
+                "    try:\n        _rlm_vars['{name}'] = type({name}).__name__\n    except NameError:\n        pass\n"
+            ));
+        }
+        src.push_str(
+            "    if not _rlm_vars:\n        return 'No variables created yet. Use ```repl``` blocks to create variables.'\n    return 'Available variables: ' + str(_rlm_vars)\n",
+        );
+        let mut sink = String::new();
+        match repl.feed_start(&src, Vec::new(), PrintWriter::collect_string(&mut sink)) {
+            Ok(progress) => progress.into_repl(),
+            Err(err) => err.repl,
+        }
+    }
+
+    /// Binds `name` to a value by feeding it as an input of an empty snippet.
+    fn set_var(&mut self, name: String, value: Value) {
+        let repl = self.repl.take().expect("repl is present between cells");
+        self.known_names.insert(name.clone());
+        let mut sink = String::new();
+        let inputs = vec![(name, from_json(value))];
+        self.repl = Some(
+            match repl.feed_start("pass", inputs, PrintWriter::collect_string(&mut sink)) {
+                Ok(progress) => progress.into_repl(),
+                Err(err) => err.repl,
+            },
+        );
+    }
+
+    /// Reads a variable by evaluating its name; `(false, null)` when undefined.
+    fn get_var(&mut self, name: &str) -> (bool, Value) {
+        let valid = !name.is_empty()
+            && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return (false, Value::Null);
+        }
+        let mut repl = self.repl.take().expect("repl is present between cells");
+        repl.tracker_mut().set_max_duration(Duration::from_secs(5));
+        let mut sink = String::new();
+        let mut progress =
+            repl.feed_start(name, Vec::new(), PrintWriter::collect_string(&mut sink));
+        loop {
+            progress = match progress {
+                Ok(ReplProgress::Complete { repl, value }) => {
+                    self.repl = Some(repl);
+                    return (true, to_json(&value));
+                }
+                Ok(ReplProgress::NameLookup(lookup)) => lookup.resume(
+                    NameLookupResult::Undefined,
+                    PrintWriter::collect_string(&mut sink),
+                ),
+                Ok(other) => {
+                    self.repl = Some(other.into_repl());
+                    return (false, Value::Null);
+                }
+                Err(err) => {
+                    self.repl = Some(err.repl);
+                    return (false, Value::Null);
+                }
+            };
+        }
+    }
+}
+
+/// What the parent answered to a host call.
+enum HostAnswer {
+    /// Resume Python with this.
+    Result(ExtFunctionResult),
+    /// Stop the cell on purpose.
+    EndCell(String),
+}
+
+fn s(text: &str) -> MontyObject {
+    MontyObject::String(text.to_string())
+}
+
+/// Turns a Python exception into the wire error: type, message (+ hint), line.
+fn cell_error(e: &MontyException) -> WireCellError {
+    let exc_type = e.exc_type().to_string();
+    let message = e.message().unwrap_or_default().to_string();
+    let line = e
+        .traceback()
+        .iter()
+        .rev()
+        .find(|f| f.filename.starts_with("<python-input"))
+        .map(|f| f.start.line);
+    WireCellError {
+        message: add_hint(&exc_type, &message),
+        exc_type,
+        line,
+    }
+}
+
+/// `print()` capture keeping the head and the tail within a byte budget.
+struct CapturedOutput {
+    head: String,
+    tail: String,
+    half: usize,
+    total_chars: u64,
+    cut: bool,
+}
+
+impl CapturedOutput {
+    fn new(max_bytes: usize) -> Self {
+        Self {
+            head: String::new(),
+            tail: String::new(),
+            half: (max_bytes / 2).max(1024),
+            total_chars: 0,
+            cut: false,
+        }
+    }
+
+    fn push(&mut self, text: &str) -> Result<(), MontyException> {
+        self.total_chars += text.chars().count() as u64;
+        if self.total_chars > MAX_PRINTED_CHARS_PER_CELL {
+            return Err(MontyException::new(
+                ExcType::MemoryError,
+                Some(format!(
+                    "output limit exceeded: a cell may print at most {MAX_PRINTED_CHARS_PER_CELL} characters; \
+                     print a slice, a count or a summary instead"
+                )),
+            ));
+        }
+        let mut rest = text;
+        if !self.cut && self.head.len() < self.half {
+            let room = self.half - self.head.len();
+            let take = floor_char_boundary(rest, room.min(rest.len()));
+            self.head.push_str(&rest[..take]);
+            rest = &rest[take..];
+            if rest.is_empty() {
+                return Ok(());
+            }
+        }
+        self.cut = true;
+        // Keep only the last `half` bytes of what follows the head.
+        if rest.len() >= self.half {
+            self.tail.clear();
+            let start = ceil_char_boundary(rest, rest.len() - self.half);
+            self.tail.push_str(&rest[start..]);
+        } else {
+            self.tail.push_str(rest);
+            if self.tail.len() > 2 * self.half {
+                let start = ceil_char_boundary(&self.tail, self.tail.len() - self.half);
+                self.tail.drain(..start);
+            }
+        }
+        Ok(())
+    }
+
+    /// The captured text (with a marker where the middle was dropped) and the
+    /// number of characters printed in total.
+    fn finish(mut self) -> (String, u64) {
+        if !self.cut {
+            return (self.head, self.total_chars);
+        }
+        if self.tail.len() > self.half {
+            let start = ceil_char_boundary(&self.tail, self.tail.len() - self.half);
+            self.tail.drain(..start);
+        }
+        let kept = (self.head.chars().count() + self.tail.chars().count()) as u64;
+        let dropped = self.total_chars.saturating_sub(kept);
+        if dropped == 0 {
+            self.head.push_str(&self.tail);
+            return (self.head, self.total_chars);
+        }
+        let text = format!(
+            "{}\n... [{dropped} characters cut] ...\n{}",
+            self.head, self.tail
+        );
+        (text, self.total_chars)
+    }
+}
+
+impl PrintWriterCallback for CapturedOutput {
+    fn stdout_write(&mut self, output: std::borrow::Cow<'_, str>) -> Result<(), MontyException> {
+        self.push(&output)
+    }
+
+    fn stdout_push(&mut self, end: char) -> Result<(), MontyException> {
+        let mut buf = [0u8; 4];
+        self.push(end.encode_utf8(&mut buf))
+    }
+}
+
+/// Largest char boundary `<= idx`.
+pub(crate) fn floor_char_boundary(s: &str, mut idx: usize) -> usize {
+    if idx >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(idx) {
+        idx -= 1;
+    }
+    idx
+}
+
+/// Smallest char boundary `>= idx`.
+pub(crate) fn ceil_char_boundary(s: &str, mut idx: usize) -> usize {
+    if idx >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(idx) {
+        idx += 1;
+    }
+    idx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captured_output_keeps_head_and_tail() {
+        let mut out = CapturedOutput::new(2048);
+        for i in 0..10_000 {
+            out.push(&format!("line {i}\n")).unwrap();
+        }
+        let (text, total) = out.finish();
+        assert!(text.starts_with("line 0\n"));
+        assert!(text.ends_with("line 9999\n"));
+        assert!(text.contains("characters cut"));
+        assert!(total > 60_000);
+        assert!(text.len() < 3000);
+    }
+
+    #[test]
+    fn captured_output_small_is_verbatim() {
+        let mut out = CapturedOutput::new(2048);
+        out.push("héllo").unwrap();
+        out.push("\n").unwrap();
+        assert_eq!(out.finish(), ("héllo\n".to_string(), 6));
+    }
+}

@@ -1,0 +1,63 @@
+//! Shared helpers for the integration tests: a real worker process and a
+//! scripted host handler.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rlm_sandbox::*;
+use serde_json::{Value, json};
+
+/// Config pointing at the worker binary cargo built for this package.
+pub fn config() -> SandboxConfig {
+    let mut c = SandboxConfig::new(WorkerCommand::new(env!("CARGO_BIN_EXE_rlm-sandbox-worker")));
+    c.cell_time_limit = Duration::from_secs(5);
+    c.kill_grace = Duration::from_secs(3);
+    c.memory_limit_bytes = 512 << 20;
+    c
+}
+
+/// Host functions of the tests: `echo` (sync), `aecho` (async, answers after a
+/// delay in reverse order), `boom` (raises), `stop` (ends the cell).
+#[derive(Default)]
+pub struct TestHost {
+    pub calls: AtomicU64,
+}
+
+impl HostHandler for TestHost {
+    async fn handle(&self, call: HostCall) -> Result<Value, HostError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        match call.name.as_str() {
+            "echo" => Ok(call.args.first().cloned().unwrap_or(Value::Null)),
+            "aecho" => {
+                let n = call.args.first().and_then(Value::as_u64).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(50 * (5 - n.min(5)))).await;
+                Ok(json!(format!("answer {n}")))
+            }
+            "boom" => Err(HostError::Raise {
+                exc_type: "ValueError".into(),
+                message: "boom from the host".into(),
+            }),
+            "stop" => Err(HostError::EndCell("stopped by FINAL".into())),
+            "noop" => Ok(Value::Null),
+            other => Err(HostError::runtime(format!("unexpected host call {other}"))),
+        }
+    }
+}
+
+/// A session with `context`, the test host functions, and the handler.
+pub async fn session_with(context: &str) -> (Session, Arc<TestHost>) {
+    let spec = SessionSpec::new()
+        .input("context", InputValue::Text(context.to_string()))
+        .function("echo", HostFunctionKind::Sync)
+        .function("aecho", HostFunctionKind::Async)
+        .function("boom", HostFunctionKind::Sync)
+        .function("stop", HostFunctionKind::Sync)
+        .function("noop", HostFunctionKind::Sync);
+    let session = Session::start(&config(), &spec)
+        .await
+        .expect("session starts");
+    (session, Arc::new(TestHost::default()))
+}

@@ -1,0 +1,49 @@
+//! Real model-written cells (tests/data, see REPLAY_DATA.md) through the
+//! sandbox, compared cell by cell with CPython 3.11.
+
+mod common;
+
+use rlm_sandbox::replay::run_replay;
+
+/// Share of the cells CPython runs that must also run here with the same stdout.
+const TARGET_PASS_RATE: f64 = 0.95;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_pass_rate_meets_target() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let traj = std::fs::read_to_string(data.join("trajectories.jsonl")).unwrap();
+    let reference = std::fs::read_to_string(data.join("cpython_results.jsonl")).unwrap();
+    let mut config = common::config();
+    config.cell_time_limit = std::time::Duration::from_secs(30);
+    config.memory_limit_bytes = 1 << 30;
+    let report = run_replay(&config, &traj, &reference).await.unwrap();
+    println!("{}", report.summary());
+    let (pass, total) = report.pass_counts();
+    assert!(
+        total > 250,
+        "expected ~290 model cells that CPython runs, got {total}"
+    );
+    assert!(
+        report.pass_rate() >= TARGET_PASS_RATE,
+        "{pass}/{total} below target\n{}",
+        report.summary()
+    );
+    // No session may die: failures must be Python errors, not crashes.
+    for c in &report.cells {
+        if let Some(e) = &c.error {
+            assert!(!e.contains("worker died"), "{} cell {}: {e}", c.id, c.cell);
+        }
+    }
+    // Cells CPython rejects must fail here too (models' own bugs).
+    let cpython_errors: Vec<_> = report
+        .cells
+        .iter()
+        .filter(|c| !c.harness && c.cpython_status == "error")
+        .collect();
+    let also_fail = cpython_errors.iter().filter(|c| !c.ran).count();
+    assert_eq!(
+        also_fail,
+        cpython_errors.len(),
+        "cells CPython fails on but the sandbox runs"
+    );
+}
