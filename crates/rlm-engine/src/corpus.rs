@@ -1,0 +1,230 @@
+//! The corpus as the REPL sees it: a snapshot of the store's documents with
+//! their texts, the `context` value in either shape, and the store lookups
+//! citation verification and `search()` need.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rlm_corpus::Store;
+use rlm_sandbox::{DocumentRecord, InputValue};
+use serde::{Deserialize, Serialize};
+
+use crate::citations::{CitationSource, SourceChunk};
+
+/// How `context` is shaped in the REPL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextShape {
+    /// One string, each document preceded by `[DOCUMENT i: path]` (the paper's shape).
+    #[default]
+    String,
+    /// A list of per-document strings (seed 003's `context[]`).
+    List,
+}
+
+impl std::str::FromStr for ContextShape {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "string" | "str" => Ok(ContextShape::String),
+            "list" => Ok(ContextShape::List),
+            other => Err(format!(
+                "unknown context shape {other:?}; use string or list"
+            )),
+        }
+    }
+}
+
+/// One document of the snapshot.
+#[derive(Debug, Clone)]
+pub struct CorpusDocument {
+    /// Position (the `i` of `[DOCUMENT i: ...]`, `documents[i]`, `context[i]`).
+    pub index: usize,
+    /// Stable document id.
+    pub id: String,
+    /// Corpus-relative path.
+    pub path: String,
+    /// Characters of text.
+    pub chars: u64,
+    /// Chunks in the store.
+    pub chunk_count: u32,
+    /// The extracted text.
+    pub text: String,
+}
+
+/// All documents of a store, loaded once per question.
+#[derive(Debug)]
+pub struct Corpus {
+    store: Arc<Store>,
+    docs: Vec<CorpusDocument>,
+    index_of: HashMap<String, usize>,
+}
+
+/// The header line written before each document in the string shape.
+pub fn document_header(index: usize, path: &str) -> String {
+    format!("[DOCUMENT {index}: {path}]")
+}
+
+impl Corpus {
+    /// Loads every document's text from the store.
+    pub fn load(store: Arc<Store>) -> Result<Self, rlm_corpus::CorpusError> {
+        let mut docs = Vec::new();
+        for (index, d) in store.documents()?.into_iter().enumerate() {
+            let text = store.document_text(&d.id)?;
+            docs.push(CorpusDocument {
+                index,
+                chars: d.chars,
+                chunk_count: d.chunk_count,
+                id: d.id,
+                path: d.path,
+                text,
+            });
+        }
+        let index_of = docs.iter().map(|d| (d.id.clone(), d.index)).collect();
+        Ok(Corpus {
+            store,
+            docs,
+            index_of,
+        })
+    }
+
+    /// The store behind the snapshot.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The documents in order.
+    pub fn documents(&self) -> &[CorpusDocument] {
+        &self.docs
+    }
+
+    /// Total characters of all documents.
+    pub fn total_chars(&self) -> u64 {
+        self.docs.iter().map(|d| d.chars).sum()
+    }
+
+    /// Index of a document id.
+    pub fn index_of(&self, doc_id: &str) -> Option<usize> {
+        self.index_of.get(doc_id).copied()
+    }
+
+    /// `context` in the given shape.
+    pub fn context_value(&self, shape: ContextShape) -> InputValue {
+        match shape {
+            ContextShape::String => {
+                let cap = self
+                    .docs
+                    .iter()
+                    .map(|d| d.text.len() + d.path.len() + 32)
+                    .sum();
+                let mut s = String::with_capacity(cap);
+                for d in &self.docs {
+                    s.push_str(&document_header(d.index, &d.path));
+                    s.push('\n');
+                    s.push_str(&d.text);
+                    if !d.text.ends_with('\n') {
+                        s.push('\n');
+                    }
+                    s.push('\n');
+                }
+                InputValue::Text(s)
+            }
+            ContextShape::List => {
+                InputValue::TextList(self.docs.iter().map(|d| d.text.clone()).collect())
+            }
+        }
+    }
+
+    /// Characters of `context` in the given shape (as the first message reports them).
+    pub fn context_chars(&self, shape: ContextShape) -> u64 {
+        match shape {
+            ContextShape::List => self.total_chars(),
+            ContextShape::String => self
+                .docs
+                .iter()
+                .map(|d| {
+                    let header = document_header(d.index, &d.path).chars().count() as u64;
+                    header + 1 + d.chars + u64::from(!d.text.ends_with('\n')) + 1
+                })
+                .sum(),
+        }
+    }
+
+    /// `documents` for the REPL.
+    pub fn document_records(&self) -> InputValue {
+        InputValue::Documents(
+            self.docs
+                .iter()
+                .map(|d| DocumentRecord {
+                    index: d.index as u64,
+                    name: d.path.clone(),
+                    id: d.id.clone(),
+                    chars: d.chars,
+                    chunk_count: u64::from(d.chunk_count),
+                    text: d.text.clone(),
+                })
+                .collect(),
+        )
+    }
+
+    /// `search(query, k)` for the REPL: hits as JSON records.
+    pub fn search_json(&self, query: &str, k: usize) -> Result<serde_json::Value, String> {
+        let hits = self.store.search(query, k).map_err(|e| e.to_string())?;
+        Ok(serde_json::Value::Array(
+            hits.into_iter()
+                .map(|h| {
+                    serde_json::json!({
+                        "chunk_id": h.chunk_id,
+                        "doc_index": self.index_of(&h.doc_id),
+                        "path": h.path,
+                        "score": h.score,
+                        "text": h.text,
+                    })
+                })
+                .collect(),
+        ))
+    }
+
+    fn source_chunk(&self, c: rlm_corpus::Chunk) -> Option<SourceChunk> {
+        let doc_index = self.index_of(&c.doc_id)?;
+        Some(SourceChunk {
+            id: c.id,
+            path: self.docs[doc_index].path.clone(),
+            doc_id: c.doc_id,
+            doc_index,
+            byte_start: c.byte_start,
+            byte_end: c.byte_end,
+            text: c.text,
+        })
+    }
+}
+
+impl CitationSource for Corpus {
+    fn chunk(&self, id: &str) -> Option<SourceChunk> {
+        self.store
+            .chunk(id)
+            .ok()
+            .flatten()
+            .and_then(|c| self.source_chunk(c))
+    }
+
+    fn document_count(&self) -> usize {
+        self.docs.len()
+    }
+
+    fn document_path(&self, index: usize) -> Option<String> {
+        self.docs.get(index).map(|d| d.path.clone())
+    }
+
+    fn document_chunks(&self, index: usize) -> Vec<SourceChunk> {
+        let Some(d) = self.docs.get(index) else {
+            return Vec::new();
+        };
+        self.store
+            .chunks_of(&d.id)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|c| self.source_chunk(c))
+            .collect()
+    }
+}

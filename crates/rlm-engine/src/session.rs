@@ -1,0 +1,227 @@
+//! Multi-turn sessions (`rlm ask --session NAME`): earlier questions, answers
+//! and findings, persisted in `<store>/sessions.sqlite` (a file of its own, so
+//! the corpus schema is never touched).
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, params};
+use serde::{Deserialize, Serialize};
+
+/// The session database file name inside a store folder.
+pub const SESSIONS_FILE: &str = "sessions.sqlite";
+
+/// Longest accepted session name.
+pub const MAX_SESSION_NAME: usize = 64;
+
+/// One earlier question of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    /// The question.
+    pub question: String,
+    /// The answer given.
+    pub answer: String,
+    /// Whether that answer was partial.
+    pub partial: bool,
+}
+
+/// A fact recorded with `add_finding`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The fact.
+    pub text: String,
+    /// Where it came from (free text, e.g. a citation marker).
+    pub source: Option<String>,
+}
+
+/// What a session brings into a new question.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// The session name.
+    pub name: String,
+    /// Earlier turns, oldest first.
+    pub history: Vec<Turn>,
+    /// Findings so far, oldest first.
+    pub findings: Vec<Finding>,
+}
+
+/// The session database of one store.
+#[derive(Debug)]
+pub struct SessionStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// Checks a session name: 1-64 characters of letters, digits, `-`, `_`, `.`.
+pub fn validate_session_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_SESSION_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid session name {name:?}: use 1-{MAX_SESSION_NAME} letters, digits, '-', '_' or '.'"
+        ))
+    }
+}
+
+impl SessionStore {
+    /// Opens (creating if needed) `<store_dir>/sessions.sqlite`.
+    pub fn open(store_dir: &Path) -> Result<Self, String> {
+        let path = store_dir.join(SESSIONS_FILE);
+        let conn =
+            Connection::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| e.to_string())?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS turns (
+                 id INTEGER PRIMARY KEY AUTOINCREMENT,
+                 session TEXT NOT NULL,
+                 question TEXT NOT NULL,
+                 answer TEXT NOT NULL,
+                 partial INTEGER NOT NULL,
+                 created_at TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS findings (
+                 id INTEGER PRIMARY KEY AUTOINCREMENT,
+                 session TEXT NOT NULL,
+                 text TEXT NOT NULL,
+                 source TEXT,
+                 created_at TEXT NOT NULL);
+             CREATE INDEX IF NOT EXISTS turns_session ON turns(session, id);
+             CREATE INDEX IF NOT EXISTS findings_session ON findings(session, id);",
+        )
+        .map_err(|e| format!("cannot initialize {}: {e}", path.display()))?;
+        Ok(SessionStore { conn, path })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Loads a session (empty if it does not exist yet).
+    pub fn load(&self, name: &str) -> Result<SessionState, String> {
+        validate_session_name(name)?;
+        let err = |e: rusqlite::Error| format!("cannot read session {name:?}: {e}");
+        let mut st = self
+            .conn
+            .prepare("SELECT question, answer, partial FROM turns WHERE session = ?1 ORDER BY id")
+            .map_err(err)?;
+        let history = st
+            .query_map(params![name], |r| {
+                Ok(Turn {
+                    question: r.get(0)?,
+                    answer: r.get(1)?,
+                    partial: r.get::<_, i64>(2)? != 0,
+                })
+            })
+            .map_err(err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        let mut st = self
+            .conn
+            .prepare("SELECT text, source FROM findings WHERE session = ?1 ORDER BY id")
+            .map_err(err)?;
+        let findings = st
+            .query_map(params![name], |r| {
+                Ok(Finding {
+                    text: r.get(0)?,
+                    source: r.get(1)?,
+                })
+            })
+            .map_err(err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        Ok(SessionState {
+            name: name.to_string(),
+            history,
+            findings,
+        })
+    }
+
+    /// Appends a finished question and the findings it added, atomically.
+    pub fn append(
+        &mut self,
+        name: &str,
+        turn: &Turn,
+        new_findings: &[Finding],
+    ) -> Result<(), String> {
+        validate_session_name(name)?;
+        let now = crate::trace::now_rfc3339();
+        let err = |e: rusqlite::Error| format!("cannot save session {name:?}: {e}");
+        let tx = self.conn.transaction().map_err(err)?;
+        tx.execute(
+            "INSERT INTO turns (session, question, answer, partial, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![name, turn.question, turn.answer, turn.partial as i64, now],
+        )
+        .map_err(err)?;
+        for f in new_findings {
+            tx.execute(
+                "INSERT INTO findings (session, text, source, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![name, f.text, f.source, now],
+            )
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SessionStore::open(dir.path()).unwrap();
+        assert_eq!(
+            s.load("case-1").unwrap(),
+            SessionState {
+                name: "case-1".into(),
+                ..Default::default()
+            }
+        );
+        let t = Turn {
+            question: "q1".into(),
+            answer: "a1".into(),
+            partial: false,
+        };
+        s.append(
+            "case-1",
+            &t,
+            &[Finding {
+                text: "f1".into(),
+                source: Some("[[doc:0]]".into()),
+            }],
+        )
+        .unwrap();
+        s.append("other", &t, &[]).unwrap();
+        drop(s);
+        let s = SessionStore::open(dir.path()).unwrap();
+        let st = s.load("case-1").unwrap();
+        assert_eq!(st.history, vec![t]);
+        assert_eq!(st.findings.len(), 1);
+        assert_eq!(st.findings[0].source.as_deref(), Some("[[doc:0]]"));
+        assert!(dir.path().join(SESSIONS_FILE).is_file());
+    }
+
+    #[test]
+    fn bad_names_rejected() {
+        assert!(validate_session_name("").is_err());
+        assert!(validate_session_name("a b").is_err());
+        assert!(
+            validate_session_name(&"x".repeat(65))
+                .unwrap_err()
+                .contains("1-64")
+        );
+        assert!(validate_session_name("ok_name-1.2").is_ok());
+    }
+
+    #[test]
+    fn unwritable_location_is_an_error() {
+        let e = SessionStore::open(Path::new("/nonexistent/dir/for/sure")).unwrap_err();
+        assert!(e.contains("cannot open"), "{e}");
+    }
+}

@@ -1,0 +1,955 @@
+//! Whole RLM conversations against the scripted model server (real HTTP),
+//! real sandbox workers and a real store on disk.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rlm_engine::citations::CitationStatus;
+use rlm_engine::{AskRequest, BudgetConfig, CitationPolicy, EngineConfig, TraceEvent};
+use rlm_llm::testing::{Fault, Reply, Script, ScriptedServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn needle_found_by_regex_then_final() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            repl("import re\nm = re.findall(r\"secret code is (\\d+)\", context)\nprint(m)"),
+            "The code is in document 1.\nFINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(answer.answer.contains("4721"), "{}", answer.answer);
+    assert!(!answer.partial);
+    let v = answer.verification.as_ref().unwrap();
+    assert!(v.all_valid, "{v:?}");
+    assert_eq!(answer.citations.len(), 1);
+    assert_eq!(answer.citations[0].status, CitationStatus::Verified);
+    assert!(answer.citations[0].chunk_id.is_some());
+    assert_eq!(
+        answer.citations[0]
+            .path
+            .as_deref()
+            .map(|p| p.ends_with("b_notes.txt")),
+        Some(true)
+    );
+    assert_eq!(answer.usage.calls, 2);
+    assert_eq!(answer.usage.by_depth.len(), 1);
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    // The first user message carries the inspection output (document index).
+    let first_user = &reqs[0].messages[1].content;
+    assert!(first_user.contains("3 documents"), "{first_user}");
+    assert!(
+        first_user.contains("[DOCUMENT 1: docs/b_notes.txt]"),
+        "{first_user}"
+    );
+    // The regex output came back to the model.
+    assert!(
+        reqs[1].last_message().contains("['4721']"),
+        "{}",
+        reqs[1].last_message()
+    );
+    // Prompt caching: the shared prefix is byte-identical across turns.
+    assert_eq!(reqs[0].messages[..2], reqs[1].messages[..2]);
+
+    let types = event_types(&trace);
+    assert_eq!(types.first().map(String::as_str), Some("run_started"));
+    assert_eq!(types.last().map(String::as_str), Some("run_finished"));
+    for t in [
+        "llm_request",
+        "llm_response",
+        "cell",
+        "cell_output",
+        "final",
+        "verification",
+    ] {
+        assert!(types.iter().any(|x| x == t), "missing {t} in {types:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batched_fan_out_overlaps_in_time() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(
+                root(),
+                [
+                    repl("parts = [d['text'] for d in documents]\nanswers = llm_query_batched([f'Find the code in: {p}' for p in parts])\nprint(answers)"),
+                    "FINAL(The code is 4721.)".to_string(),
+                ],
+            )
+            .on(leaf(), Reply::text("leaf answer").with_latency_ms(400)),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let t0 = Instant::now();
+    let (answer, trace) = ask(&engine, &ts, "What is the code?").await;
+    assert_eq!(answer.answer, "The code is 4721.");
+    assert!(!answer.partial);
+    let leaves: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.system().is_empty())
+        .collect();
+    assert_eq!(leaves.len(), 3);
+    // Overlap: every leaf request arrived before the first one was answered.
+    let first_answer = leaves.iter().filter_map(|r| r.answered_at).min().unwrap();
+    assert!(
+        leaves.iter().all(|r| r.received_at < first_answer),
+        "sub-calls ran one after another"
+    );
+    assert!(server.peak_concurrency() >= 3);
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    let subcalls = trace
+        .iter()
+        .filter(|r| matches!(r.event, TraceEvent::SubcallStart { .. }))
+        .count();
+    assert_eq!(subcalls, 3);
+    assert_eq!(answer.usage.by_depth[1].calls, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn asyncio_gather_fan_out_overlaps_in_time() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(
+                root(),
+                [
+                    repl("import asyncio\nresults = await asyncio.gather(*[llm_query_async(f'Summarize: {d[\"text\"]}') for d in documents])\nprint(len(results), results[0])"),
+                    "FINAL(gathered)".to_string(),
+                ],
+            )
+            .on(leaf(), Reply::text("summary").with_latency_ms(400)),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _trace) = ask(&engine, &ts, "Summarize.").await;
+    assert_eq!(answer.answer, "gathered");
+    let reqs = server.requests();
+    assert!(
+        reqs.last()
+            .unwrap()
+            .messages
+            .iter()
+            .any(|m| m.content.contains("3 summary"))
+    );
+    let leaves: Vec<_> = reqs.into_iter().filter(|r| r.system().is_empty()).collect();
+    assert_eq!(leaves.len(), 3);
+    let first_answer = leaves.iter().filter_map(|r| r.answered_at).min().unwrap();
+    assert!(
+        leaves.iter().all(|r| r.received_at < first_answer),
+        "gathered calls did not overlap"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn final_in_the_fan_out_cell_is_deferred() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(
+                root(),
+                [
+                    repl(
+                        "rs = llm_query_batched(['a', 'b'])\nFINAL('raw dump: ' + ' | '.join(rs))",
+                    ),
+                    "Both parts agree.\nFINAL(Synthesized: both say X.)".to_string(),
+                ],
+            )
+            .on(leaf(), "X"),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What do they say?").await;
+    assert_eq!(answer.answer, "Synthesized: both say X.");
+    assert!(!answer.partial);
+    let reqs = server.requests();
+    let roots: Vec<_> = reqs.iter().filter(|r| !r.system().is_empty()).collect();
+    assert_eq!(roots.len(), 2, "the root got a second turn");
+    assert!(
+        roots[1].last_message().contains("not accepted yet"),
+        "{}",
+        roots[1].last_message()
+    );
+    assert!(
+        roots[1].last_message().contains("X | X"),
+        "sub-results are shown"
+    );
+    let finals: Vec<bool> = trace
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::Final {
+                deferred, agent, ..
+            } if agent == "0" => Some(*deferred),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finals, [true, false]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deferral_can_be_switched_off() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(root(), [repl("r = llm_query('a')\nFINAL('first: ' + r)")])
+            .on(leaf(), "X"),
+    )
+    .await;
+    let engine = engine(
+        &server,
+        EngineConfig {
+            defer_final_after_fanout: false,
+            ..config()
+        },
+    )
+    .await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "first: X");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn final_var_of_a_missing_variable_is_an_error_fed_back() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            "FINAL_VAR(result)".to_string(),
+            repl("result = 'the code is 4721'\nprint(result)"),
+            "FINAL_VAR(result)".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "the code is 4721");
+    let reqs = server.requests();
+    assert!(
+        reqs[1].last_message().contains("does not exist"),
+        "{}",
+        reqs[1].last_message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn python_fence_runs_and_final_in_code_commits() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        ["Let me look.\n```python\nn = len(documents)\nFINAL(f'There are {n} documents')\n```".to_string()]
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "How many documents?").await;
+    assert_eq!(answer.answer, "There are 3 documents");
+    assert!(
+        trace
+            .iter()
+            .any(|r| matches!(&r.event, TraceEvent::Final { via, .. } if via == "code"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn answer_dict_convention_commits() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [repl("answer = {'content': 'dict answer', 'ready': True}")],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "dict answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_raising_cell_is_fed_back_and_the_run_continues() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new().on_sequence(root(), [repl("x = 1 / 0"), "FINAL(recovered)".to_string()]),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "recovered");
+    let reqs = server.requests();
+    assert!(
+        reqs[1].last_message().contains("ZeroDivisionError"),
+        "{}",
+        reqs[1].last_message()
+    );
+    assert!(
+        trace
+            .iter()
+            .any(|r| matches!(&r.event, TraceEvent::CellOutput { error: Some(_), .. }))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reply_without_code_gets_a_nudge() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            "I think I should look at the documents.".to_string(),
+            "FINAL(ok)".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "ok");
+    assert!(
+        server.requests()[1]
+            .last_message()
+            .contains("no ```repl code block")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn repeated_replies_are_detected() {
+    let ts = needle_store();
+    let same = repl("print('same')");
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [same.clone(), same.clone(), "FINAL(changed)".to_string()],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "changed");
+    let reqs = server.requests();
+    assert!(
+        reqs[2].last_message().contains("same reply 2 times"),
+        "{}",
+        reqs[2].last_message()
+    );
+    assert!(
+        reqs[2].body["temperature"].as_f64().is_some(),
+        "temperature raised after a repeat"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_final_until_the_cap_then_answer_now_turn() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            repl("print(1)"),
+            repl("print(2)"),
+            "FINAL(answer given when asked)".to_string(),
+        ],
+    ))
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            root_iterations: 2,
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "answer given when asked");
+    assert!(!answer.partial);
+    assert!(
+        server.requests()[2]
+            .last_message()
+            .contains("used all your turns")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_final_even_after_answer_now_gives_partial_synthesis() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(synthesis(), "Synthesized from what was found.")
+            .on_sequence(
+                root(),
+                [
+                    repl("found = 'code 4721'"),
+                    repl("print(2)"),
+                    repl("print(3)"),
+                ],
+            ),
+    )
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            root_iterations: 2,
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, trace) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "Synthesized from what was found.");
+    assert!(answer.partial);
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("iteration cap of 2"),
+        "{:?}",
+        answer.partial_reason
+    );
+    // The synthesis saw the REPL variables.
+    let synth = server
+        .requests()
+        .into_iter()
+        .find(|r| r.last_message().contains("stopped before"))
+        .unwrap();
+    assert!(
+        synth.last_message().contains("code 4721"),
+        "{}",
+        synth.last_message()
+    );
+    assert!(
+        trace
+            .iter()
+            .any(|r| matches!(&r.event, TraceEvent::BudgetExhausted { .. }))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn call_budget_exhausted_gives_partial_synthesis() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(synthesis(), "Partial answer from findings.")
+            .on(leaf(), "leaf says hi")
+            .on(root(), repl("add_finding('doc 1 has a code', '[[doc:1]]')\nrs = llm_query_batched(['a', 'b', 'c'])\nprint(rs)")),
+    )
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            max_llm_calls: 4,
+            root_reserved_calls: 1,
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, _trace) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "Partial answer from findings.");
+    assert!(answer.partial);
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("LLM call budget exhausted"),
+        "{:?}",
+        answer.partial_reason
+    );
+    // Root 1 + 2 leaves (the 3rd hit the sub-agent limit of 3) + root 1 (reserve) + synthesis.
+    let reqs = server.requests();
+    assert_eq!(
+        reqs.iter()
+            .filter(|r| r.system().is_empty() && !r.last_message().contains("stopped"))
+            .count(),
+        2
+    );
+    let second_root = reqs
+        .iter()
+        .filter(|r| !r.system().is_empty())
+        .nth(1)
+        .unwrap();
+    assert!(
+        second_root
+            .last_message()
+            .contains("[error: LLM call budget exhausted"),
+        "{}",
+        second_root.last_message()
+    );
+    let synth = reqs
+        .iter()
+        .find(|r| r.last_message().contains("stopped before"))
+        .unwrap();
+    assert!(
+        synth.last_message().contains("doc 1 has a code"),
+        "findings are in the material"
+    );
+    assert_eq!(
+        answer.findings.len(),
+        1,
+        "the repeated second reply was not run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn token_budget_exhausted_gives_partial_synthesis() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(
+                synthesis(),
+                Reply::text("Synthesis under token cap.").with_usage(10, 5),
+            )
+            .on(
+                root(),
+                Reply::text(repl("print('x')")).with_usage(9_000, 500),
+            ),
+    )
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            max_total_tokens: 20_000,
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert!(answer.partial);
+    assert_eq!(answer.answer, "Synthesis under token cap.");
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("token budget"),
+        "{:?}",
+        answer.partial_reason
+    );
+    assert_eq!(answer.usage.input_tokens, 18_010);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn consecutive_erroring_cells_stop_the_agent() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(synthesis(), "Could not compute.")
+            .on_sequence(
+                root(),
+                [
+                    repl("undefined_a"),
+                    repl("undefined_b"),
+                    repl("undefined_c"),
+                ],
+            ),
+    )
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            max_consecutive_errors: 2,
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert!(answer.partial);
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("2 consecutive cells"),
+        "{:?}",
+        answer.partial_reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wall_clock_cap_gives_partial_synthesis() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(synthesis(), "Out of time answer.")
+            .on(root(), Reply::text(repl("print(1)")).with_latency_ms(5_000)),
+    )
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            wall_clock: Duration::from_millis(800),
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let t0 = Instant::now();
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert!(t0.elapsed() < Duration::from_secs(4));
+    assert!(answer.partial);
+    assert_eq!(answer.answer, "Out of time answer.");
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("wall-clock"),
+        "{:?}",
+        answer.partial_reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cost_cap_gives_partial_synthesis() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on(synthesis(), "Cheap answer.").on(
+        root(),
+        Reply::text(repl("print(1)")).with_usage(1_000_000, 0),
+    ))
+    .await;
+    let mut llm_config = server.config(rlm_llm::ProviderKind::OpenAi);
+    llm_config.prices = rlm_llm::PriceTable::with_overrides(
+        [(
+            "root-model".to_string(),
+            rlm_llm::Price {
+                input_per_mtok: 1.0,
+                output_per_mtok: 1.0,
+                cached_input_per_mtok: None,
+            },
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let client = rlm_llm::LlmClient::from_config(llm_config).unwrap();
+    let pool = rlm_sandbox::WorkerPool::new(rlm_sandbox::SandboxConfig::new(worker()), 1)
+        .await
+        .unwrap();
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            max_cost_usd: Some(2.5),
+            max_total_tokens: 100_000_000,
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = rlm_engine::Engine::new(std::sync::Arc::new(client), pool, cfg);
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert!(answer.partial);
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("cost cap"),
+        "{:?}",
+        answer.partial_reason
+    );
+    let roots = server
+        .requests()
+        .iter()
+        .filter(|r| !r.system().is_empty())
+        .count();
+    assert_eq!(roots, 3, "$1 per call, cap $2.50: the 4th call is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn depth_two_recursion_with_rlm_query() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(
+                sub_agent(),
+                [
+                    repl("hit = llm_query('Which number is in: ' + context)\nprint(hit)"),
+                    "FINAL(child found 4721)".to_string(),
+                ],
+            )
+            .on(leaf(), "4721")
+            .on_sequence(
+                root(),
+                [
+                    repl("r = rlm_query('Find the code', documents[1]['text'])\nprint(r)"),
+                    "FINAL(root says: code 4721)".to_string(),
+                ],
+            ),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the code?").await;
+    assert_eq!(answer.answer, "root says: code 4721");
+    let starts: Vec<(String, String, u32, String)> = trace
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::SubcallStart {
+                agent,
+                parent,
+                depth,
+                kind,
+                ..
+            } => Some((agent.clone(), parent.clone(), *depth, kind.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            (
+                "0.0".to_string(),
+                "0".to_string(),
+                1,
+                "rlm_query".to_string()
+            ),
+            ("0.0.0".into(), "0.0".into(), 2, "llm_query".into())
+        ]
+    );
+    let child_first = server
+        .requests()
+        .into_iter()
+        .find(|r| r.system().contains("You are a sub-agent"))
+        .unwrap();
+    assert!(child_first.messages[1].content.contains("Find the code"));
+    assert!(
+        child_first.messages[1].content.contains("secret code"),
+        "the child's context is the text passed"
+    );
+    assert_eq!(answer.usage.by_depth.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rlm_query_at_max_depth_is_a_plain_llm_query() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on(leaf(), "plain").on_sequence(
+        root(),
+        [repl("print(rlm_query('q'))"), "FINAL(done)".to_string()],
+    ))
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            max_depth: 1,
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, trace) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "done");
+    assert!(
+        trace.iter().any(
+            |r| matches!(&r.event, TraceEvent::SubcallStart { kind, .. } if kind == "llm_query")
+        )
+    );
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.system().contains("You are a sub-agent"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rate_limit_storm_mid_run_is_retried() {
+    let ts = needle_store();
+    let storm = || {
+        Reply::fault(Fault::RateLimited {
+            retry_after_secs: Some(0.02),
+        })
+    };
+    let server = ScriptedServer::start(Script::new().replies([
+        Reply::text(repl("print('turn one')")),
+        storm(),
+        storm(),
+        storm(),
+        Reply::text("FINAL(survived the storm)"),
+    ]))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "survived the storm");
+    assert!(!answer.partial);
+    assert_eq!(server.request_count(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rate_limit_storm_beyond_retries_gives_partial_answer_not_error() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .reply(Reply::text(repl(
+                "add_finding('the code is 4721', '[[doc:1]]')",
+            )))
+            .otherwise(Reply::fault(Fault::RateLimited {
+                retry_after_secs: Some(0.01),
+            })),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "q").await;
+    assert!(answer.partial);
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("model call failed"),
+        "{:?}",
+        answer.partial_reason
+    );
+    assert!(
+        answer.answer.contains("the code is 4721"),
+        "gathered material, not an error string: {}",
+        answer.answer
+    );
+    assert!(
+        trace
+            .iter()
+            .any(|r| matches!(&r.event, TraceEvent::LlmError { .. }))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn citation_verification_one_good_one_fabricated() {
+    let ts = needle_store();
+    let final_text = "FINAL(The code is 4721 [[doc:1 \"The secret code is 4721\"]] and lunch is free [[doc:2 \"lunch is always free on Fridays\"]].)";
+    let server = ScriptedServer::start(Script::new().on(root(), final_text)).await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "q").await;
+    let v = answer.verification.clone().unwrap();
+    assert!(!v.all_valid);
+    assert_eq!(v.failed, 1);
+    assert_eq!(answer.citations[0].status, CitationStatus::Verified);
+    assert_eq!(answer.citations[1].status, CitationStatus::QuoteNotFound);
+    assert!(
+        !answer.answer.contains("[unverified"),
+        "best_effort leaves the answer alone"
+    );
+    assert!(
+        trace
+            .iter()
+            .any(|r| matches!(&r.event, TraceEvent::Verification { .. }))
+    );
+
+    let engine = common::engine(
+        &server,
+        EngineConfig {
+            citation_policy: CitationPolicy::Strict,
+            ..config()
+        },
+    )
+    .await;
+    let (strict, _) = ask(&engine, &ts, "q").await;
+    assert!(
+        strict
+            .answer
+            .contains("free on Fridays\"]] [unverified: quote not found in document 2"),
+        "{}",
+        strict.answer
+    );
+    assert_eq!(strict.answer.matches("[unverified").count(), 1);
+
+    let engine = common::engine(
+        &server,
+        EngineConfig {
+            verify_citations: false,
+            ..config()
+        },
+    )
+    .await;
+    let (off, _) = ask(&engine, &ts, "q").await;
+    assert!(off.verification.is_none());
+    assert!(off.citations.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn search_and_findings_host_functions() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            repl("hits = search('secret code', 3)\nprint(hits[0]['doc_index'], hits[0]['chunk_id'] != '', 'secret' in hits[0]['text'])\nadd_finding('code in doc 1', source='[[doc:1]]')"),
+            "FINAL(ok)".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "ok");
+    assert!(
+        server.requests()[1].last_message().contains("1 True True"),
+        "{}",
+        server.requests()[1].last_message()
+    );
+    assert_eq!(answer.findings.len(), 1);
+    assert_eq!(answer.findings[0].source.as_deref(), Some("[[doc:1]]"));
+    assert!(
+        trace
+            .iter()
+            .any(|r| matches!(&r.event, TraceEvent::Finding { .. }))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn session_history_and_briefing_reach_the_model() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on(root(), "FINAL(ok)")).await;
+    let engine = engine(&server, config()).await;
+    let mut req = AskRequest::new("second question");
+    req.briefing = Some("You work for ACME legal.".into());
+    req.session = Some(rlm_engine::SessionState {
+        name: "s".into(),
+        history: vec![rlm_engine::Turn {
+            question: "first question?".into(),
+            answer: "first answer".into(),
+            partial: false,
+        }],
+        findings: vec![rlm_engine::Finding {
+            text: "an old finding".into(),
+            source: None,
+        }],
+    });
+    let (answer, _) = ask_with(&engine, &ts, req).await;
+    assert_eq!(answer.answer, "ok");
+    let r = &server.requests()[0];
+    assert!(r.system().contains("You work for ACME legal."));
+    assert!(
+        r.messages[1].content.contains("first question?"),
+        "{}",
+        r.messages[1].content
+    );
+    assert!(r.messages[1].content.contains("an old finding"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn list_context_shape() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            repl("print(type(context).__name__, len(context), 'secret' in context[1])"),
+            "FINAL(ok)".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(
+        &server,
+        EngineConfig {
+            context_shape: rlm_engine::ContextShape::List,
+            ..config()
+        },
+    )
+    .await;
+    let (_answer, _) = ask(&engine, &ts, "q").await;
+    assert!(
+        server.requests()[1].last_message().contains("list 3 True"),
+        "{}",
+        server.requests()[1].last_message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn empty_question_is_an_error() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new()).await;
+    let engine = engine(&server, config()).await;
+    let e = engine
+        .ask(ts.corpus.clone(), AskRequest::new("  "))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("question is empty"));
+}
