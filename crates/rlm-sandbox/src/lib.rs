@@ -36,6 +36,9 @@ mod session;
 pub mod worker;
 
 pub use hints::add_hint;
+/// The counting global allocator a worker process must install (re-exported so
+/// binaries that host the worker subcommand need no direct monty dependency).
+pub use monty_alloc::LimitedAllocator;
 pub use session::{
     CellError, CellResult, DEFAULT_TRUNCATE_CHARS, DocumentRecord, HostCall, HostError,
     HostFunctionKind, HostHandler, InputValue, RLM_WORKER_SUBCOMMAND, SandboxConfig, SandboxError,

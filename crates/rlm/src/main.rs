@@ -11,6 +11,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Counts allocations so `rlm __sandbox-worker` can enforce the sandbox memory
+/// limit; in every other command no limit is armed and it only counts.
+#[global_allocator]
+static ALLOCATOR: rlm_sandbox::LimitedAllocator = rlm_sandbox::LimitedAllocator;
+
 /// Command-line interface of `rlm`.
 #[derive(Debug, Parser)]
 #[command(name = "rlm", version, about, long_about = None)]
@@ -30,6 +35,8 @@ enum Command {
     Show(commands::corpus::ShowArgs),
     /// List the documents of a store.
     Docs(commands::corpus::DocsArgs),
+    /// The model's Python sandbox over a store, for a person (or `--jsonl` for programs).
+    Repl(commands::repl::ReplArgs),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -38,10 +45,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search(args) => commands::corpus::search(args),
         Command::Show(args) => commands::corpus::show(args),
         Command::Docs(args) => commands::corpus::docs(args),
+        Command::Repl(args) => commands::repl::repl(args),
     }
 }
 
 fn main() -> ExitCode {
+    // The sandbox worker is a hidden subcommand so an installed `rlm` is self-contained.
+    let raw: Vec<String> = std::env::args().collect();
+    if raw.get(1).map(String::as_str) == Some(rlm_sandbox::RLM_WORKER_SUBCOMMAND) {
+        return ExitCode::from(rlm_sandbox::worker::run_worker(&raw[2..]).clamp(0, 255) as u8);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

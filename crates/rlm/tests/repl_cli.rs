@@ -1,0 +1,206 @@
+//! `rlm repl` end to end: a real store from `rlm index`, the real worker
+//! subcommand, stdin/stdout like a user or a driving program.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn rlm() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rlm"));
+    c.env_remove("RLM_SANDBOX_WORKER").env_remove("RLM_STORE");
+    c
+}
+
+/// Indexes two small documents into `dir/store`.
+fn store(dir: &Path) -> std::path::PathBuf {
+    let docs = dir.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("policy.txt"),
+        "The refund policy allows returns within 30 days.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("guide.md"),
+        "# Guide\nInstall with cargo. The refund window is 30 days.\n",
+    )
+    .unwrap();
+    let store = dir.join("store");
+    let out = rlm()
+        .arg("index")
+        .arg(&docs)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    store
+}
+
+fn run_with_stdin(mut cmd: Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn jsonl(store: &Path, extra: &[&str], lines: &[Value]) -> Vec<Value> {
+    let mut cmd = rlm();
+    cmd.arg("repl")
+        .arg("--store")
+        .arg(store)
+        .arg("--jsonl")
+        .args(extra);
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let out = run_with_stdin(cmd, &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn jsonl_mode_keeps_state_and_reports_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let out = jsonl(
+        &store,
+        &[],
+        &[
+            serde_json::json!({"code": "n = len(documents)\nprint(n, documents[0]['name'])"}),
+            serde_json::json!({"code": "n * 10"}),
+            serde_json::json!({"code": "x = 1\n1 / 0"}),
+            serde_json::json!({"code": "context.count('refund')"}),
+            serde_json::json!({"code": "[h['path'] for h in search('refund window', 1)]"}),
+            serde_json::json!({"code": "llm_query('hi')"}),
+            serde_json::json!({"nope": 1}),
+        ],
+    );
+    assert_eq!(out.len(), 7);
+    assert_eq!(out[0]["stdout"], "2 docs/guide.md\n");
+    assert_eq!(out[0]["error"], Value::Null);
+    assert!(out[0]["elapsed_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(out[1]["value"], "20");
+    assert_eq!(out[2]["error"]["type"], "ZeroDivisionError");
+    assert_eq!(out[2]["error"]["line"], 2);
+    assert_eq!(out[3]["value"], "2");
+    assert_eq!(out[4]["value"], "['docs/guide.md']");
+    assert!(
+        out[5]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no model configured")
+    );
+    assert_eq!(out[6]["error"]["type"], "InputError");
+}
+
+#[test]
+fn context_can_be_a_list_of_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let out = jsonl(
+        &store,
+        &["--context", "list"],
+        &[serde_json::json!({"code": "[type(context).__name__, len(context), context[1][:10]]"})],
+    );
+    assert_eq!(out[0]["value"], "['list', 2, 'The refund']");
+}
+
+#[test]
+fn interactive_mode_runs_blocks_and_shows_final() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let mut cmd = rlm();
+    cmd.arg("repl").arg("--store").arg(&store);
+    let out = run_with_stdin(
+        cmd,
+        "total = 0\nfor d in documents:\n    total += d['chars']\n\nprint(total > 50)\nanswer = 'thirty days'\nFINAL_VAR('answer')\nFINAL(total)\n",
+    );
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("True\n"), "{stdout}");
+    assert!(
+        stdout.contains("FINAL_VAR(answer): thirty days"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("FINAL: 1"), "{stdout}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("2 documents"), "{stderr}");
+}
+
+#[test]
+fn missing_store_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = rlm()
+        .arg("repl")
+        .arg("--store")
+        .arg(dir.path().join("nope"))
+        .arg("--jsonl")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn bad_worker_path_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let out = rlm()
+        .arg("repl")
+        .arg("--store")
+        .arg(&store)
+        .arg("--jsonl")
+        .env("RLM_SANDBOX_WORKER", "/nonexistent/rlm-sandbox-worker")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("cannot start the sandbox worker"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn crashed_session_is_replaced_in_jsonl_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let out = jsonl(
+        &store,
+        &["--memory-mib", "64"],
+        &[
+            serde_json::json!({"code": "keep = 1"}),
+            serde_json::json!({"code": "xs = []\nwhile True:\n    xs.append('x' * 1000000)"}),
+            serde_json::json!({"code": "2 + 2"}),
+        ],
+    );
+    assert_eq!(out.len(), 3);
+    let t = out[1]["error"]["type"].as_str().unwrap();
+    assert!(t == "MemoryError" || t == "SandboxError", "{}", out[1]);
+    assert_eq!(out[2]["value"], "4");
+}
