@@ -270,7 +270,7 @@ pub struct Usage {
     pub estimated: bool,
     /// Wall time from the first attempt to the answer, including retries and
     /// waiting for a concurrency slot.
-    #[serde(with = "duration_ms")]
+    #[serde(with = "duration_ms", rename = "latency_ms")]
     pub latency: Duration,
     /// Attempts beyond the first.
     pub retries: u32,

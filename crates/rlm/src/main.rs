@@ -35,6 +35,8 @@ enum Command {
     Show(commands::corpus::ShowArgs),
     /// List the documents of a store.
     Docs(commands::corpus::DocsArgs),
+    /// Talk to the configured model: `rlm llm chat "prompt"`, `rlm llm check`.
+    Llm(commands::llm::LlmArgs),
     /// The model's Python sandbox over a store, for a person (or `--jsonl` for programs).
     Repl(commands::repl::ReplArgs),
 }
@@ -45,6 +47,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search(args) => commands::corpus::search(args),
         Command::Show(args) => commands::corpus::show(args),
         Command::Docs(args) => commands::corpus::docs(args),
+        Command::Llm(args) => commands::llm::run(args),
         Command::Repl(args) => commands::repl::repl(args),
     }
 }

@@ -1,2 +1,3 @@
 pub mod corpus;
+pub mod llm;
 pub mod repl;
