@@ -97,8 +97,9 @@ impl BudgetConfig {
         if let Some(v) = num(&get, "RLM_MAX_LLM_CALLS")? {
             c.max_llm_calls = v;
         }
-        if let Some(v) = num(&get, "RLM_ROOT_RESERVED")? {
-            c.root_reserved_calls = v;
+        match num(&get, "RLM_ROOT_RESERVED")? {
+            Some(v) => c.root_reserved_calls = v,
+            None => c.fit_reserve(),
         }
         if let Some(v) = num(&get, "RLM_MAX_CONCURRENT")? {
             c.max_concurrent = v;
@@ -144,6 +145,14 @@ impl BudgetConfig {
             return Err("RLM_TRUNCATE_LEN must be at least 100 characters".into());
         }
         Ok(())
+    }
+
+    /// Shrinks the default root reserve when `max_llm_calls` was lowered below
+    /// it (used when the reserve was not set explicitly): half the calls at most.
+    pub fn fit_reserve(&mut self) {
+        if self.root_reserved_calls >= self.max_llm_calls {
+            self.root_reserved_calls = self.max_llm_calls / 2;
+        }
     }
 
     /// Iteration cap of an agent at `depth`.
@@ -522,6 +531,15 @@ mod tests {
         let e = BudgetConfig::from_lookup(env(&[("RLM_MAX_CONCURRENT", "0")])).unwrap_err();
         assert!(e.contains("RLM_MAX_CONCURRENT"), "{e}");
         let e = BudgetConfig::from_lookup(env(&[("RLM_ROOT_RESERVED", "60")])).unwrap_err();
+        assert!(e.contains("RLM_ROOT_RESERVED"), "{e}");
+        // Lowering the call limit alone shrinks the default reserve.
+        let c = BudgetConfig::from_lookup(env(&[("RLM_MAX_LLM_CALLS", "4")])).unwrap();
+        assert_eq!(c.root_reserved_calls, 2);
+        let e = BudgetConfig::from_lookup(env(&[
+            ("RLM_MAX_LLM_CALLS", "4"),
+            ("RLM_ROOT_RESERVED", "4"),
+        ]))
+        .unwrap_err();
         assert!(e.contains("RLM_ROOT_RESERVED"), "{e}");
     }
 
