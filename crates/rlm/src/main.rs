@@ -39,6 +39,10 @@ enum Command {
     Llm(commands::llm::LlmArgs),
     /// The model's Python sandbox over a store, for a person (or `--jsonl` for programs).
     Repl(commands::repl::ReplArgs),
+    /// Answer a question over a store with the RLM loop (live progress on stderr).
+    Ask(commands::ask::AskArgs),
+    /// Show a run's trace as a tree, or export it (`rlm trace show FILE`).
+    Trace(commands::trace::TraceArgs),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -49,6 +53,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Docs(args) => commands::corpus::docs(args),
         Command::Llm(args) => commands::llm::run(args),
         Command::Repl(args) => commands::repl::repl(args),
+        Command::Ask(args) => commands::ask::ask(args),
+        Command::Trace(args) => commands::trace::run(args),
     }
 }
 

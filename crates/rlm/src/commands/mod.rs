@@ -1,3 +1,5 @@
+pub mod ask;
 pub mod corpus;
 pub mod llm;
 pub mod repl;
+pub mod trace;

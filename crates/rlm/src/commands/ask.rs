@@ -1,0 +1,429 @@
+//! `rlm ask`: answer a question over a store with the RLM loop.
+//!
+//! Progress goes to stderr while the run goes on (a spinner on a terminal,
+//! plain lines otherwise); the answer goes to stdout, as text or `--json`.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use rlm_engine::citations::CitationStatus;
+use rlm_engine::{
+    Answer, AskRequest, CancelToken, CitationPolicy, ContextShape, Corpus, Engine, EngineConfig,
+    Flow, SessionStore, Trace, TraceEvent, TraceRecord, Turn,
+};
+use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
+use serde_json::json;
+
+use super::corpus::StoreArg;
+use super::llm::LlmFlags;
+
+/// Arguments of `rlm ask`.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The question.
+    pub question: String,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Strategy: repl (the paper's loop over the whole corpus).
+    #[arg(long, default_value = "repl", value_name = "FLOW")]
+    pub flow: String,
+    /// Print {answer, partial, citations, verification, usage, trace} as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write every step as JSONL to this file (`rlm trace show FILE` renders it).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Multi-turn session: earlier questions, answers and findings carry over.
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Domain instructions added to the system prompt (seed 004's PROMPT.md).
+    #[arg(long, value_name = "FILE")]
+    pub briefing: Option<PathBuf>,
+    /// Shape of `context` in the REPL: string (one string with [DOCUMENT i: path] headers) or list [env: RLM_CONTEXT_SHAPE].
+    #[arg(long, value_name = "SHAPE")]
+    pub context_shape: Option<String>,
+    /// Citation policy: best_effort (report) or strict (flag unsupported citations inline) [env: RLM_CITATIONS].
+    #[arg(long, value_name = "POLICY")]
+    pub citations: Option<String>,
+    /// Citation verification: on or off [env: RLM_VERIFY_CITATIONS].
+    #[arg(long, value_name = "on|off")]
+    pub verify: Option<String>,
+    /// Model calls across the whole call tree [env: RLM_MAX_LLM_CALLS].
+    #[arg(long, value_name = "N")]
+    pub max_llm_calls: Option<u32>,
+    /// Deepest agent level; rlm_query there is a plain llm_query [env: RLM_MAX_DEPTH].
+    #[arg(long, value_name = "N")]
+    pub max_depth: Option<u32>,
+    /// Model turns of the root agent [env: RLM_MAX_CALLS].
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u32>,
+    /// Cost cap in USD [env: RLM_MAX_COST_USD].
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock cap for the question in seconds [env: RLM_MAX_WALL_SECS].
+    #[arg(long, value_name = "SECS")]
+    pub max_wall_secs: Option<f64>,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub llm: LlmFlags,
+}
+
+/// The worker: `$RLM_SANDBOX_WORKER` if set, else this `rlm` binary's hidden subcommand.
+fn worker_command() -> anyhow::Result<WorkerCommand> {
+    if std::env::var_os(WORKER_ENV).is_some_and(|v| !v.is_empty()) {
+        return Ok(WorkerCommand::locate()?);
+    }
+    let exe =
+        std::env::current_exe().context("cannot find the rlm executable to start the sandbox")?;
+    Ok(WorkerCommand::rlm_subcommand(exe))
+}
+
+/// The engine settings: environment, then flags.
+fn engine_config(args: &AskArgs) -> anyhow::Result<EngineConfig> {
+    let mut c = EngineConfig::from_env().map_err(anyhow::Error::msg)?;
+    if let Some(s) = &args.context_shape {
+        c.context_shape = s.parse::<ContextShape>().map_err(anyhow::Error::msg)?;
+    }
+    if let Some(p) = &args.citations {
+        c.citation_policy = p.parse::<CitationPolicy>().map_err(anyhow::Error::msg)?;
+    }
+    if let Some(v) = &args.verify {
+        c.verify_citations = match v.to_ascii_lowercase().as_str() {
+            "on" | "true" | "yes" => true,
+            "off" | "false" | "no" => false,
+            other => bail!("--verify {other:?}: use on or off"),
+        };
+    }
+    let b = &mut c.budget;
+    if let Some(n) = args.max_llm_calls {
+        b.max_llm_calls = n;
+        if std::env::var_os("RLM_ROOT_RESERVED").is_none() {
+            b.fit_reserve();
+        }
+    }
+    if let Some(n) = args.max_depth {
+        b.max_depth = n;
+    }
+    if let Some(n) = args.max_iterations {
+        b.root_iterations = n;
+    }
+    if let Some(usd) = args.max_cost_usd {
+        if usd.is_nan() || usd <= 0.0 {
+            bail!("--max-cost-usd must be a positive number of dollars");
+        }
+        b.max_cost_usd = Some(usd);
+    }
+    if let Some(s) = args.max_wall_secs {
+        if s.is_nan() || s <= 0.0 {
+            bail!("--max-wall-secs must be a positive number of seconds");
+        }
+        b.wall_clock = Duration::from_secs_f64(s);
+    }
+    b.validate().map_err(anyhow::Error::msg)?;
+    Ok(c)
+}
+
+/// `rlm ask`.
+pub fn ask(args: AskArgs) -> anyhow::Result<()> {
+    if args.question.trim().is_empty() {
+        bail!(
+            "the question is empty; ask something, e.g. rlm ask \"What is the notice period?\" --store DIR"
+        );
+    }
+    let flow: Flow = args.flow.parse().map_err(anyhow::Error::msg)?;
+    let config = engine_config(&args)?;
+    let briefing = match &args.briefing {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read briefing {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let store = Arc::new(args.store.open()?);
+    let mut sessions = match &args.session {
+        Some(name) => {
+            rlm_engine::session::validate_session_name(name).map_err(anyhow::Error::msg)?;
+            Some(SessionStore::open(&args.store.store).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
+    let session = match (&sessions, &args.session) {
+        (Some(s), Some(name)) => Some(s.load(name).map_err(anyhow::Error::msg)?),
+        _ => None,
+    };
+    let llm_config = args.llm.load()?;
+    let mut config = config;
+    config.root_model = llm_config.root.model.clone();
+    config.sub_model = llm_config.sub.model.clone();
+    let client = rlm_llm::LlmClient::from_config(llm_config)?;
+    let trace = match &args.trace {
+        Some(p) => {
+            Trace::to_file(p).with_context(|| format!("cannot write trace {}", p.display()))?
+        }
+        None => Trace::new(),
+    };
+    let trace = Arc::new(trace);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let cancel = CancelToken::new();
+    let answer = runtime.block_on(async {
+        let corpus = Arc::new(Corpus::load(store)?);
+        let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), 1).await?;
+        let engine = Engine::new(Arc::new(client), pool, config);
+        let progress = (!args.quiet).then(|| tokio::spawn(render_progress(trace.subscribe())));
+        let c2 = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                c2.cancel();
+            }
+        });
+        let mut req = AskRequest::new(args.question.clone());
+        req.flow = flow;
+        req.briefing = briefing;
+        req.session = session;
+        req.trace = trace.clone();
+        req.cancel = cancel.clone();
+        let answer = engine.ask(corpus, req).await;
+        if let Some(p) = progress {
+            // The progress task ends when it has drained the finished run.
+            let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
+        }
+        anyhow::Ok(answer?)
+    })?;
+    if let (Some(s), Some(name)) = (sessions.as_mut(), &args.session) {
+        let turn = Turn {
+            question: args.question.clone(),
+            answer: answer.answer.clone(),
+            partial: answer.partial,
+        };
+        s.append(name, &turn, &answer.findings)
+            .map_err(anyhow::Error::msg)?;
+    }
+    print_answer(&answer, &args)?;
+    if cancel.is_cancelled() {
+        std::process::exit(130);
+    }
+    Ok(())
+}
+
+fn print_answer(answer: &Answer, args: &AskArgs) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut v = serde_json::to_value(answer)?;
+        v["trace"]["path"] = json!(args.trace.as_ref().map(|p| p.display().to_string()));
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(());
+    }
+    writeln!(out, "{}", answer.answer.trim_end())?;
+    if let Some(v) = &answer.verification
+        && !v.citations.is_empty()
+    {
+        let ok = v.citations.iter().filter(|c| c.status.is_valid()).count();
+        writeln!(
+            out,
+            "\nCitations: {} ({} supported, {} unsupported)",
+            v.citations.len(),
+            ok,
+            v.failed
+        )?;
+        for c in &v.citations {
+            let mark = match c.status {
+                CitationStatus::Verified => "verified",
+                CitationStatus::Exists => "exists",
+                CitationStatus::UnknownId => "UNKNOWN ID",
+                CitationStatus::QuoteNotFound => "QUOTE NOT FOUND",
+                CitationStatus::PathMismatch => "PATH MISMATCH",
+            };
+            let place = c.path.clone().unwrap_or_else(|| "?".into());
+            let chunk = c
+                .chunk_id
+                .as_deref()
+                .map(|id| format!(" chunk {id}"))
+                .unwrap_or_default();
+            writeln!(out, "  [{mark}] {place}{chunk}")?;
+        }
+    }
+    let u = &answer.usage;
+    let cost = u
+        .cost_usd
+        .map(|c| format!("${c:.4}"))
+        .unwrap_or_else(|| "cost unknown".into());
+    let mut err = std::io::stderr().lock();
+    if let Some(r) = &answer.partial_reason {
+        writeln!(err, "partial answer: {r}")?;
+    }
+    if !args.quiet {
+        writeln!(
+            err,
+            "{} calls, {} input tokens ({} cached), {} output tokens, {cost}, {:.1} s",
+            u.calls,
+            u.input_tokens,
+            u.cached_input_tokens,
+            u.output_tokens,
+            u.wall_ms as f64 / 1000.0
+        )?;
+        if let Some(p) = &args.trace {
+            writeln!(
+                err,
+                "trace: {} ({} events)",
+                p.display(),
+                answer.trace.events
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Live counters shown while the run goes on.
+#[derive(Default)]
+struct Progress {
+    turn: u32,
+    depth: u32,
+    cells: u32,
+    in_flight: i64,
+    tokens: u64,
+    cost: f64,
+}
+
+impl Progress {
+    fn line(&self) -> String {
+        format!(
+            "turn {} · depth {} · cells {} · sub-calls in flight {} · {} tokens · ${:.4}",
+            self.turn, self.depth, self.cells, self.in_flight, self.tokens, self.cost
+        )
+    }
+}
+
+/// Renders trace events on stderr until the run finishes.
+async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>) {
+    let tty = std::io::stderr().is_terminal();
+    let bar = tty.then(|| {
+        let b = ProgressBar::new_spinner();
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        b.enable_steady_tick(Duration::from_millis(120));
+        b
+    });
+    let say = |line: String| match &bar {
+        Some(b) => b.println(line),
+        None => eprintln!("{line}"),
+    };
+    let mut p = Progress::default();
+    loop {
+        let rec = match rx.recv().await {
+            Ok(r) => r,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => break,
+        };
+        let secs = rec.t_ms as f64 / 1000.0;
+        match &rec.event {
+            TraceEvent::RunStarted {
+                documents,
+                context_chars,
+                root_model,
+                ..
+            } => {
+                say(format!(
+                    "[{secs:6.1}s] {documents} documents, {context_chars} characters; model {root_model}"
+                ));
+            }
+            TraceEvent::LlmRequest {
+                agent,
+                depth,
+                iteration,
+                ..
+            } if *iteration > 0 => {
+                p.depth = p.depth.max(*depth);
+                if agent == "0" {
+                    p.turn = *iteration;
+                }
+            }
+            TraceEvent::LlmResponse {
+                agent,
+                input_tokens,
+                output_tokens,
+                cost_usd,
+                latency_ms,
+                ..
+            } => {
+                p.tokens += input_tokens + output_tokens;
+                p.cost += cost_usd.unwrap_or(0.0);
+                if !agent.contains('.') || !tty {
+                    say(format!(
+                        "[{secs:6.1}s] [{agent}] model replied: {input_tokens} in / {output_tokens} out, {latency_ms} ms"
+                    ));
+                }
+            }
+            TraceEvent::CellOutput {
+                agent,
+                error,
+                elapsed_ms,
+                ..
+            } => {
+                p.cells += 1;
+                let status = error
+                    .as_deref()
+                    .map(|e| format!("error: {}", first_line(e)))
+                    .unwrap_or_else(|| "ok".into());
+                say(format!(
+                    "[{secs:6.1}s] [{agent}] cell ran in {elapsed_ms} ms: {status}"
+                ));
+            }
+            TraceEvent::SubcallStart { depth, .. } => {
+                p.in_flight += 1;
+                p.depth = p.depth.max(*depth);
+            }
+            TraceEvent::SubcallEnd { .. } => p.in_flight -= 1,
+            TraceEvent::Finding { agent, text, .. } => say(format!(
+                "[{secs:6.1}s] [{agent}] finding: {}",
+                first_line(text)
+            )),
+            TraceEvent::Final {
+                agent,
+                via,
+                deferred,
+                ..
+            } if agent == "0" => {
+                let what = if *deferred {
+                    "FINAL deferred (sub-call results not seen yet)"
+                } else {
+                    "final answer committed"
+                };
+                say(format!("[{secs:6.1}s] [0] {what} ({via})"));
+            }
+            TraceEvent::BudgetExhausted { agent, reason, .. } => {
+                say(format!("[{secs:6.1}s] [{agent}] stopped: {reason}"))
+            }
+            TraceEvent::LlmError { agent, message, .. } => say(format!(
+                "[{secs:6.1}s] [{agent}] model error: {}",
+                first_line(message)
+            )),
+            TraceEvent::RunFinished { .. } => break,
+            _ => {}
+        }
+        if let Some(b) = &bar {
+            b.set_message(p.line());
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    let l = s.lines().next().unwrap_or("");
+    match l.char_indices().nth(160) {
+        Some((i, _)) => &l[..i],
+        None => l,
+    }
+}

@@ -1,0 +1,291 @@
+//! `rlm trace show FILE` (the steps of a run as a tree) and
+//! `rlm trace export FILE --format rlm-logger` (the reference library's log
+//! format, so its visualizer can open our runs).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use rlm_engine::trace::{export_rlm_logger, read_trace};
+use rlm_engine::{TraceEvent, TraceRecord};
+
+/// `rlm trace ...`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TraceCommand {
+    /// Render a trace written by `rlm ask --trace FILE` as a tree.
+    Show(ShowArgs),
+    /// Convert a trace to another format.
+    Export(ExportArgs),
+}
+
+/// `rlm trace show`.
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The JSONL trace file.
+    file: PathBuf,
+    /// Also print model replies and cell outputs in full.
+    #[arg(long)]
+    full: bool,
+}
+
+/// `rlm trace export`.
+#[derive(Debug, Args)]
+struct ExportArgs {
+    /// The JSONL trace file.
+    file: PathBuf,
+    /// Output format: rlm-logger (alexzhang13/rlm's RLMLogger JSONL).
+    #[arg(long, default_value = "rlm-logger")]
+    format: String,
+    /// Write here instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// `rlm trace`.
+pub fn run(args: TraceArgs) -> anyhow::Result<()> {
+    match args.command {
+        TraceCommand::Show(a) => show(a),
+        TraceCommand::Export(a) => export(a),
+    }
+}
+
+fn load(file: &Path) -> anyhow::Result<Vec<TraceRecord>> {
+    let records = read_trace(file).map_err(anyhow::Error::msg)?;
+    if records.is_empty() {
+        bail!(
+            "{} holds no events; write one with `rlm ask ... --trace FILE`",
+            file.display()
+        );
+    }
+    Ok(records)
+}
+
+fn export(args: ExportArgs) -> anyhow::Result<()> {
+    if args.format != "rlm-logger" {
+        bail!(
+            "unknown export format {:?}; the available format is rlm-logger",
+            args.format
+        );
+    }
+    let records = load(&args.file)?;
+    let mut text = String::new();
+    for line in export_rlm_logger(&records) {
+        text.push_str(&serde_json::to_string(&line)?);
+        text.push('\n');
+    }
+    match &args.output {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?
+        }
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    }
+    Ok(())
+}
+
+/// One line of at most `n` characters (newlines shown as ⏎).
+fn clip(s: &str, n: usize) -> String {
+    let flat: String = s
+        .trim()
+        .chars()
+        .map(|c| if c == '\n' { '⏎' } else { c })
+        .collect();
+    match flat.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &flat[..i]),
+        None => flat,
+    }
+}
+
+fn indent(agent: &str) -> String {
+    "  ".repeat(agent.matches('.').count() + 1)
+}
+
+fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let records = load(&args.file)?;
+    let mut out = std::io::stdout().lock();
+    let width = if args.full { usize::MAX } else { 120 };
+    for r in &records {
+        let t = format!("{:7.2}s", r.t_ms as f64 / 1000.0);
+        let line = match &r.event {
+            TraceEvent::RunStarted {
+                run_id,
+                question,
+                flow,
+                root_model,
+                sub_model,
+                documents,
+                context_chars,
+                ..
+            } => format!(
+                "{t} run {run_id} ({flow}) · {documents} documents, {context_chars} chars · models {root_model} / {sub_model}\n{t} question: {}",
+                clip(question, width)
+            ),
+            TraceEvent::LlmRequest {
+                agent,
+                depth,
+                iteration,
+                purpose,
+                message_count,
+                ..
+            } => format!(
+                "{t} {}[{agent}] depth {depth} {} request{} ({message_count} messages)",
+                indent(agent),
+                serde_json::to_value(purpose)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                if *iteration > 0 {
+                    format!(" turn {iteration}")
+                } else {
+                    String::new()
+                }
+            ),
+            TraceEvent::LlmResponse {
+                agent,
+                text,
+                input_tokens,
+                output_tokens,
+                cached_input_tokens,
+                latency_ms,
+                ..
+            } => format!(
+                "{t} {}[{agent}] reply {input_tokens} in ({cached_input_tokens} cached) / {output_tokens} out, {latency_ms} ms: {}",
+                indent(agent),
+                clip(text, width)
+            ),
+            TraceEvent::LlmError { agent, message, .. } => format!(
+                "{t} {}[{agent}] MODEL ERROR: {}",
+                indent(agent),
+                clip(message, width)
+            ),
+            TraceEvent::Cell {
+                agent, index, code, ..
+            } => {
+                format!(
+                    "{t} {}[{agent}] cell {}: {}",
+                    indent(agent),
+                    index + 1,
+                    clip(code, width)
+                )
+            }
+            TraceEvent::CellOutput {
+                agent,
+                stdout,
+                error,
+                elapsed_ms,
+                host_calls,
+                ..
+            } => {
+                let mut s = format!(
+                    "{t} {}[{agent}] output ({elapsed_ms} ms, {host_calls} host calls): {}",
+                    indent(agent),
+                    clip(stdout, width)
+                );
+                if let Some(e) = error {
+                    s.push_str(&format!(" · ERROR {}", clip(e, width)));
+                }
+                s
+            }
+            TraceEvent::SubcallStart {
+                agent,
+                parent,
+                depth,
+                kind,
+                prompt_preview,
+            } => format!(
+                "{t} {}├─ [{agent}] {kind} from [{parent}] at depth {depth}: {}",
+                indent(parent),
+                clip(prompt_preview, width)
+            ),
+            TraceEvent::SubcallEnd {
+                agent,
+                parent,
+                ok,
+                result,
+                elapsed_ms,
+                ..
+            } => format!(
+                "{t} {}└─ [{agent}] {} in {elapsed_ms} ms: {}",
+                indent(parent),
+                if *ok { "done" } else { "FAILED" },
+                clip(result, width)
+            ),
+            TraceEvent::Finding {
+                agent,
+                text,
+                source,
+            } => format!(
+                "{t} {}[{agent}] finding: {}{}",
+                indent(agent),
+                clip(text, width),
+                source
+                    .as_ref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default()
+            ),
+            TraceEvent::Final {
+                agent,
+                answer,
+                via,
+                deferred,
+                ..
+            } => format!(
+                "{t} {}[{agent}] {} via {via}: {}",
+                indent(agent),
+                if *deferred { "FINAL deferred" } else { "FINAL" },
+                clip(answer, width)
+            ),
+            TraceEvent::Verification { report } => format!(
+                "{t} verification: {} citations, {} unsupported, all_valid={}",
+                report["citations"].as_array().map_or(0, Vec::len),
+                report["failed"],
+                report["all_valid"]
+            ),
+            TraceEvent::BudgetExhausted { agent, reason, .. } => {
+                format!("{t} {}[{agent}] BUDGET: {reason}", indent(agent))
+            }
+            TraceEvent::Error { agent, message } => format!(
+                "{t} {}[{agent}] ERROR: {}",
+                indent(agent),
+                clip(message, width)
+            ),
+            TraceEvent::RunFinished {
+                partial,
+                reason,
+                usage,
+            } => {
+                let mut s = format!(
+                    "{t} finished{} · {} calls, {} in / {} out tokens ({} cached), cost {}",
+                    if *partial {
+                        format!(" (partial: {})", reason.as_deref().unwrap_or("?"))
+                    } else {
+                        String::new()
+                    },
+                    usage.calls,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cached_input_tokens,
+                    usage
+                        .cost_usd
+                        .map(|c| format!("${c:.4}"))
+                        .unwrap_or_else(|| "unknown".into())
+                );
+                for d in &usage.by_depth {
+                    s.push_str(&format!(
+                        "\n{t}   depth {}: {} calls, {} in / {} out",
+                        d.depth, d.calls, d.input_tokens, d.output_tokens
+                    ));
+                }
+                s
+            }
+        };
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}

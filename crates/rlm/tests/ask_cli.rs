@@ -1,0 +1,458 @@
+//! `rlm ask` and `rlm trace`, running the real binary against the scripted
+//! model server (real HTTP) over a real store, with the binary's own sandbox
+//! worker subcommand.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer, TEST_API_KEY};
+
+/// Variables that would leak the developer's own setup into the tests.
+const CLEARED: &[&str] = &[
+    "RLM_PROVIDER",
+    "RLM_BASE_URL",
+    "RLM_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "RLM_PRIMARY_MODEL",
+    "RLM_SUB_MODEL",
+    "RLM_TIMEOUT",
+    "RLM_MAX_CONCURRENT",
+    "RLM_MAX_DEPTH",
+    "RLM_MAX_CALLS",
+    "RLM_SUB_AGENT_CALLS",
+    "RLM_MAX_LLM_CALLS",
+    "RLM_ROOT_RESERVED",
+    "RLM_MAX_TOKENS",
+    "RLM_TRUNCATE_LEN",
+    "RLM_CONTEXT_SHAPE",
+    "RLM_CITATIONS",
+    "RLM_VERIFY_CITATIONS",
+    "RLM_STORE",
+    "RLM_SANDBOX_WORKER",
+];
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// A store with three documents; the second holds the needle.
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = dir.path().join("docs");
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::write(
+            docs.join("a_intro.txt"),
+            "This memo describes the office move.\n",
+        )
+        .unwrap();
+        std::fs::write(
+            docs.join("b_notes.txt"),
+            "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
+        )
+        .unwrap();
+        std::fs::write(
+            docs.join("c_misc.txt"),
+            "Lunch options and parking spaces.\n",
+        )
+        .unwrap();
+        let f = Fixture { dir };
+        let o = f.rlm(&["index", "docs", "--store", "store"], &[]);
+        assert!(o.status.success(), "index failed: {}", stderr(&o));
+        f
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
+        cmd.args(args).current_dir(self.dir.path());
+        for var in CLEARED {
+            cmd.env_remove(var);
+        }
+        cmd.envs(env.iter().copied());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn rlm(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args, env).output().expect("rlm runs")
+    }
+}
+
+fn model_env(server: &ScriptedServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("RLM_PROVIDER", "openai".to_string()),
+        ("RLM_BASE_URL", server.base_url()),
+        ("RLM_API_KEY", TEST_API_KEY.to_string()),
+        ("RLM_PRIMARY_MODEL", "root-model".to_string()),
+        ("RLM_SUB_MODEL", "sub-model".to_string()),
+    ]
+}
+
+fn ask(f: &Fixture, server: &ScriptedServer, args: &[&str]) -> Output {
+    let env = model_env(server);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut all = vec!["ask"];
+    all.extend_from_slice(args);
+    f.rlm(&all, &env)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn root() -> Matcher {
+    Matcher::system_contains("You are answering a question about a collection")
+}
+
+fn needle_script() -> Script {
+    Script::new().on_sequence(
+        root(),
+        [
+            "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\n```"
+                .to_string(),
+            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])".to_string(),
+        ],
+    )
+}
+
+#[test]
+fn ask_json_trace_show_and_export() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(needle_script());
+    let o = ask(
+        &f,
+        &server,
+        &[
+            "What is the secret code?",
+            "--store",
+            "store",
+            "--json",
+            "--trace",
+            "run.jsonl",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["answer"].as_str().unwrap().contains("4721"));
+    assert_eq!(v["partial"], false);
+    assert_eq!(v["citations"][0]["status"], "verified");
+    assert_eq!(v["verification"]["all_valid"], true);
+    assert_eq!(v["usage"]["calls"], 2);
+    assert!(v["usage"]["by_depth"].is_array());
+    assert!(v["usage"]["wall_ms"].is_u64());
+    assert_eq!(v["trace"]["path"], "run.jsonl");
+    // Progress went to stderr, not stdout.
+    assert!(stderr(&o).contains("cell ran"), "{}", stderr(&o));
+
+    let show = f.rlm(&["trace", "show", "run.jsonl"], &[]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    let text = stdout(&show);
+    assert!(
+        text.contains("question: What is the secret code?"),
+        "{text}"
+    );
+    assert!(text.contains("FINAL via prose"), "{text}");
+    assert!(text.contains("verification: 1 citations"), "{text}");
+
+    let exp = f.rlm(
+        &[
+            "trace",
+            "export",
+            "run.jsonl",
+            "--format",
+            "rlm-logger",
+            "-o",
+            "rlm.jsonl",
+        ],
+        &[],
+    );
+    assert!(exp.status.success(), "{}", stderr(&exp));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(f.path("rlm.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "metadata");
+    assert_eq!(lines[0]["root_model"], "root-model");
+    assert_eq!(lines[1]["type"], "iteration");
+    assert!(
+        lines[1]["code_blocks"][0]["result"]["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("4721")
+    );
+    assert_eq!(
+        lines.last().unwrap()["final_answer"]
+            .as_str()
+            .map(|s| s.contains("4721")),
+        Some(true)
+    );
+
+    // The API key never reaches the trace.
+    let trace = std::fs::read_to_string(f.path("run.jsonl")).unwrap();
+    assert!(!trace.contains(TEST_API_KEY));
+}
+
+#[test]
+fn plain_text_output_lists_citations() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(Script::new().on(
+        root(),
+        "FINAL(Code 4721 [[doc:1 \"The secret code is 4721\"]] and [[doc:2 \"parking is free for everyone\"]])",
+    ));
+    let o = ask(
+        &f,
+        &server,
+        &["q?", "--store", "store", "--citations", "strict"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("[unverified: quote not found in document 2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Citations: 2 (1 supported, 1 unsupported)"),
+        "{out}"
+    );
+    assert!(out.contains("[QUOTE NOT FOUND]"), "{out}");
+}
+
+#[test]
+fn session_carries_history_between_questions() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(Script::new().on(
+        root(),
+        "```repl\nadd_finding('code is 4721', '[[doc:1]]')\nFINAL('first done')\n```",
+    ));
+    let o = ask(
+        &f,
+        &server,
+        &["first question?", "--store", "store", "--session", "case-1"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = ask(
+        &f,
+        &server,
+        &[
+            "second question?",
+            "--store",
+            "store",
+            "--session",
+            "case-1",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(f.path("store/sessions.sqlite").is_file());
+    let reqs = server.requests();
+    let second = reqs.last().unwrap();
+    let first_user = &second.messages[1].content;
+    assert!(first_user.contains("first question?"), "{first_user}");
+    assert!(first_user.contains("first done"), "{first_user}");
+    assert!(first_user.contains("code is 4721"), "{first_user}");
+    // A different session starts empty.
+    let o = ask(
+        &f,
+        &server,
+        &["third?", "--store", "store", "--session", "other"],
+    );
+    assert!(o.status.success());
+    assert!(
+        !server.requests().last().unwrap().messages[1]
+            .content
+            .contains("first question?")
+    );
+}
+
+#[test]
+fn briefing_goes_into_the_system_prompt() {
+    let f = Fixture::new();
+    std::fs::write(
+        f.path("PROMPT.md"),
+        "Answer in German. You assist ACME's legal team.",
+    )
+    .unwrap();
+    let server = ScriptedServer::spawn(Script::new().on(root(), "FINAL(ok)"));
+    let o = ask(
+        &f,
+        &server,
+        &["q?", "--store", "store", "--briefing", "PROMPT.md"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        server.requests()[0]
+            .system()
+            .contains("You assist ACME's legal team.")
+    );
+}
+
+#[test]
+fn budget_exhaustion_is_a_partial_answer_not_an_error() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(
+        Script::new()
+            .on(
+                Matcher::last_contains("stopped before it finished"),
+                "Best effort: code 4721.",
+            )
+            .on(root(), "```repl\nprint('looking')\n```"),
+    );
+    let o = ask(
+        &f,
+        &server,
+        &["q?", "--store", "store", "--max-llm-calls", "2", "--json"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["partial"], true);
+    assert_eq!(v["answer"], "Best effort: code 4721.");
+    assert!(
+        v["partial_reason"]
+            .as_str()
+            .unwrap()
+            .contains("LLM call budget"),
+        "{v}"
+    );
+}
+
+#[test]
+fn ctrl_c_keeps_a_partial_trace() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(Script::new().on_sequence(
+        root(),
+        [
+            Reply::text("```repl\nadd_finding('seen doc 1')\n```"),
+            Reply::text("FINAL(too late)").with_latency_ms(20_000),
+        ],
+    ));
+    let env = model_env(&server);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let child = f
+        .command(
+            &["ask", "q?", "--store", "store", "--trace", "cancel.jsonl"],
+            &env,
+        )
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    // Wait until the second (slow) model request is in flight.
+    while server.request_count() < 2 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let o = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(15));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stdout(&o).contains("seen doc 1"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("partial answer: cancelled"),
+        "{}",
+        stderr(&o)
+    );
+    let trace = std::fs::read_to_string(f.path("cancel.jsonl")).unwrap();
+    assert!(trace.lines().last().unwrap().contains("\"run_finished\""));
+    assert!(trace.contains("\"cancelled\""));
+}
+
+#[test]
+fn bad_input_gives_one_line_errors() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(Script::new().on(root(), "FINAL(ok)"));
+    let cases: &[(&[&str], &str)] = &[
+        (&["q?", "--store", "nowhere"], "nowhere"),
+        (&["  ", "--store", "store"], "question is empty"),
+        (
+            &["q?", "--store", "store", "--context-shape", "tree"],
+            "string or list",
+        ),
+        (
+            &["q?", "--store", "store", "--citations", "lenient"],
+            "strict or best_effort",
+        ),
+        (
+            &["q?", "--store", "store", "--verify", "maybe"],
+            "use on or off",
+        ),
+        (
+            &["q?", "--store", "store", "--flow", "magic"],
+            "available flow is: repl",
+        ),
+        (
+            &["q?", "--store", "store", "--session", "bad name"],
+            "invalid session name",
+        ),
+        (
+            &["q?", "--store", "store", "--briefing", "missing.md"],
+            "cannot read briefing",
+        ),
+        (
+            &["q?", "--store", "store", "--max-cost-usd", "0"],
+            "positive",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = ask(&f, &server, args);
+        assert!(!o.status.success(), "{args:?} should fail");
+        let err = stderr(&o);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{args:?}: not one line: {err}"
+        );
+        assert!(!err.contains("panicked"));
+    }
+    // A bad budget variable names itself.
+    let env = model_env(&server);
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.push(("RLM_MAX_LLM_CALLS", "lots"));
+    let o = f.rlm(&["ask", "q?", "--store", "store"], &env);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("RLM_MAX_LLM_CALLS"), "{}", stderr(&o));
+    // No model configured at all.
+    let o = f.rlm(&["ask", "q?", "--store", "store"], &[]);
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+}
+
+#[test]
+fn trace_commands_reject_bad_files() {
+    let f = Fixture::new();
+    std::fs::write(f.path("not-a-trace.jsonl"), "{\"x\": 1}\n").unwrap();
+    let o = f.rlm(&["trace", "show", "not-a-trace.jsonl"], &[]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("not an rlm trace event"),
+        "{}",
+        stderr(&o)
+    );
+    let o = f.rlm(&["trace", "show", "missing.jsonl"], &[]);
+    assert!(stderr(&o).contains("cannot open trace"), "{}", stderr(&o));
+    std::fs::write(f.path("empty.jsonl"), "").unwrap();
+    let o = f.rlm(&["trace", "show", "empty.jsonl"], &[]);
+    assert!(stderr(&o).contains("holds no events"), "{}", stderr(&o));
+    let o = f.rlm(&["trace", "export", "empty.jsonl", "--format", "html"], &[]);
+    assert!(
+        stderr(&o).contains("available format is rlm-logger"),
+        "{}",
+        stderr(&o)
+    );
+}
