@@ -148,10 +148,11 @@ impl LlmClient {
                 true,
             ),
         };
-        let prices = &self.inner.config.prices;
-        let cost_usd = prices
-            .cost(&resolved.model, &reported)
-            .or_else(|| prices.cost(&reply.model, &reported));
+        let cost_usd =
+            self.inner
+                .config
+                .prices
+                .cost_of_call(&resolved.model, &reply.model, &reported);
         let usage = Usage {
             model: resolved.model,
             role: request.role,

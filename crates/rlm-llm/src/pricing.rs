@@ -136,6 +136,30 @@ impl PriceTable {
     pub fn cost(&self, model: &str, usage: &ReportedUsage) -> Option<f64> {
         self.price(model).map(|p| p.cost(usage))
     }
+
+    /// Cost of a call that asked for `requested` and was answered by
+    /// `answered` (the model name in the response). A configured price for
+    /// the requested name wins (the user said so); otherwise the answering
+    /// model decides, so a local server reached under a default name like
+    /// `gpt-4.1` is not billed at OpenAI's price, and an Azure deployment is
+    /// priced by the model behind it.
+    pub fn cost_of_call(
+        &self,
+        requested: &str,
+        answered: &str,
+        usage: &ReportedUsage,
+    ) -> Option<f64> {
+        let overridden = lookup(
+            self.overrides.iter().map(|(k, v)| (k.as_str(), *v)),
+            requested,
+        );
+        let price = match overridden {
+            Some(p) => Some(p),
+            None if answered.is_empty() => self.price(requested),
+            None => self.price(answered),
+        };
+        price.map(|p| p.cost(usage))
+    }
 }
 
 /// Model name → context window: built-in defaults plus `[llm.context_windows]`.

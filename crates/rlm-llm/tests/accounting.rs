@@ -114,3 +114,56 @@ async fn totals_are_kept_per_model_and_per_depth_across_clones() {
     assert_eq!(totals.by_depth[&1].calls, 2);
     assert_eq!(totals.by_depth[&2].total_tokens(), 12);
 }
+
+#[tokio::test]
+async fn the_answering_model_decides_the_price_unless_the_requested_name_is_configured() {
+    // A local server reached under the default name `gpt-4.1` is not billed
+    // at OpenAI's price: it says it is a GGUF file.
+    let server = ScriptedServer::start(
+        Script::new()
+            .reply(
+                Reply::text("a")
+                    .with_usage(1000, 10)
+                    .with_model("/models/qwen.gguf"),
+            )
+            .reply(
+                Reply::text("b")
+                    .with_usage(1_000_000, 0)
+                    .with_model("gpt-4o-2024-08-06"),
+            )
+            .reply(
+                Reply::text("c")
+                    .with_usage(1_000_000, 0)
+                    .with_model("/models/qwen.gguf"),
+            ),
+    )
+    .await;
+    let mut config = server.config(ProviderKind::OpenAi);
+    config.prices = PriceTable::with_overrides(BTreeMap::from([(
+        "my-local".to_string(),
+        Price {
+            input_per_mtok: 1.0,
+            output_per_mtok: 1.0,
+            cached_input_per_mtok: None,
+        },
+    )]));
+    let client = LlmClient::from_config(config).unwrap();
+    let a = client
+        .chat(ChatRequest::user("x").with_model("gpt-4.1"))
+        .await
+        .unwrap();
+    assert_eq!(a.usage.cost_usd, None);
+    assert_eq!(a.usage.model, "gpt-4.1");
+    // An Azure-style deployment name is priced by the model behind it.
+    let b = client
+        .chat(ChatRequest::user("x").with_model("my-deployment"))
+        .await
+        .unwrap();
+    assert_eq!(b.usage.cost_usd, Some(2.5));
+    // A price configured for the requested name wins.
+    let c = client
+        .chat(ChatRequest::user("x").with_model("my-local"))
+        .await
+        .unwrap();
+    assert_eq!(c.usage.cost_usd, Some(1.0));
+}

@@ -82,6 +82,8 @@ pub struct Reply {
     pub usage: ReplyUsage,
     /// OpenAI-style finish reason (`stop`, `length`, ...).
     pub finish_reason: String,
+    /// The model name reported in the response; the requested one when `None`.
+    pub model: Option<String>,
 }
 
 impl Reply {
@@ -92,6 +94,7 @@ impl Reply {
             latency: None,
             usage: ReplyUsage::Counted,
             finish_reason: "stop".into(),
+            model: None,
         }
     }
 
@@ -137,6 +140,13 @@ impl Reply {
     /// Sends no usage.
     pub fn without_usage(mut self) -> Self {
         self.usage = ReplyUsage::Omitted;
+        self
+    }
+
+    /// Reports `model` as the answering model (as local servers report a
+    /// file path, or Azure the model behind a deployment).
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
         self
     }
 
@@ -469,6 +479,7 @@ struct FullReplySpec {
     #[serde(default)]
     no_usage: bool,
     finish_reason: Option<String>,
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -556,6 +567,9 @@ impl ReplySpec {
         }
         if let Some(r) = spec.finish_reason {
             reply = reply.with_finish_reason(r);
+        }
+        if let Some(m) = spec.model {
+            reply = reply.with_model(m);
         }
         Ok(reply)
     }

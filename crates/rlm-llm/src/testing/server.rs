@@ -607,7 +607,7 @@ fn success(
                 "id": format!("msg_scripted_{}", request.index),
                 "type": "message",
                 "role": "assistant",
-                "model": request.model,
+                "model": reply.model.as_deref().unwrap_or(&request.model),
                 "content": if empty { json!([]) } else { json!([{"type": "text", "text": text}]) },
                 "stop_reason": stop_reason,
                 "stop_sequence": null,
@@ -636,7 +636,7 @@ fn success(
                 "id": format!("chatcmpl-scripted-{}", request.index),
                 "object": "chat.completion",
                 "created": 0,
-                "model": request.model,
+                "model": reply.model.as_deref().unwrap_or(&request.model),
                 "choices": choices,
             });
             if with_usage {
