@@ -39,6 +39,12 @@ async fn retryable_faults_are_retried_until_success() {
         message: "bad gateway".into(),
     })
     .await;
+    // Anthropic's "overloaded".
+    retried_then_ok(Fault::Status {
+        status: 529,
+        message: "overloaded".into(),
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -1,11 +1,32 @@
 //! Each wire protocol against the scripted server: what goes out, what comes
 //! back, and how roles and overrides resolve.
 
-use rlm_llm::testing::{Reply, Script, ScriptedServer, TEST_API_KEY, WireApi};
+use rlm_llm::testing::{Fault, Reply, Script, ScriptedServer, TEST_API_KEY, WireApi};
 use rlm_llm::{ChatRequest, FinishReason, LlmClient, LlmError, Message, ModelRole, ProviderKind};
+
+const ALL_PROVIDERS: [ProviderKind; 3] = [
+    ProviderKind::OpenAi,
+    ProviderKind::Azure,
+    ProviderKind::Anthropic,
+];
 
 fn client(server: &ScriptedServer, kind: ProviderKind) -> LlmClient {
     LlmClient::from_config(server.config(kind)).unwrap()
+}
+
+/// The error each protocol's client gets for one call to `script`, and the
+/// number of requests the server saw.
+async fn error_per_protocol(script: Script) -> (Vec<(ProviderKind, LlmError)>, usize) {
+    let server = ScriptedServer::start(script).await;
+    let mut errors = Vec::new();
+    for kind in ALL_PROVIDERS {
+        let err = client(&server, kind)
+            .chat(ChatRequest::user("hi"))
+            .await
+            .unwrap_err();
+        errors.push((kind, err));
+    }
+    (errors, server.request_count())
 }
 
 #[tokio::test]
@@ -172,44 +193,51 @@ async fn list_models_reads_the_models_endpoint_for_openai_and_anthropic() {
 
 #[tokio::test]
 async fn wrong_key_is_unauthorized_in_every_protocol() {
-    let server = ScriptedServer::start(Script::new().require_api_key("other").otherwise("x")).await;
-    for kind in [
-        ProviderKind::OpenAi,
-        ProviderKind::Azure,
-        ProviderKind::Anthropic,
-    ] {
-        let err = client(&server, kind)
-            .chat(ChatRequest::user("hi"))
-            .await
-            .unwrap_err();
+    let (errors, requests) =
+        error_per_protocol(Script::new().require_api_key("other").otherwise("x")).await;
+    for (kind, err) in errors {
         assert!(
             matches!(err, LlmError::Unauthorized { status: 401, .. }),
             "{kind}: {err}"
         );
         assert!(err.to_string().contains("RLM_API_KEY"), "{err}");
     }
-    // No retries on 401.
-    assert_eq!(server.request_count(), 3);
+    assert_eq!(requests, 3, "no retries on 401");
 }
 
 #[tokio::test]
 async fn unknown_model_is_named_in_every_protocol() {
-    let server = ScriptedServer::start(Script::new().models(["only-this"]).otherwise("x")).await;
-    for kind in [
-        ProviderKind::OpenAi,
-        ProviderKind::Azure,
-        ProviderKind::Anthropic,
-    ] {
-        let err = client(&server, kind)
-            .chat(ChatRequest::user("hi"))
-            .await
-            .unwrap_err();
+    let (errors, requests) =
+        error_per_protocol(Script::new().models(["only-this"]).otherwise("x")).await;
+    for (kind, err) in errors {
         match &err {
             LlmError::UnknownModel { model, .. } => assert_eq!(model, "root-model"),
             other => panic!("{kind}: expected UnknownModel, got {other}"),
         }
     }
-    assert_eq!(server.request_count(), 3);
+    assert_eq!(requests, 3, "no retries on unknown models");
+}
+
+#[tokio::test]
+async fn compatible_servers_unknown_model_messages_are_recognized() {
+    // vLLM and Ollama phrase it their own way, with 404 or 400.
+    for (status, message) in [
+        (404, "The model `x` does not exist."),
+        (404, "model \"x\" not found, try pulling it first"),
+        (400, "Model x not found"),
+    ] {
+        let (errors, _) = error_per_protocol(Script::new().otherwise(Fault::Status {
+            status,
+            message: message.into(),
+        }))
+        .await;
+        for (kind, err) in errors {
+            assert!(
+                matches!(err, LlmError::UnknownModel { .. }),
+                "{kind} {status} {message}: {err}"
+            );
+        }
+    }
 }
 
 #[tokio::test]

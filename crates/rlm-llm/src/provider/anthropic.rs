@@ -73,13 +73,7 @@ impl AnthropicProvider {
 
 /// Parses a Messages response body.
 pub(crate) fn parse_reply(requested_model: &str, body: &Value) -> Result<ModelReply, LlmError> {
-    let malformed = |detail: &str| LlmError::MalformedResponse {
-        provider: "anthropic".into(),
-        detail: format!(
-            "{detail}; body starts: {}",
-            http::snippet(&body.to_string())
-        ),
-    };
+    let malformed = |detail: &str| http::malformed("anthropic", detail, body);
     let content = body
         .get("content")
         .and_then(Value::as_array)

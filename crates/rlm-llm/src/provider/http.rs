@@ -177,6 +177,14 @@ fn error_message(body: &[u8]) -> (String, Option<String>) {
     (message, code)
 }
 
+/// A body that parsed as JSON but not as the provider's format.
+pub(crate) fn malformed(provider: &str, detail: &str, body: &Value) -> LlmError {
+    LlmError::MalformedResponse {
+        provider: provider.to_string(),
+        detail: format!("{detail}; body starts: {}", snippet(&body.to_string())),
+    }
+}
+
 /// At most [`SNIPPET_CHARS`] characters of `text`, on one line.
 pub(crate) fn snippet(text: &str) -> String {
     let one_line: String = text

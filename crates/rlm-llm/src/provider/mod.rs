@@ -87,3 +87,50 @@ pub(crate) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<
             .unwrap_or(Duration::ZERO),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    use super::parse_retry_after;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn retry_after_accepts_seconds_milliseconds_and_http_dates() {
+        assert_eq!(parse_retry_after(&headers(&[])), None);
+        assert_eq!(
+            parse_retry_after(&headers(&[("retry-after", "7")])),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            parse_retry_after(&headers(&[("retry-after", "7"), ("retry-after-ms", "250")])),
+            Some(Duration::from_millis(250)),
+            "the precise header wins"
+        );
+        let in_a_minute = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
+        let wait = parse_retry_after(&headers(&[("retry-after", &in_a_minute)])).unwrap();
+        assert!(
+            wait > Duration::from_secs(55) && wait <= Duration::from_secs(60),
+            "{wait:?}"
+        );
+        let past = httpdate::fmt_http_date(SystemTime::now() - Duration::from_secs(60));
+        assert_eq!(
+            parse_retry_after(&headers(&[("retry-after", &past)])),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after(&headers(&[("retry-after", "soon")])),
+            None
+        );
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", "-3")])), None);
+    }
+}

@@ -112,13 +112,7 @@ pub(crate) fn parse_reply(
     requested_model: &str,
     body: &Value,
 ) -> Result<ModelReply, LlmError> {
-    let malformed = |detail: &str| LlmError::MalformedResponse {
-        provider: provider.to_string(),
-        detail: format!(
-            "{detail}; body starts: {}",
-            http::snippet(&body.to_string())
-        ),
-    };
+    let malformed = |detail: &str| http::malformed(provider, detail, body);
     let choices = body
         .get("choices")
         .and_then(Value::as_array)
@@ -166,16 +160,10 @@ pub(crate) fn parse_reply(
 
 /// Parses a `/models` listing (`data[].id`), shared with Anthropic.
 pub(crate) fn parse_model_list(provider: &str, body: &Value) -> Result<Vec<String>, LlmError> {
-    let data =
-        body.get("data")
-            .and_then(Value::as_array)
-            .ok_or_else(|| LlmError::MalformedResponse {
-                provider: provider.to_string(),
-                detail: format!(
-                    "model list has no 'data' array; body starts: {}",
-                    http::snippet(&body.to_string())
-                ),
-            })?;
+    let data = body
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| http::malformed(provider, "model list has no 'data' array", body))?;
     Ok(data
         .iter()
         .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
