@@ -484,10 +484,16 @@ impl ReplayReport {
             .filter(|c| !c.harness && c.cpython_status == "error")
             .collect();
         let both = cp_err.iter().filter(|c| !c.ran).count();
+        let same_type = cp_err
+            .iter()
+            .filter(|c| match (&c.error, &c.cpython_exc) {
+                (Some(e), Some(t)) => e.starts_with(&format!("{t}:")),
+                _ => false,
+            })
+            .count();
         s.push_str(&format!(
-            "cells CPython fails on: {} (the sandbox fails on {} of them too)\n",
+            "cells CPython fails on: {} (the sandbox fails on {both} of them too, {same_type} with the same exception type)\n",
             cp_err.len(),
-            both
         ));
         let harness: Vec<_> = self
             .cells

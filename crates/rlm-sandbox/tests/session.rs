@@ -70,8 +70,8 @@ async fn gather_over_async_host_function_runs_concurrently() {
         "['answer 0', 'answer 1', 'answer 2', 'answer 3', 'answer 4']\n"
     );
     assert_eq!(r.host_calls, 5);
-    // Sequential would take 250+200+150+100+50 ms; concurrent ~250 ms.
-    assert!(r.elapsed.as_millis() < 700, "{:?}", r.elapsed);
+    // All five were in flight at once (answers arrive in reverse order).
+    assert_eq!(h.max_in_flight.load(Ordering::SeqCst), 5);
     let r = s.run_cell("x = await aecho(3)\nx", &h).await.unwrap();
     assert_eq!(r.value.as_deref(), Some("'answer 3'"));
 }

@@ -71,6 +71,22 @@ async fn main() -> std::process::ExitCode {
             }
         }
     }
+    if failures {
+        for c in report
+            .cells
+            .iter()
+            .filter(|c| !c.harness && c.cpython_status == "error")
+        {
+            let ours = c.error.as_deref().unwrap_or("(ran without error)");
+            let theirs = c.cpython_exc.as_deref().unwrap_or("?");
+            if !ours.starts_with(&format!("{theirs}:")) {
+                println!(
+                    "--- {} cell {}: CPython {theirs}, sandbox {ours}",
+                    c.id, c.cell
+                );
+            }
+        }
+    }
     std::process::ExitCode::SUCCESS
 }
 

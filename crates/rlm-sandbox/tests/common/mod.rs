@@ -24,6 +24,9 @@ pub fn config() -> SandboxConfig {
 #[derive(Default)]
 pub struct TestHost {
     pub calls: AtomicU64,
+    /// Calls being answered right now, and the most ever at once.
+    pub in_flight: AtomicU64,
+    pub max_in_flight: AtomicU64,
 }
 
 impl HostHandler for TestHost {
@@ -32,8 +35,11 @@ impl HostHandler for TestHost {
         match call.name.as_str() {
             "echo" => Ok(call.args.first().cloned().unwrap_or(Value::Null)),
             "aecho" => {
+                let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max_in_flight.fetch_max(now, Ordering::SeqCst);
                 let n = call.args.first().and_then(Value::as_u64).unwrap_or(0);
                 tokio::time::sleep(Duration::from_millis(50 * (5 - n.min(5)))).await;
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 Ok(json!(format!("answer {n}")))
             }
             "boom" => Err(HostError::Raise {
