@@ -1163,6 +1163,8 @@ impl Agent {
         index: usize,
         code: &str,
     ) -> Result<CellResult, String> {
+        let adapted = parse::adapt_async_calls(code);
+        let code = adapted.as_str();
         self.trace(TraceEvent::Cell {
             agent: self.id.clone(),
             depth: self.depth,

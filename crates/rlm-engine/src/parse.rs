@@ -261,6 +261,67 @@ pub fn parse_reply(reply: &str) -> ParsedReply {
     }
 }
 
+/// Host functions that exist in a sync and an awaitable form (`name_async`).
+const ASYNC_TWINS: &[&str] = &["llm_query", "rlm_query"];
+
+/// Adapts model code to the sandbox's split between sync and awaitable host
+/// functions (one name cannot be both): `await llm_query(...)` and
+/// `llm_query(...)` inside an `asyncio.gather(...)` call become
+/// `llm_query_async(...)`, the form models trained on seed 004-style code write.
+pub fn adapt_async_calls(code: &str) -> String {
+    let mut out = code.to_string();
+    for name in ASYNC_TWINS {
+        out = out.replace(&format!("await {name}("), &format!("await {name}_async("));
+    }
+    let mut result = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(start) = rest.find("asyncio.gather(") {
+        let open = start + "asyncio.gather".len();
+        result.push_str(&rest[..=open]);
+        let body = &rest[open + 1..];
+        let mut depth = 1usize;
+        let mut end = body.len();
+        for (i, ch) in body.char_indices() {
+            match ch {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut inner = body[..end].to_string();
+        for name in ASYNC_TWINS {
+            inner = replace_calls(&inner, name, &format!("{name}_async"));
+        }
+        result.push_str(&inner);
+        rest = &body[end..];
+    }
+    result.push_str(rest);
+    result
+}
+
+/// Replaces calls `name(` by `new(` where `name` is a whole identifier.
+fn replace_calls(text: &str, name: &str, new: &str) -> String {
+    let pat = format!("{name}(");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(&pat) {
+        let before = rest[..i].chars().next_back();
+        let whole = !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.');
+        out.push_str(&rest[..i]);
+        out.push_str(if whole { new } else { name });
+        out.push('(');
+        rest = &rest[i + pat.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Detects a model repeating the same reply turn after turn (weak models loop).
 #[derive(Debug, Default)]
 pub struct RepeatDetector {
@@ -401,6 +462,29 @@ mod tests {
         let p = parse_reply("I think the answer might be in document 3.");
         assert!(p.code_blocks.is_empty());
         assert!(p.prose_final.is_none());
+    }
+
+    #[test]
+    fn async_calls_are_adapted() {
+        assert_eq!(
+            adapt_async_calls("r = await llm_query(p)"),
+            "r = await llm_query_async(p)"
+        );
+        assert_eq!(
+            adapt_async_calls(
+                "rs = await asyncio.gather(*[llm_query(f'x {c}') for c in chunks])\ns = llm_query('sum')"
+            ),
+            "rs = await asyncio.gather(*[llm_query_async(f'x {c}') for c in chunks])\ns = llm_query('sum')"
+        );
+        assert_eq!(
+            adapt_async_calls("asyncio.gather(rlm_query(a), my_llm_query(b))"),
+            "asyncio.gather(rlm_query_async(a), my_llm_query(b))"
+        );
+        assert_eq!(
+            adapt_async_calls("await llm_query_async(p)"),
+            "await llm_query_async(p)"
+        );
+        assert_eq!(adapt_async_calls("x = llm_query(p)"), "x = llm_query(p)");
     }
 
     #[test]

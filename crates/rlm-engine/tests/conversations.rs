@@ -123,7 +123,7 @@ async fn asyncio_gather_fan_out_overlaps_in_time() {
             .on_sequence(
                 root(),
                 [
-                    repl("import asyncio\nresults = await asyncio.gather(*[llm_query_async(f'Summarize: {d[\"text\"]}') for d in documents])\nprint(len(results), results[0])"),
+                    repl("import asyncio\nresults = await asyncio.gather(*[llm_query(f'Summarize: {d[\"text\"]}') for d in documents])\nprint(len(results), results[0])"),
                     "FINAL(gathered)".to_string(),
                 ],
             )
