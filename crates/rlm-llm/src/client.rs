@@ -200,8 +200,10 @@ impl LlmClient {
                 Ok(reply) => return Ok((reply, attempt - 1)),
                 Err(err) => err,
             };
+            // Wrap only errors we stopped retrying; a different, final error
+            // after retries (say a 400) is reported as itself.
             let give_up = |err: LlmError| {
-                if attempt > 1 {
+                if attempt > 1 && err.is_retryable() {
                     LlmError::RetriesExhausted {
                         attempts: attempt,
                         last: Box::new(err),

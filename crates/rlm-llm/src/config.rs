@@ -314,7 +314,7 @@ impl LlmConfig {
             Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => Duration::from_secs_f64(t),
             Some(t) => {
                 return Err(LlmError::Config(format!(
-                    "timeout {t} must be between 0 and 86400 seconds"
+                    "timeout {t} must be more than 0 and at most 86400 seconds"
                 )));
             }
         };

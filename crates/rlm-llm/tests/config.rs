@@ -186,7 +186,10 @@ fn bad_values_are_one_line_errors_naming_the_setting() {
         config_err("", &[("RLM_TIMEOUT", "soon")])
             .contains("RLM_TIMEOUT='soon' is not a number of seconds")
     );
-    assert!(config_err("", &[("RLM_TIMEOUT", "0")]).contains("timeout 0 must be between"));
+    assert!(
+        config_err("", &[("RLM_TIMEOUT", "0")])
+            .contains("timeout 0 must be more than 0 and at most 86400 seconds")
+    );
     assert!(config_err("", &[("RLM_MAX_CONCURRENT", "0")]).contains("between 1 and 1024"));
     assert!(
         config_err("", &[("RLM_MAX_CONCURRENT", "many")]).contains("RLM_MAX_CONCURRENT='many'")

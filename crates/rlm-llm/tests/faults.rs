@@ -129,6 +129,27 @@ async fn attempts_are_bounded_and_the_last_error_is_reported() {
 }
 
 #[tokio::test]
+async fn a_final_client_error_after_retries_is_reported_as_itself() {
+    let server = ScriptedServer::start(Script::new().reply(Fault::ServerError).reply(
+        Fault::Status {
+            status: 400,
+            message: "context too long".into(),
+        },
+    ))
+    .await;
+    let err = server
+        .client()
+        .chat(ChatRequest::user("hi"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LlmError::BadRequest { status: 400, .. }),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
 async fn client_errors_are_not_retried() {
     for (fault, check) in [
         (
