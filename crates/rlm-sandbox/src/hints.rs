@@ -80,6 +80,10 @@ const MODULE_HINTS: &[(&str, &str)] = &[
 /// Substring of a message → hint.
 const MESSAGE_HINTS: &[(&str, &str)] = &[
     (
+        "too deeply nested",
+        "split the expression into several statements, e.g. build a list and call sum() on it",
+    ),
+    (
         "'__import__'",
         "`__import__` is not available; use a plain `import` of an available module",
     ),

@@ -95,9 +95,13 @@ fn jsonl_mode_keeps_state_and_reports_errors() {
             serde_json::json!({"code": "[h['path'] for h in search('refund window', 1)]"}),
             serde_json::json!({"code": "llm_query('hi')"}),
             serde_json::json!({"nope": 1}),
+            serde_json::json!({"code": "search('refund', 0)"}),
+            serde_json::json!({"code": "search('')"}),
+            serde_json::json!({"code": "FINAL_VAR(3)"}),
+            serde_json::json!({"code": "add_finding('refunds: 30 days')"}),
         ],
     );
-    assert_eq!(out.len(), 7);
+    assert_eq!(out.len(), 11);
     assert_eq!(out[0]["stdout"], "2 docs/guide.md\n");
     assert_eq!(out[0]["error"], Value::Null);
     assert!(out[0]["elapsed_ms"].as_f64().unwrap() >= 0.0);
@@ -113,6 +117,22 @@ fn jsonl_mode_keeps_state_and_reports_errors() {
             .contains("no model configured")
     );
     assert_eq!(out[6]["error"]["type"], "InputError");
+    assert_eq!(out[7]["error"]["type"], "TypeError");
+    assert!(
+        out[7]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("between 1 and 1000")
+    );
+    assert_eq!(out[8]["error"]["type"], "ValueError");
+    assert!(
+        out[8]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("search failed")
+    );
+    assert_eq!(out[9]["error"]["type"], "TypeError");
+    assert_eq!(out[10]["value"], "1");
 }
 
 #[test]
