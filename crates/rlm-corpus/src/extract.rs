@@ -294,9 +294,32 @@ fn first_heading(text: &str) -> Option<String> {
         .find_map(|l| parse_atx_heading(l.trim_start()))
 }
 
+thread_local! {
+    /// Set while this thread runs the PDF parser, whose panics we catch.
+    static QUIET_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Wraps the process's panic hook once so that panics caught from the PDF
+/// parser print nothing: for the user they are a corrupt file, reported as such.
+fn install_quiet_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(|q| q.get()) {
+                previous(info);
+            }
+        }));
+    });
+}
+
 fn extract_pdf(bytes: &[u8]) -> Result<Extracted, String> {
+    install_quiet_panic_hook();
+    QUIET_PANICS.with(|q| q.set(true));
     // The PDF parser may panic on hostile input; a panic is a corrupt file, not a crash.
-    let pages = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(bytes))
+    let result = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(bytes));
+    QUIET_PANICS.with(|q| q.set(false));
+    let pages = result
         .map_err(|_| "corrupt PDF: the parser could not read it".to_string())?
         .map_err(|e| format!("corrupt PDF: {e}"))?;
     let mut text = String::new();
@@ -366,6 +389,23 @@ mod tests {
     fn corrupt_pdf_fails_cleanly() {
         let out = extract(Path::new("x.pdf"), b"%PDF-1.4 garbage garbage");
         assert!(matches!(out, Extraction::Failed(m) if m.starts_with("corrupt PDF")));
+    }
+
+    #[test]
+    fn structurally_broken_pdfs_fail_as_corrupt() {
+        let inputs: [&[u8]; 4] = [
+            b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF",
+            b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n3 0 obj<</Type/Page/Contents 9 0 R>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF",
+            b"%PDF-",
+            b"%PDF-1.4\nxref\n0 1\n0000000000 65535 f \ntrailer<</Size 1>>\nstartxref\n9\n%%EOF",
+        ];
+        for input in inputs {
+            match extract(Path::new("x.pdf"), input) {
+                Extraction::Failed(m) => assert!(m.starts_with("corrupt PDF"), "{m}"),
+                Extraction::Skipped(SkipReason::Empty) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
     }
 
     #[test]

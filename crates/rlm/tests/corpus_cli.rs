@@ -259,6 +259,7 @@ fn corrupt_pdf_is_reported_and_the_rest_indexed() {
     let err = stderr(&out);
     assert!(err.contains("contracts/broken.pdf: corrupt PDF"), "{err}");
     assert!(err.contains("1 file(s) could not be indexed"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
     assert!(stdout(&out).contains("5 added"));
 }
 
