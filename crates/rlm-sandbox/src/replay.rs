@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -410,6 +411,8 @@ pub struct CellOutcome {
     pub stdout: String,
     /// CPython's stdout.
     pub cpython_stdout: String,
+    /// Wall time of the cell in the sandbox.
+    pub elapsed: Duration,
 }
 
 impl CellOutcome {
@@ -505,6 +508,14 @@ impl ReplayReport {
             harness.iter().filter(|c| c.passed()).count(),
             harness.len()
         ));
+        if let Some(slowest) = self.cells.iter().max_by_key(|c| c.elapsed) {
+            s.push_str(&format!(
+                "slowest cell: {:.0} ms ({} cell {})\n",
+                slowest.elapsed.as_secs_f64() * 1e3,
+                slowest.id,
+                slowest.cell
+            ));
+        }
         let causes = self.failure_causes();
         if !causes.is_empty() {
             s.push_str("top failure causes:\n");
@@ -722,7 +733,7 @@ async fn replay_one(
     reference: &HashMap<(String, usize), ReferenceCell>,
     report: &mut ReplayReport,
 ) {
-    let outcome = |i: usize, ran: bool, stdout: String, error: Option<String>| {
+    let outcome = |i: usize, ran: bool, stdout: String, error: Option<String>, elapsed| {
         let r = reference.get(&(rec.id.clone(), i));
         let cpython_stdout = r.map(|r| r.stdout.clone()).unwrap_or_default();
         CellOutcome {
@@ -736,15 +747,20 @@ async fn replay_one(
             error,
             stdout,
             cpython_stdout,
+            elapsed,
         }
     };
     let (spec, stubs, setup) = match session_for(rec) {
         Ok(x) => x,
         Err(e) => {
             for i in 0..rec.cells.len() {
-                report
-                    .cells
-                    .push(outcome(i, false, String::new(), Some(e.clone())));
+                report.cells.push(outcome(
+                    i,
+                    false,
+                    String::new(),
+                    Some(e.clone()),
+                    Duration::ZERO,
+                ));
             }
             return;
         }
@@ -754,9 +770,13 @@ async fn replay_one(
         Ok(s) => s,
         Err(e) => {
             for i in 0..rec.cells.len() {
-                report
-                    .cells
-                    .push(outcome(i, false, String::new(), Some(e.to_string())));
+                report.cells.push(outcome(
+                    i,
+                    false,
+                    String::new(),
+                    Some(e.to_string()),
+                    Duration::ZERO,
+                ));
             }
             return;
         }
@@ -769,9 +789,13 @@ async fn replay_one(
     }
     for (i, cell) in rec.cells.iter().enumerate() {
         if let Some(e) = &dead {
-            report
-                .cells
-                .push(outcome(i, false, String::new(), Some(e.to_string())));
+            report.cells.push(outcome(
+                i,
+                false,
+                String::new(),
+                Some(e.to_string()),
+                Duration::ZERO,
+            ));
             continue;
         }
         if let Some(vars) = &cell.pre_vars {
@@ -798,12 +822,16 @@ async fn replay_one(
                     .map(|e| format!("{}: {}", e.exc_type, e.message));
                 report
                     .cells
-                    .push(outcome(i, error.is_none(), stdout, error));
+                    .push(outcome(i, error.is_none(), stdout, error, r.elapsed));
             }
             Err(e) => {
-                report
-                    .cells
-                    .push(outcome(i, false, String::new(), Some(e.to_string())));
+                report.cells.push(outcome(
+                    i,
+                    false,
+                    String::new(),
+                    Some(e.to_string()),
+                    Duration::ZERO,
+                ));
                 dead = Some(e);
             }
         }
