@@ -251,6 +251,9 @@ pub enum EngineError {
     /// The sandbox could not start.
     #[error("{0}")]
     Sandbox(String),
+    /// Not one model call succeeded: nothing to answer from.
+    #[error("{0}")]
+    ModelUnavailable(String),
 }
 
 /// The engine: a model client, a sandbox worker pool and settings.
@@ -285,7 +288,6 @@ struct RunCtx {
     corpus: Arc<Corpus>,
     budget: Arc<Budget>,
     trace: Arc<Trace>,
-    context_value: InputValue,
     briefing: Option<String>,
     session: SessionState,
     findings: Mutex<Vec<Finding>>,
@@ -314,6 +316,16 @@ impl Stop {
 struct Outcome {
     answer: String,
     partial_reason: Option<String>,
+}
+
+/// Prefix of the stop reason when a model call failed after retries.
+const MODEL_FAILED: &str = "the model call failed: ";
+
+/// Per-call overrides of the role's settings.
+#[derive(Debug, Clone, Default)]
+struct CallOpts {
+    temperature: Option<f32>,
+    model: Option<String>,
 }
 
 /// A model call that did not produce a reply.
@@ -363,7 +375,6 @@ impl Engine {
             llm: self.llm.clone(),
             pool: self.pool.clone(),
             config: self.config.clone(),
-            context_value: corpus.context_value(self.config.context_shape),
             corpus: corpus.clone(),
             budget: budget.clone(),
             trace: req.trace.clone(),
@@ -391,6 +402,20 @@ impl Engine {
                 synthesize(&ctx, "0", 0, &req.question, &reason.to_string(), material).await
             }
         };
+        // A model that never answered is a configuration problem to report,
+        // not an answer: there is nothing gathered to synthesize from.
+        if ctx.budget.report().calls == 0
+            && let Some(reason) = &outcome.partial_reason
+            && reason.starts_with(MODEL_FAILED)
+        {
+            let usage = ctx.budget.report();
+            req.trace.emit(TraceEvent::RunFinished {
+                partial: true,
+                reason: Some(reason.clone()),
+                usage,
+            });
+            return Err(EngineError::ModelUnavailable(reason.clone()));
+        }
         Ok(finish(&ctx, run_id, outcome))
     }
 }
@@ -497,7 +522,7 @@ impl RunCtx {
         role: ModelRole,
         messages: &[Message],
         new_from: usize,
-        temperature: Option<f32>,
+        opts: CallOpts,
         purpose: CallPurpose,
         iteration: u32,
     ) -> Result<ChatResponse, CallError> {
@@ -519,10 +544,10 @@ impl RunCtx {
             .acquire()
             .await
             .map_err(|_| CallError::Budget(Exhausted::Cancelled))?;
-        let model = match role {
+        let model = opts.model.clone().unwrap_or_else(|| match role {
             ModelRole::Root => self.config.root_model.clone(),
             ModelRole::Sub => self.config.sub_model.clone(),
-        };
+        });
         self.trace.emit(TraceEvent::LlmRequest {
             agent: agent.into(),
             depth,
@@ -539,7 +564,8 @@ impl RunCtx {
                 .collect(),
         });
         let mut req = ChatRequest::new(role, messages.to_vec()).at_depth(depth);
-        req.temperature = temperature;
+        req.temperature = opts.temperature;
+        req.model = opts.model;
         match self.llm.chat(req).await {
             Ok(resp) => {
                 let u = &resp.usage;
@@ -585,6 +611,7 @@ impl RunCtx {
         parent: &str,
         depth: u32,
         prompt: String,
+        model: Option<String>,
     ) -> Result<String, String> {
         let started = Instant::now();
         self.trace.emit(TraceEvent::SubcallStart {
@@ -602,7 +629,10 @@ impl RunCtx {
                 ModelRole::Sub,
                 &messages,
                 0,
-                None,
+                CallOpts {
+                    temperature: None,
+                    model,
+                },
                 CallPurpose::SubQuery,
                 0,
             )
@@ -668,7 +698,7 @@ fn rlm_query(
                 Some(c) => format!("{prompt}\n\nContext:\n{}", value_to_text(c)),
                 None => prompt,
             };
-            return ctx.sub_query(id, &parent, depth, prompt).await;
+            return ctx.sub_query(id, &parent, depth, prompt, None).await;
         }
         let started = Instant::now();
         ctx.trace.emit(TraceEvent::SubcallStart {
@@ -744,6 +774,15 @@ impl AgentHost {
         })
     }
 
+    /// The optional `model=` of `llm_query(prompt, model=None)`.
+    fn model_arg(call: &HostCall) -> Option<String> {
+        arg(call, 1, "model")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(str::to_string)
+    }
+
     fn prompts_arg(call: &HostCall) -> Result<Vec<String>, HostError> {
         match arg(call, 0, "prompts") {
             Some(Value::Array(items)) => Ok(items.iter().map(value_to_text).collect()),
@@ -803,18 +842,20 @@ impl AgentHost {
         match call.name.as_str() {
             "llm_query" | "llm_query_async" => {
                 let prompt = Self::prompt_arg(&call)?;
+                let model = Self::model_arg(&call);
                 self.turn_subcalls.fetch_add(1, Ordering::SeqCst);
-                ctx.sub_query(self.child_id(), &self.id, self.depth + 1, prompt)
+                ctx.sub_query(self.child_id(), &self.id, self.depth + 1, prompt, model)
                     .await
                     .map(Value::String)
                     .map_err(HostError::runtime)
             }
             "llm_query_batched" => {
                 let prompts = Self::prompts_arg(&call)?;
+                let model = Self::model_arg(&call);
                 let (ctx2, parent, depth) = (ctx.clone(), self.id.clone(), self.depth + 1);
                 self.batched(prompts, move |id, p| {
-                    let (ctx, parent) = (ctx2.clone(), parent.clone());
-                    Box::pin(async move { ctx.sub_query(id, &parent, depth, p).await })
+                    let (ctx, parent, model) = (ctx2.clone(), parent.clone(), model.clone());
+                    Box::pin(async move { ctx.sub_query(id, &parent, depth, p, model).await })
                 })
                 .await
             }
@@ -982,13 +1023,43 @@ fn input_sizes(v: &InputValue) -> (String, Vec<u64>) {
     }
 }
 
+/// The sandbox inputs and host functions of an agent over `input` (or the corpus).
+fn session_spec(ctx: &RunCtx, input: Option<&InputValue>) -> SessionSpec {
+    let (context, documents) = match input {
+        Some(v) => (v.clone(), InputValue::Json(json!([]))),
+        None => (
+            ctx.corpus.context_value(ctx.config.context_shape),
+            ctx.corpus.document_records(),
+        ),
+    };
+    let mut spec = SessionSpec::new()
+        .input("context", context)
+        .input("documents", documents)
+        .input("history", InputValue::Json(history_json(&ctx.session)))
+        .input("findings", InputValue::Json(findings_json(&ctx.session)))
+        .input(
+            "briefing",
+            InputValue::Json(
+                ctx.briefing
+                    .clone()
+                    .map(Value::String)
+                    .unwrap_or(Value::Null),
+            ),
+        );
+    for (name, kind) in HOST_FUNCTIONS {
+        spec = spec.function(*name, *kind);
+    }
+    spec
+}
+
 /// Per-agent loop state.
 struct Agent {
     ctx: Arc<RunCtx>,
     id: String,
     depth: u32,
     task: String,
-    spec: SessionSpec,
+    /// The agent's own input (`rlm_query(prompt, context)`); `None` = the corpus.
+    input: Option<InputValue>,
     session: Option<Session>,
     host: Arc<AgentHost>,
     messages: Vec<Message>,
@@ -1008,49 +1079,30 @@ fn run_agent(
 ) -> BoxFut<Result<Outcome, String>> {
     Box::pin(async move {
         let is_root = input.is_none() && depth == 0;
-        let custom = input.is_some();
-        let context_value = input.unwrap_or_else(|| ctx.context_value.clone());
-        let (shape_desc, sizes) = if custom {
-            input_sizes(&context_value)
-        } else {
-            let sizes = ctx.corpus.documents().iter().map(|d| d.chars).collect();
-            let desc = match ctx.config.context_shape {
-                ContextShape::String => {
-                    "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`; slicing a huge string is slow, so work on `documents[i][\"text\"]` when you know which document you need)"
-                }
-                ContextShape::List => {
-                    "a list of strings, `context[i]` is the text of document i (fast to slice per document)"
-                }
-            };
-            (desc.to_string(), sizes)
+        let (shape_desc, sizes) = match &input {
+            Some(v) => input_sizes(v),
+            None => {
+                let sizes = ctx.corpus.documents().iter().map(|d| d.chars).collect();
+                let desc = match ctx.config.context_shape {
+                    ContextShape::String => {
+                        "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`; slicing a huge string is slow, so work on `documents[i][\"text\"]` when you know which document you need)"
+                    }
+                    ContextShape::List => {
+                        "a list of strings, `context[i]` is the text of document i (fast to slice per document)"
+                    }
+                };
+                (desc.to_string(), sizes)
+            }
         };
-        let documents = if custom {
-            InputValue::Json(json!([]))
-        } else {
-            ctx.corpus.document_records()
-        };
-        let mut spec = SessionSpec::new()
-            .input("context", context_value)
-            .input("documents", documents)
-            .input("history", InputValue::Json(history_json(&ctx.session)))
-            .input("findings", InputValue::Json(findings_json(&ctx.session)))
-            .input(
-                "briefing",
-                InputValue::Json(
-                    ctx.briefing
-                        .clone()
-                        .map(Value::String)
-                        .unwrap_or(Value::Null),
-                ),
-            );
-        for (name, kind) in HOST_FUNCTIONS {
-            spec = spec.function(*name, *kind);
-        }
+        // The spec is rebuilt from the corpus when needed instead of kept:
+        // holding the corpus-sized inputs for the whole run would double memory.
+        let spec = session_spec(&ctx, input.as_ref());
         let session = ctx
             .pool
             .start_session(&spec)
             .await
             .map_err(|e| e.to_string())?;
+        drop(spec);
         let host = Arc::new(AgentHost {
             ctx: ctx.clone(),
             id: id.clone(),
@@ -1106,7 +1158,7 @@ fn run_agent(
             id,
             depth,
             task,
-            spec,
+            input,
             session: Some(session),
             host,
             messages: vec![Message::system(system)],
@@ -1216,7 +1268,8 @@ impl Agent {
                     host_calls: 0,
                 });
                 // A fresh REPL so the loop can go on (variables are lost).
-                self.session = self.ctx.pool.start_session(&self.spec).await.ok();
+                let spec = session_spec(&self.ctx, self.input.as_ref());
+                self.session = self.ctx.pool.start_session(&spec).await.ok();
             }
         }
         result
@@ -1471,7 +1524,10 @@ impl Agent {
                 self.role(),
                 &self.messages,
                 self.sent,
-                temperature,
+                CallOpts {
+                    temperature,
+                    model: None,
+                },
                 purpose,
                 iteration,
             )
@@ -1484,7 +1540,7 @@ impl Agent {
                 Ok(resp.text)
             }
             Err(CallError::Budget(e)) => Err(Stop::Budget(e)),
-            Err(CallError::Model(m)) => Err(Stop::Failure(format!("the model call failed: {m}"))),
+            Err(CallError::Model(m)) => Err(Stop::Failure(format!("{MODEL_FAILED}{m}"))),
         }
     }
 
@@ -1635,7 +1691,7 @@ async fn synthesize(
             role,
             &messages,
             0,
-            None,
+            CallOpts::default(),
             CallPurpose::Synthesis,
             0,
         )

@@ -196,6 +196,35 @@ async fn final_in_the_fan_out_cell_is_deferred() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn llm_query_model_argument_names_the_model() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(rlm_llm::testing::Matcher::model("special-model"), "special")
+            .on_sequence(
+                root(),
+                [
+                    repl("print(llm_query('a', model='special-model'))"),
+                    "FINAL(ok)".to_string(),
+                ],
+            ),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "ok");
+    assert!(server.requests().iter().any(|r| r.model == "special-model"));
+    assert!(
+        server
+            .requests()
+            .last()
+            .unwrap()
+            .last_message()
+            .contains("special")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deferral_can_be_switched_off() {
     let ts = needle_store();
     let server = ScriptedServer::start(
@@ -801,6 +830,25 @@ async fn rate_limit_storm_beyond_retries_gives_partial_answer_not_error() {
             .iter()
             .any(|r| matches!(&r.event, TraceEvent::LlmError { .. }))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_model_that_never_answers_is_an_error_not_an_answer() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().otherwise(Reply::fault(Fault::RateLimited {
+        retry_after_secs: Some(0.01),
+    })))
+    .await;
+    let engine = engine(&server, config()).await;
+    let e = engine
+        .ask(ts.corpus.clone(), AskRequest::new("q"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, rlm_engine::EngineError::ModelUnavailable(_)),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("model call failed"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
