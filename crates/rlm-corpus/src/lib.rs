@@ -26,17 +26,28 @@
 #![warn(missing_docs)]
 
 pub mod chunk;
+pub mod embed;
 mod error;
+pub mod eval;
 pub mod extract;
 mod fts;
 pub mod html;
+mod hybrid;
 mod store;
+mod vector;
 mod walk;
 
 pub use chunk::{ChunkSpan, DEFAULT_CHUNK_CHARS, chunk_text};
+pub use embed::{EmbedError, Embedder, EmbeddingSettings, EmbeddingsChoice};
 pub use error::CorpusError;
 pub use extract::{DocKind, SkipReason};
+pub use hybrid::{
+    DEFAULT_K, DEFAULT_MAX_CHUNKS, DEFAULT_MAX_FILES, DEFAULT_MIN_SIMILARITY, ExpandOptions,
+    ExpandedFile, ExpandedFiles, HIGH_RECALL_K, HIGH_RECALL_MIN_SIMILARITY, HybridHit,
+    HybridResults, RRF_K, RetrievalMode, SearchOptions,
+};
 pub use store::{
     Chunk, Document, FORMAT_VERSION, IndexOptions, IndexProgress, IndexReport, SearchHit, Store,
     StoreStats, chunk_id, document_id,
 };
+pub use vector::{EmbedOptions, EmbedProgress, EmbedReport, RetrievalError, VectorStatus};

@@ -197,6 +197,8 @@ pub struct Store {
     dir: PathBuf,
     db: Mutex<Connection>,
     fts: FullText,
+    /// Chunk vectors loaded for vector search (see `vector.rs`).
+    pub(crate) vectors: crate::vector::VectorCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -216,12 +218,12 @@ pub fn chunk_id(doc_id: &str, ordinal: u32) -> String {
 }
 
 /// The exclusive write lock of a store, released on drop.
-struct WriteLock {
+pub(crate) struct WriteLock {
     _file: File,
 }
 
 impl WriteLock {
-    fn acquire(dir: &Path) -> Result<WriteLock, CorpusError> {
+    pub(crate) fn acquire(dir: &Path) -> Result<WriteLock, CorpusError> {
         let path = dir.join(LOCK_FILE);
         let mut file = std::fs::OpenOptions::new()
             .read(true)
@@ -384,6 +386,7 @@ impl Store {
             dir: dir.to_path_buf(),
             db: Mutex::new(conn),
             fts,
+            vectors: Default::default(),
         };
         if store.fts.committed_generation()? != Some(generation) && !WriteLock::is_held(dir) {
             // An earlier run died between its two commits: repair if we can
@@ -402,7 +405,7 @@ impl Store {
         &self.dir
     }
 
-    fn db(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
         // A poisoned lock only means another thread panicked mid-query;
         // SQLite itself is still consistent.
         self.db.lock().unwrap_or_else(|p| p.into_inner())
@@ -595,6 +598,7 @@ impl Store {
             dir: dir.to_path_buf(),
             db: Mutex::new(conn),
             fts,
+            vectors: Default::default(),
         };
         report.totals = Some(store.stats()?);
         drop(lock);
