@@ -399,7 +399,14 @@ impl Engine {
                 let reason = Exhausted::WallClock { limit_secs: self.config.budget.wall_clock.as_secs() };
                 req.trace.emit(TraceEvent::BudgetExhausted { agent: "0".into(), depth: 0, reason: reason.clone() });
                 let material = material_from_ctx(&ctx, "0", "");
-                synthesize(&ctx, "0", 0, &req.question, &reason.to_string(), material).await
+                let why = reason.to_string();
+                // The synthesis gets a bounded grace period: past the wall
+                // clock, a slow model must not hold the answer hostage.
+                let grace = synthesis_grace(self.config.budget.wall_clock);
+                match tokio::time::timeout(grace, synthesize(&ctx, "0", 0, &req.question, &why, material)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Outcome { answer: gathered_summary(&ctx, "0", &why, ""), partial_reason: Some(why) },
+                }
             }
         };
         // A model that never answered is a configuration problem to report,
@@ -461,6 +468,15 @@ fn finish(ctx: &Arc<RunCtx>, run_id: String, outcome: Outcome) -> Answer {
             .unwrap_or_else(|e| e.into_inner())
             .clone(),
     }
+}
+
+/// How long the synthesis after the wall clock may take: a tenth of the wall
+/// clock, between 5 s and 2 min.
+fn synthesis_grace(wall: std::time::Duration) -> std::time::Duration {
+    (wall / 10).clamp(
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_secs(120),
+    )
 }
 
 fn new_run_id() -> String {

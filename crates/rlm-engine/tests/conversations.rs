@@ -626,6 +626,51 @@ async fn wall_clock_cap_gives_partial_synthesis() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_synthesis_after_the_wall_clock_is_cut_short() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(synthesis(), Reply::text("too slow").with_latency_ms(30_000))
+            .on_sequence(
+                root(),
+                [
+                    Reply::text(repl("add_finding('the code is 4721')")),
+                    Reply::text(repl("print(1)")).with_latency_ms(30_000),
+                ],
+            ),
+    )
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            wall_clock: Duration::from_millis(1500),
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let t0 = Instant::now();
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(answer.partial);
+    assert!(
+        answer.answer.contains("the code is 4721"),
+        "{}",
+        answer.answer
+    );
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("wall-clock")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cost_cap_gives_partial_synthesis() {
     let ts = needle_store();
     let server = ScriptedServer::start(Script::new().on(synthesis(), "Cheap answer.").on(
