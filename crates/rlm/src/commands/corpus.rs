@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use rlm_corpus::{IndexOptions, IndexProgress, Store};
+use rlm_corpus::{
+    EmbedOptions, Embedder, EmbeddingSettings, EmbeddingsChoice, IndexOptions, IndexProgress,
+    RetrievalMode, SearchOptions, Store,
+};
 
 /// The `--store` flag shared by every command that reads or writes a store.
 #[derive(Debug, Clone, Args)]
@@ -58,6 +61,19 @@ pub struct IndexArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Embed chunks for vector/hybrid search: `local` (all-MiniLM-L6-v2 on the
+    /// CPU, from RLM_EMBED_MODEL), `provider` (the configured /v1/embeddings),
+    /// or `none`. Only chunks without a current vector are embedded.
+    #[arg(
+        long,
+        env = "RLM_EMBEDDINGS",
+        default_value = "none",
+        value_name = "none|local|provider"
+    )]
+    pub embeddings: EmbeddingsChoice,
+    /// Config file with `[llm]` and `[embeddings]` tables (default ./rlm.toml when present).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Arguments of `rlm search`.
@@ -73,6 +89,21 @@ pub struct SearchArgs {
     /// Print results as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Ranking: `bm25` (full text), `vector` (embeddings) or `hybrid` (both,
+    /// reciprocal rank fusion). vector and hybrid need `rlm index --embeddings`.
+    #[arg(
+        long,
+        env = "RLM_SEARCH_MODE",
+        default_value = "bm25",
+        value_name = "bm25|vector|hybrid"
+    )]
+    pub mode: RetrievalMode,
+    /// High-recall mode: at least 200 results and no similarity cut-off.
+    #[arg(long, env = "RLM_LOW_RECALL_MODE")]
+    pub high_recall: bool,
+    /// Config file with `[llm]` and `[embeddings]` tables (default ./rlm.toml when present).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Arguments of `rlm show`.
@@ -115,6 +146,8 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
         max_file_bytes: args.max_file_mb.saturating_mul(1024 * 1024),
         rebuild: args.rebuild,
     };
+    // Load the embedder before indexing so a missing model fails before any work.
+    let embedder = load_embedder(args.embeddings, args.config.as_deref())?;
     let bar = progress_bar(!args.json);
     let mut on_progress = |p: IndexProgress| match p {
         IndexProgress::Walking { found } => bar.set_message(format!("scanning: {found} files")),
@@ -140,9 +173,22 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
     let report = Store::index(&args.store.store, &args.paths, &opts, &mut on_progress);
     bar.finish_and_clear();
     let report = report?;
+    let embedded = match &embedder {
+        Some(e) => Some(embed_store(
+            &args.store.store,
+            e.as_ref(),
+            args.rebuild,
+            !args.json,
+        )?),
+        None => None,
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(e) = &embedded {
+            value["embeddings"] = serde_json::to_value(e)?;
+        }
+        serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
     } else {
         let t = report.totals.unwrap_or(rlm_corpus::StoreStats {
@@ -175,6 +221,19 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
             t.chunks,
             t.bytes as f64 / 1e6
         )?;
+        if let Some(e) = &embedded {
+            writeln!(
+                out,
+                "embeddings ({}, {} dims): {} embedded, {} reused, {} unchanged, {} removed in {:.2}s",
+                e.model,
+                e.dimension,
+                e.embedded,
+                e.reused,
+                e.unchanged,
+                e.removed,
+                e.elapsed_ms as f64 / 1000.0
+            )?;
+        }
         if !report.skipped.is_empty() {
             let by_reason: Vec<String> = report
                 .skipped
@@ -222,6 +281,9 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
         bail!("-k must be at least 1");
     }
     let store = args.store.open()?;
+    if args.mode != RetrievalMode::Bm25 || args.high_recall {
+        return search_ranked(&store, &args);
+    }
     let hits = store.search(&args.query, args.k)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -241,6 +303,144 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
             h.score,
             h.path,
             h.ordinal
+        )?;
+        writeln!(out, "    {}", h.snippet)?;
+    }
+    Ok(())
+}
+
+/// The embedder for `choice`, with the provider's URL and key from the `[llm]` config.
+fn load_embedder(
+    choice: EmbeddingsChoice,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<Option<Box<dyn Embedder>>> {
+    if choice == EmbeddingsChoice::None {
+        return Ok(None);
+    }
+    if let Some(c) = config
+        && !c.is_file()
+    {
+        bail!("config file {} does not exist", c.display());
+    }
+    let settings = EmbeddingSettings::load(Some(config.unwrap_or("rlm.toml".as_ref())))?;
+    Ok(settings.embedder(choice, || provider_endpoint(config))?)
+}
+
+/// Base URL, key and timeout of the configured provider, for its /embeddings.
+fn provider_endpoint(
+    config: Option<&std::path::Path>,
+) -> Result<(String, Option<String>, std::time::Duration), rlm_corpus::EmbedError> {
+    let overrides = rlm_llm::ConfigOverrides {
+        config_file: config.map(PathBuf::from),
+        ..Default::default()
+    };
+    let llm = rlm_llm::LlmConfig::load(&overrides)
+        .map_err(|e| rlm_corpus::EmbedError::Config(e.to_string()))?;
+    match llm.provider {
+        rlm_llm::ProviderKind::OpenAi => {}
+        other => {
+            return Err(rlm_corpus::EmbedError::Config(format!(
+                "provider {} has no OpenAI-compatible /embeddings endpoint: use --embeddings local, or set RLM_PROVIDER=openai with RLM_BASE_URL pointing at a compatible server",
+                other.as_str()
+            )));
+        }
+    }
+    Ok((
+        llm.base_url,
+        llm.api_key.map(|k| k.expose().to_string()),
+        llm.timeout,
+    ))
+}
+
+/// Embeds the chunks of the store at `dir` that have no current vector.
+fn embed_store(
+    dir: &std::path::Path,
+    embedder: &dyn Embedder,
+    replace: bool,
+    show_progress: bool,
+) -> anyhow::Result<rlm_corpus::EmbedReport> {
+    let store = Store::open(dir)?;
+    let bar = progress_bar(show_progress);
+    let report = store.embed_chunks(embedder, &EmbedOptions { replace }, &mut |p| {
+        if bar.length() != Some(p.total) {
+            bar.set_length(p.total);
+            bar.set_style(
+                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} chunks eta {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.set_message(format!("embedding ({})", embedder.model_id()));
+        }
+        bar.set_position(p.done);
+    });
+    bar.finish_and_clear();
+    Ok(report?)
+}
+
+/// `rlm search --mode vector|hybrid` or `--high-recall`.
+fn search_ranked(store: &Store, args: &SearchArgs) -> anyhow::Result<()> {
+    let embedder: Option<Box<dyn Embedder>> = if args.mode == RetrievalMode::Bm25 {
+        None
+    } else {
+        // The query must be embedded by the model that embedded the store.
+        let Some((model, _)) = store.embedding_model()? else {
+            return Err(rlm_corpus::RetrievalError::NoEmbeddings {
+                store: store.dir().display().to_string(),
+            }
+            .into());
+        };
+        let mut settings =
+            EmbeddingSettings::load(Some(args.config.as_deref().unwrap_or("rlm.toml".as_ref())))?;
+        let choice = if model == rlm_corpus::embed::MINILM_MODEL_ID {
+            EmbeddingsChoice::Local
+        } else if let Some(name) = model.strip_prefix("provider:") {
+            settings.provider_model = Some(name.to_string());
+            EmbeddingsChoice::Provider
+        } else {
+            bail!(
+                "store {} was embedded by {model:?}, which this rlm cannot load: re-embed with `rlm index <paths> --store {} --embeddings local --rebuild`",
+                store.dir().display(),
+                store.dir().display()
+            );
+        };
+        settings.embedder(choice, || provider_endpoint(args.config.as_deref()))?
+    };
+    let opts = SearchOptions {
+        mode: args.mode,
+        k: args.k,
+        high_recall: args.high_recall,
+        ..SearchOptions::default()
+    };
+    let results = store.search_hybrid(&args.query, &opts, embedder.as_deref())?;
+    for line in results.log_lines() {
+        eprintln!("rlm: {line}");
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &results.hits)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if results.hits.is_empty() {
+        writeln!(out, "no chunks match {:?}", args.query)?;
+    }
+    for (rank, h) in results.hits.iter().enumerate() {
+        let mut why = Vec::new();
+        if let Some(r) = h.bm25_rank {
+            why.push(format!("bm25 #{r}"));
+        }
+        if let (Some(r), Some(s)) = (h.vector_rank, h.vector_score) {
+            why.push(format!("vector #{r} {s:.3}"));
+        }
+        writeln!(
+            out,
+            "{:>2}. {:<22} {:>7.3}  {} (chunk {}) [{}]",
+            rank + 1,
+            h.chunk_id,
+            h.score,
+            h.path,
+            h.ordinal,
+            why.join(", ")
         )?;
         writeln!(out, "    {}", h.snippet)?;
     }
