@@ -77,6 +77,9 @@ pub enum CorpusError {
     /// A chunking or option value is out of range.
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// A bug: something that should not happen did.
+    #[error("internal error: {0}; nothing was committed (please report this)")]
+    Internal(String),
     /// A file-system error on a named path.
     #[error("{path}: {source}")]
     Io {

@@ -487,15 +487,29 @@ impl Store {
         let mut indexable = report.unchanged;
         let mut done_bytes = 0;
         let mut reinserted: HashSet<String> = HashSet::new();
-        for batch in batches(&to_read) {
+        // Reading and extracting the next batch (on all cores) overlaps with
+        // writing the current one (serial: SQLite and the index writer's queue).
+        // If writing fails and returns early, the receiver is dropped and the
+        // producer stops after its current batch.
+        let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<Processed>>(1);
+        let files = to_read.clone();
+        let (chunk_chars, max_file_bytes) = (opts.chunk_chars, opts.max_file_bytes);
+        let producer = std::thread::spawn(move || {
+            for batch in batches(&files) {
+                let processed: Vec<Processed> = batch
+                    .par_iter()
+                    .map(|f| process_file(f, chunk_chars, max_file_bytes))
+                    .collect();
+                if batch_tx.send(processed).is_err() {
+                    break;
+                }
+            }
+        });
+        for processed in batch_rx {
             progress(IndexProgress::Processing {
                 done_bytes,
                 total_bytes,
             });
-            let processed: Vec<Processed> = batch
-                .par_iter()
-                .map(|f| process_file(f, opts.chunk_chars, opts.max_file_bytes))
-                .collect();
             for p in processed {
                 done_bytes += p.entry.size;
                 let path = p.entry.rel_path.clone();
@@ -543,6 +557,9 @@ impl Store {
                     }
                 }
             }
+        }
+        if producer.join().is_err() {
+            return Err(CorpusError::Internal("a file reader thread crashed".into()));
         }
         progress(IndexProgress::Processing {
             done_bytes,
