@@ -54,6 +54,9 @@ pub struct EngineConfig {
     pub root_model: String,
     /// Sub model name (for the trace).
     pub sub_model: String,
+    /// Settings of the `pipeline`, `rag` and `auto` flows and the RLM switch.
+    #[serde(default)]
+    pub flows: crate::pipeline::FlowsConfig,
 }
 
 impl Default for EngineConfig {
@@ -67,6 +70,7 @@ impl Default for EngineConfig {
             sub_context_chars: 100_000,
             root_model: String::new(),
             sub_model: String::new(),
+            flows: crate::pipeline::FlowsConfig::default(),
         }
     }
 }
@@ -91,6 +95,7 @@ impl EngineConfig {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let mut c = EngineConfig {
             budget: BudgetConfig::from_lookup(&get)?,
+            flows: crate::pipeline::FlowsConfig::from_lookup(&get)?,
             ..Default::default()
         };
         if let Some(v) = get("RLM_CONTEXT_SHAPE").filter(|v| !v.trim().is_empty()) {
@@ -155,13 +160,34 @@ impl CancelToken {
     }
 }
 
-/// The strategy answering a question. Only `repl` exists in this crate so far.
+/// The strategy answering a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Flow {
-    /// The paper's REPL loop over the whole corpus.
+    /// None named: `RLM_ENABLED` picks `RLM_FLOW` (default `repl`) or `rag`.
     #[default]
+    Configured,
+    /// The paper's REPL loop over the whole corpus.
     Repl,
+    /// Seed 001's flow: intent, high-recall retrieval, files, per-file inspectors, merge.
+    Pipeline,
+    /// RLM off: top-k retrieval, one answer call, citations.
+    Rag,
+    /// One cheap triage call picks `rag` or the RLM flow.
+    Auto,
+}
+
+impl Flow {
+    /// The name on the command line and in the trace.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flow::Configured => "configured",
+            Flow::Repl => "repl",
+            Flow::Pipeline => "pipeline",
+            Flow::Rag => "rag",
+            Flow::Auto => "auto",
+        }
+    }
 }
 
 impl std::str::FromStr for Flow {
@@ -169,8 +195,11 @@ impl std::str::FromStr for Flow {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.trim().to_ascii_lowercase().as_str() {
             "repl" => Ok(Flow::Repl),
+            "pipeline" => Ok(Flow::Pipeline),
+            "rag" => Ok(Flow::Rag),
+            "auto" => Ok(Flow::Auto),
             other => Err(format!(
-                "unknown flow {other:?}; the available flow is: repl"
+                "unknown flow {other:?}; use repl, pipeline, rag or auto"
             )),
         }
     }
@@ -191,6 +220,8 @@ pub struct AskRequest {
     pub trace: Arc<Trace>,
     /// Stops the run early; the answer is then partial.
     pub cancel: CancelToken,
+    /// Per-request settings of the `pipeline` flow (inspector, citation policy).
+    pub pipeline: crate::pipeline::PipelineRequest,
 }
 
 impl AskRequest {
@@ -198,11 +229,12 @@ impl AskRequest {
     pub fn new(question: impl Into<String>) -> Self {
         AskRequest {
             question: question.into(),
-            flow: Flow::Repl,
+            flow: Flow::Configured,
             briefing: None,
             session: None,
             trace: Arc::new(Trace::new()),
             cancel: CancelToken::new(),
+            pipeline: crate::pipeline::PipelineRequest::default(),
         }
     }
 }
@@ -235,6 +267,13 @@ pub struct Answer {
     pub trace: TraceInfo,
     /// Findings added during this run (the session keeps them).
     pub findings: Vec<Finding>,
+    /// `pipeline` flow: one summary per inspected file, citing its chunks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_summaries: Vec<crate::pipeline::FileSummary>,
+    /// `pipeline`, `rag`, `auto`: route, frozen intent, retrieval, caps,
+    /// dropped or unsupported claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_report: Option<crate::pipeline::FlowReport>,
 }
 
 /// Errors that stop a question before it can produce any answer.
@@ -358,7 +397,11 @@ impl Engine {
         if corpus.documents().is_empty() {
             return Err(EngineError::EmptyCorpus);
         }
-        let Flow::Repl = req.flow;
+        // The other flows live in `crate::pipeline`; it hands back `repl` requests.
+        let req = match crate::pipeline::dispatch(self, &corpus, req).await? {
+            crate::pipeline::Dispatch::Done(answer) => return Ok(*answer),
+            crate::pipeline::Dispatch::Repl(req) => req,
+        };
         let budget = Arc::new(Budget::new(self.config.budget.clone()));
         let run_id = new_run_id();
         req.trace.emit(TraceEvent::RunStarted {
@@ -467,6 +510,8 @@ fn finish(ctx: &Arc<RunCtx>, run_id: String, outcome: Outcome) -> Answer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone(),
+        file_summaries: Vec::new(),
+        flow_report: None,
     }
 }
 
@@ -1738,6 +1783,121 @@ async fn synthesize(
     }
 }
 
+// ---- Hooks for the `pipeline`, `rag` and `auto` flows (crate::pipeline) ----
+
+/// What the other flows share with the `repl` flow: one budget, the trace,
+/// model calls with their accounting and concurrency slots, the sandbox and
+/// `repl` agents scoped to a given input.
+pub(crate) struct RunHandle(Arc<RunCtx>);
+
+/// A model call of a flow that produced no reply.
+#[derive(Debug, Clone)]
+pub(crate) enum FlowCallError {
+    /// A budget refused the call.
+    Budget(Exhausted),
+    /// The model failed after retries.
+    Model(String),
+}
+
+impl std::fmt::Display for FlowCallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlowCallError::Budget(e) => write!(f, "{e}"),
+            FlowCallError::Model(m) => write!(f, "the model call failed: {m}"),
+        }
+    }
+}
+
+/// A fresh run id.
+pub(crate) fn flow_run_id() -> String {
+    new_run_id()
+}
+
+impl Engine {
+    /// The shared state of one question run by another flow.
+    pub(crate) fn run_handle(&self, corpus: Arc<Corpus>, req: &AskRequest) -> RunHandle {
+        RunHandle(Arc::new(RunCtx {
+            llm: self.llm.clone(),
+            pool: self.pool.clone(),
+            config: self.config.clone(),
+            corpus,
+            budget: Arc::new(Budget::new(self.config.budget.clone())),
+            trace: req.trace.clone(),
+            briefing: req.briefing.clone().filter(|b| !b.trim().is_empty()),
+            session: req.session.clone().unwrap_or_default(),
+            findings: Mutex::new(Vec::new()),
+            sub_results: Mutex::new(Vec::new()),
+            call_slots: Semaphore::new(self.config.budget.max_concurrent),
+        }))
+    }
+}
+
+impl RunHandle {
+    /// The budget shared by every call of the question.
+    pub(crate) fn budget(&self) -> &Arc<Budget> {
+        &self.0.budget
+    }
+
+    /// The event stream.
+    pub(crate) fn trace(&self) -> &Arc<Trace> {
+        &self.0.trace
+    }
+
+    /// Engine settings.
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.0.config
+    }
+
+    /// The corpus snapshot.
+    pub(crate) fn corpus(&self) -> &Arc<Corpus> {
+        &self.0.corpus
+    }
+
+    /// The sandbox settings (worker command, default limits).
+    pub(crate) fn sandbox_config(&self) -> &rlm_sandbox::SandboxConfig {
+        self.0.pool.config()
+    }
+
+    /// One model call through the shared budget, slots and trace.
+    pub(crate) async fn call(
+        &self,
+        agent: &str,
+        depth: u32,
+        role: ModelRole,
+        messages: &[Message],
+        model: Option<String>,
+        purpose: CallPurpose,
+    ) -> Result<String, FlowCallError> {
+        let opts = CallOpts {
+            temperature: None,
+            model,
+        };
+        match self
+            .0
+            .call_model(agent, depth, role, messages, 0, opts, purpose, 0)
+            .await
+        {
+            Ok(r) => Ok(r.text),
+            Err(CallError::Budget(e)) => Err(FlowCallError::Budget(e)),
+            Err(CallError::Model(m)) => Err(FlowCallError::Model(m)),
+        }
+    }
+
+    /// A `repl` agent `id` at `depth` over `input` (its `context`); returns
+    /// the answer and why it is partial, if it is.
+    pub(crate) async fn repl_agent(
+        &self,
+        id: String,
+        depth: u32,
+        task: String,
+        input: InputValue,
+    ) -> Result<(String, Option<String>), String> {
+        run_agent(self.0.clone(), id, depth, task, Some(input))
+            .await
+            .map(|o| (o.answer, o.partial_reason))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1779,7 +1939,8 @@ mod tests {
     #[test]
     fn flow_parse() {
         assert_eq!("repl".parse::<Flow>().unwrap(), Flow::Repl);
-        assert!("rag".parse::<Flow>().unwrap_err().contains("repl"));
+        assert_eq!("rag".parse::<Flow>().unwrap(), Flow::Rag);
+        assert!("magic".parse::<Flow>().unwrap_err().contains("pipeline"));
     }
 
     #[tokio::test]

@@ -29,6 +29,7 @@ pub mod citations;
 pub mod corpus;
 mod engine;
 pub mod parse;
+pub mod pipeline;
 pub mod prompts;
 pub mod session;
 pub mod trace;
@@ -39,5 +40,6 @@ pub use corpus::{ContextShape, Corpus};
 pub use engine::{
     Answer, AskRequest, CancelToken, Engine, EngineConfig, EngineError, Flow, TraceInfo,
 };
+pub use pipeline::{FileSummary, FlowReport, FlowsConfig, Inspector, PipelineRequest};
 pub use session::{Finding, SessionState, SessionStore, Turn};
 pub use trace::{Trace, TraceEvent, TraceRecord};

@@ -40,6 +40,22 @@ pub enum CallPurpose {
     SubQuery,
     /// The synthesis fallback after a budget ran out.
     Synthesis,
+    /// `--flow auto`: the triage call choosing `rag` or an RLM flow.
+    Triage,
+    /// Pipeline: intent extraction (once per question).
+    Intent,
+    /// Pipeline: generating an inspection program.
+    Codegen,
+    /// Pipeline (hypothesis inspector): the hypothesis of a round.
+    Hypothesis,
+    /// Pipeline (hypothesis inspector): batched per-chunk relevance scores.
+    Relevance,
+    /// Pipeline: a per-file summary.
+    Summary,
+    /// Pipeline: the cross-file merge into the answer.
+    Merge,
+    /// `rag`: the one answer call.
+    Answer,
 }
 
 /// Everything that can happen during a question. `agent` ids name the position
@@ -217,6 +233,28 @@ pub enum TraceEvent {
         /// The error.
         message: String,
     },
+    /// A step of the `pipeline`, `rag` or `auto` flow: `route`, `intent`,
+    /// `retrieval`, `expansion`, `inspector`, `selection`, `summary`, `merge`,
+    /// `citations` (seed 001's log lines are in `message`).
+    FlowStep {
+        /// Agent id (`0` for the question, `0.N` for file N).
+        agent: String,
+        /// Which step.
+        step: String,
+        /// One human-readable line.
+        message: String,
+        /// Details as JSON.
+        data: serde_json::Value,
+    },
+    /// A flow fell back from what it tried to a simpler path, and why.
+    Fallback {
+        /// Agent id.
+        agent: String,
+        /// What fell back (e.g. `per_chunk_guard`, `codegen`, `triage`).
+        kind: String,
+        /// Why, in words.
+        reason: String,
+    },
     /// The question finished.
     RunFinished {
         /// Answer is partial.
@@ -242,7 +280,9 @@ impl TraceEvent {
             | TraceEvent::Finding { agent, .. }
             | TraceEvent::Final { agent, .. }
             | TraceEvent::BudgetExhausted { agent, .. }
-            | TraceEvent::Error { agent, .. } => Some(agent),
+            | TraceEvent::Error { agent, .. }
+            | TraceEvent::FlowStep { agent, .. }
+            | TraceEvent::Fallback { agent, .. } => Some(agent),
             _ => None,
         }
     }

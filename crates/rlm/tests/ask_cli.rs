@@ -393,7 +393,7 @@ fn bad_input_gives_one_line_errors() {
         ),
         (
             &["q?", "--store", "store", "--flow", "magic"],
-            "available flow is: repl",
+            "use repl, pipeline, rag or auto",
         ),
         (
             &["q?", "--store", "store", "--session", "bad name"],

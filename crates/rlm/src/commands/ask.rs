@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rlm_engine::citations::CitationStatus;
 use rlm_engine::{
     Answer, AskRequest, CancelToken, CitationPolicy, ContextShape, Corpus, Engine, EngineConfig,
-    Flow, SessionStore, Trace, TraceEvent, TraceRecord, Turn,
+    Flow, Inspector, SessionStore, Trace, TraceEvent, TraceRecord, Turn,
 };
 use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;
@@ -29,9 +29,12 @@ pub struct AskArgs {
     pub question: String,
     #[command(flatten)]
     pub store: StoreArg,
-    /// Strategy: repl (the paper's loop over the whole corpus).
-    #[arg(long, default_value = "repl", value_name = "FLOW")]
-    pub flow: String,
+    /// Strategy: repl (the paper's loop over the whole corpus), pipeline (retrieval → files → per-file inspectors → merge), rag (RLM off: top-k retrieval, one answer call) or auto (a triage call picks rag or the RLM flow). Default: RLM_ENABLED picks RLM_FLOW (repl) or rag.
+    #[arg(long, value_name = "FLOW")]
+    pub flow: Option<String>,
+    /// Per-file inspector of --flow pipeline: iterative, per-chunk, hypothesis or repl [env: RLM_INSPECTOR].
+    #[arg(long, value_name = "INSPECTOR")]
+    pub inspector: Option<String>,
     /// Print {answer, partial, citations, verification, usage, trace} as JSON.
     #[arg(long)]
     pub json: bool,
@@ -137,8 +140,16 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
             "the question is empty; ask something, e.g. rlm ask \"What is the notice period?\" --store DIR"
         );
     }
-    let flow: Flow = args.flow.parse().map_err(anyhow::Error::msg)?;
+    let flow: Flow = match &args.flow {
+        Some(f) => f.parse().map_err(anyhow::Error::msg)?,
+        None => Flow::Configured,
+    };
+    let inspector = match &args.inspector {
+        Some(i) => Some(i.parse::<Inspector>().map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let config = engine_config(&args)?;
+    let config_policy = config.citation_policy;
     let briefing = match &args.briefing {
         Some(p) => Some(
             std::fs::read_to_string(p)
@@ -187,6 +198,11 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         });
         let mut req = AskRequest::new(args.question.clone());
         req.flow = flow;
+        req.pipeline.inspector = inspector;
+        if args.citations.is_some() {
+            // An explicit flag beats RLM_CITATION_POLICY for the pipeline and rag flows too.
+            req.pipeline.citation_policy = Some(config_policy);
+        }
         req.briefing = briefing;
         req.session = session;
         req.trace = trace.clone();
@@ -249,6 +265,41 @@ fn print_answer(answer: &Answer, args: &AskArgs) -> anyhow::Result<()> {
                 .map(|id| format!(" chunk {id}"))
                 .unwrap_or_default();
             writeln!(out, "  [{mark}] {place}{chunk}")?;
+        }
+    }
+    if !answer.file_summaries.is_empty() {
+        writeln!(out, "\nFiles: {}", answer.file_summaries.len())?;
+        for f in &answer.file_summaries {
+            writeln!(
+                out,
+                "  {} ({} of {} chunks selected by the {} inspector)",
+                f.path,
+                f.selected_chunk_ids.len(),
+                f.total_chunks,
+                f.inspector.as_str()
+            )?;
+        }
+    }
+    if let Some(r) = &answer.flow_report {
+        if !r.dropped_claims.is_empty() {
+            writeln!(
+                out,
+                "\nDropped by the strict citation policy (no verified citation): {}",
+                r.dropped_claims.len()
+            )?;
+            for c in &r.dropped_claims {
+                writeln!(out, "  - {}", first_line(c))?;
+            }
+        }
+        if !r.unsupported_claims.is_empty() {
+            writeln!(
+                out,
+                "\nClaims without a verified citation (kept, best_effort): {}",
+                r.unsupported_claims.len()
+            )?;
+            for c in &r.unsupported_claims {
+                writeln!(out, "  - {}", first_line(c))?;
+            }
         }
     }
     let u = &answer.usage;
@@ -407,6 +458,17 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>) 
             TraceEvent::LlmError { agent, message, .. } => say(format!(
                 "[{secs:6.1}s] [{agent}] model error: {}",
                 first_line(message)
+            )),
+            TraceEvent::FlowStep { agent, message, .. } => {
+                say(format!("[{secs:6.1}s] [{agent}] {}", first_line(message)))
+            }
+            TraceEvent::Fallback {
+                agent,
+                kind,
+                reason,
+            } => say(format!(
+                "[{secs:6.1}s] [{agent}] fallback ({kind}): {}",
+                first_line(reason)
             )),
             TraceEvent::RunFinished { .. } => break,
             _ => {}

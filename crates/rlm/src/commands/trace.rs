@@ -255,6 +255,25 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                 indent(agent),
                 clip(message, width)
             ),
+            TraceEvent::FlowStep {
+                agent,
+                step,
+                message,
+                ..
+            } => format!(
+                "{t} {}[{agent}] {step}: {}",
+                indent(agent),
+                clip(message, width)
+            ),
+            TraceEvent::Fallback {
+                agent,
+                kind,
+                reason,
+            } => format!(
+                "{t} {}[{agent}] FALLBACK {kind}: {}",
+                indent(agent),
+                clip(reason, width)
+            ),
             TraceEvent::RunFinished {
                 partial,
                 reason,

@@ -1,0 +1,133 @@
+//! The `rag` flow (RLM off, seed 001's "behaves exactly as before" path):
+//! top-k retrieval, one answer call, citations checked under the policy.
+
+use rlm_llm::{Message, ModelRole};
+use serde_json::json;
+
+use super::intent::RouteDecision;
+use super::merge::{self, excerpts};
+use super::retrieve::{FileChunk, RetrievalReport};
+use super::{FlowCtx, FlowReport, PIPELINE_AGENT, call_failure};
+use crate::citations::CitationPolicy;
+use crate::engine::{Answer, AskRequest, EngineError};
+use crate::prompts::render;
+use crate::trace::CallPurpose;
+
+/// Prompt of the answer call.
+pub const RAG_PROMPT: &str = include_str!("../../prompts/pipeline/rag_answer.md");
+
+/// Characters of each passage in the prompt.
+const PASSAGE_CHARS: usize = 4000;
+
+/// Runs `rag`.
+pub(crate) async fn run(
+    fx: &FlowCtx,
+    req: &AskRequest,
+    run_id: String,
+    route: Option<RouteDecision>,
+    policy: CitationPolicy,
+) -> Result<Answer, EngineError> {
+    let k = fx.config().flows.rag_k;
+    let mut report = FlowReport {
+        flow: "rag".into(),
+        route,
+        intent: None,
+        retrieval: None,
+        expansion: None,
+        inspector: None,
+        citation_policy: policy,
+        dropped_claims: Vec::new(),
+        unsupported_claims: Vec::new(),
+    };
+    let hits = match fx.corpus().store().search(&req.question, k) {
+        Ok(h) => h,
+        Err(e) => {
+            let reason = format!("retrieval failed: {e}");
+            fx.fallback(PIPELINE_AGENT, "retrieval", &reason);
+            report.retrieval = Some(RetrievalReport::failed(&reason));
+            let text = format!("No answer: {reason}.");
+            return Ok(merge::finish(
+                fx,
+                run_id,
+                text,
+                Some(reason),
+                report,
+                Vec::new(),
+            ));
+        }
+    };
+    let retrieval = RetrievalReport {
+        mode: "bm25".into(),
+        k,
+        high_recall: false,
+        query: req.question.clone(),
+        hits: hits.len(),
+        error: None,
+    };
+    fx.step(
+        PIPELINE_AGENT,
+        "retrieval",
+        format!("Retrieval (bm25, k = {k}): {} chunks", hits.len()),
+        json!(retrieval),
+    );
+    report.retrieval = Some(retrieval);
+    if hits.is_empty() {
+        let text =
+            "No passage of the corpus matched the question, so there is nothing to answer from."
+                .to_string();
+        return Ok(merge::finish(fx, run_id, text, None, report, Vec::new()));
+    }
+    let chunks: Vec<FileChunk> = hits
+        .iter()
+        .map(|h| FileChunk {
+            id: h.chunk_id.clone(),
+            ordinal: h.ordinal,
+            text: h.text.clone(),
+            entry: true,
+        })
+        .collect();
+    let listing = hits
+        .iter()
+        .map(|h| {
+            let text: String = h.text.chars().take(PASSAGE_CHARS).collect();
+            format!("[chunk:{}] ({})\n{}\n", h.chunk_id, h.path, text.trim_end())
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let prompt = render(
+        RAG_PROMPT,
+        &[("question", &req.question), ("chunks", &listing)],
+    );
+    let r = fx
+        .call(
+            PIPELINE_AGENT,
+            0,
+            ModelRole::Root,
+            &[Message::user(prompt)],
+            None,
+            CallPurpose::Answer,
+        )
+        .await;
+    let (text, partial) = match r {
+        Ok(t) if !t.trim().is_empty() => (t.trim().to_string(), None),
+        other => {
+            let reason = match &other {
+                Err(e) => call_failure(e).1,
+                Ok(_) => "the answer reply was empty".to_string(),
+            };
+            fx.fallback(
+                PIPELINE_AGENT,
+                "rag_answer",
+                &format!("{reason}; the answer lists the retrieved passages"),
+            );
+            (
+                format!(
+                    "No answer was written ({reason}). The passages retrieved:\n{}",
+                    excerpts(&chunks)
+                ),
+                Some(reason),
+            )
+        }
+    };
+    Ok(merge::finish(fx, run_id, text, partial, report, Vec::new()))
+}

@@ -1,0 +1,227 @@
+//! Stage-1 retrieval (seed 001 phase 2) and the expansion of entry chunks to
+//! whole files in order (phase 3), with the `RLM_MAX_FILES` / `RLM_MAX_CHUNKS`
+//! caps reported when they cut.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::intent::Intent;
+use super::{FlowCtx, FlowsConfig, PIPELINE_AGENT};
+
+/// One chunk of an expanded file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FileChunk {
+    /// Stable chunk id.
+    pub(crate) id: String,
+    /// Position in the document.
+    pub(crate) ordinal: u32,
+    /// The text.
+    pub(crate) text: String,
+    /// True when stage-1 retrieval returned this chunk.
+    pub(crate) entry: bool,
+}
+
+/// One expanded file.
+#[derive(Debug, Clone)]
+pub(crate) struct FileWork {
+    pub(crate) doc_id: String,
+    pub(crate) path: String,
+    /// Position in retrieval order.
+    pub(crate) rank: usize,
+    pub(crate) entry_chunk_ids: Vec<String>,
+    /// Chunks in document order.
+    pub(crate) chunks: Vec<FileChunk>,
+}
+
+/// What stage-1 retrieval did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RetrievalReport {
+    /// `bm25` (or `hybrid` once the store has embeddings).
+    pub mode: String,
+    /// Results asked for.
+    pub k: usize,
+    /// Seed 001's high-recall mode.
+    pub high_recall: bool,
+    /// The query sent.
+    pub query: String,
+    /// Chunks returned.
+    pub hits: usize,
+    /// Why retrieval failed, if it did.
+    pub error: Option<String>,
+}
+
+impl RetrievalReport {
+    pub(crate) fn failed(e: &str) -> Self {
+        RetrievalReport {
+            error: Some(e.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
+/// What the expansion kept and what the caps cut.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ExpansionReport {
+    /// Files expanded.
+    pub files: usize,
+    /// Chunks over all expanded files.
+    pub total_chunks: usize,
+    /// Files left out by `RLM_MAX_FILES` / `RLM_MAX_CHUNKS`.
+    pub files_dropped: usize,
+    /// Chunks left out (of kept and dropped files).
+    pub chunks_dropped: usize,
+    /// `RLM_MAX_FILES` applied.
+    pub max_files: usize,
+    /// `RLM_MAX_CHUNKS` applied.
+    pub max_chunks: usize,
+}
+
+/// The stage-1 query: the question plus the intent's entity and attribute
+/// words it does not already hold (BM25 ORs terms, so they only add recall).
+pub(crate) fn stage1_query(question: &str, intent: &Intent) -> String {
+    let mut q = question.trim().to_string();
+    let lower = q.to_lowercase();
+    for w in format!("{} {}", intent.entity, intent.attribute).split_whitespace() {
+        let wl = w.to_lowercase();
+        if wl.chars().count() >= 3 && !lower.contains(&wl) && !q.to_lowercase().contains(&wl) {
+            q.push(' ');
+            q.push_str(w);
+        }
+    }
+    q
+}
+
+/// Retrieves entry chunks (high recall unless `RLM_LOW_RECALL_MODE`),
+/// groups them by file in order of each file's best hit, and loads every
+/// chunk of each file in order within the caps. A file that does not fit
+/// whole keeps the chunks nearest its entry chunks.
+pub(crate) fn retrieve_and_expand(
+    fx: &FlowCtx,
+    question: &str,
+    intent: &Intent,
+    cfg: &FlowsConfig,
+) -> Result<(Vec<FileWork>, RetrievalReport, ExpansionReport), String> {
+    let high_recall = !cfg.low_recall_mode;
+    let k = if high_recall {
+        cfg.high_recall_k
+    } else {
+        cfg.rag_k
+    };
+    let query = stage1_query(question, intent);
+    let store = fx.corpus().store().clone();
+    let hits = store
+        .search(&query, k)
+        .map_err(|e| format!("stage-1 retrieval failed: {e}"))?;
+    if high_recall {
+        fx.step(
+            PIPELINE_AGENT,
+            "retrieval",
+            format!("High recall mode on (k = {k})"),
+            json!({"k": k}),
+        );
+    }
+    let retrieval = RetrievalReport {
+        mode: "bm25".into(),
+        k,
+        high_recall,
+        query: query.clone(),
+        hits: hits.len(),
+        error: None,
+    };
+    fx.step(
+        PIPELINE_AGENT,
+        "retrieval",
+        format!(
+            "Stage-1 retrieval (bm25, k = {k}): {} entry chunks",
+            hits.len()
+        ),
+        json!(retrieval),
+    );
+
+    let mut order: Vec<String> = Vec::new();
+    let mut entries: HashMap<String, Vec<(String, u32)>> = HashMap::new();
+    for h in &hits {
+        let list = entries.entry(h.doc_id.clone()).or_default();
+        if list.is_empty() {
+            order.push(h.doc_id.clone());
+        }
+        if !list.iter().any(|(c, _)| c == &h.chunk_id) {
+            list.push((h.chunk_id.clone(), h.ordinal));
+        }
+    }
+    let mut exp = ExpansionReport {
+        max_files: cfg.max_files,
+        max_chunks: cfg.max_chunks,
+        ..Default::default()
+    };
+    let mut files = Vec::new();
+    for doc_id in order {
+        let Some(index) = fx.corpus().index_of(&doc_id) else {
+            continue; // Indexed after the snapshot was taken.
+        };
+        let doc = &fx.corpus().documents()[index];
+        let budget = cfg.max_chunks - exp.total_chunks;
+        if files.len() == cfg.max_files || budget == 0 {
+            exp.files_dropped += 1;
+            exp.chunks_dropped += doc.chunk_count as usize;
+            continue;
+        }
+        let mut chunks = store
+            .chunks_of(&doc_id)
+            .map_err(|e| format!("cannot load the chunks of {}: {e}", doc.path))?;
+        let entry = &entries[&doc_id];
+        if chunks.len() > budget {
+            let distance = |c: &rlm_corpus::Chunk| {
+                entry
+                    .iter()
+                    .map(|(_, o)| c.ordinal.abs_diff(*o))
+                    .min()
+                    .unwrap_or(0)
+            };
+            exp.chunks_dropped += chunks.len() - budget;
+            chunks.sort_by_key(|c| (distance(c), c.ordinal));
+            chunks.truncate(budget);
+            chunks.sort_by_key(|c| c.ordinal);
+        }
+        exp.total_chunks += chunks.len();
+        files.push(FileWork {
+            doc_id: doc_id.clone(),
+            path: doc.path.clone(),
+            rank: files.len(),
+            entry_chunk_ids: entry.iter().map(|(id, _)| id.clone()).collect(),
+            chunks: chunks
+                .into_iter()
+                .map(|c| FileChunk {
+                    entry: entry.iter().any(|(id, _)| *id == c.id),
+                    id: c.id,
+                    ordinal: c.ordinal,
+                    text: c.text,
+                })
+                .collect(),
+        });
+    }
+    exp.files = files.len();
+    fx.step(
+        PIPELINE_AGENT,
+        "expansion",
+        format!(
+            "Files expanded: {}, total chunks: {}",
+            exp.files, exp.total_chunks
+        ),
+        json!(exp),
+    );
+    if exp.files_dropped > 0 || exp.chunks_dropped > 0 {
+        fx.step(
+            PIPELINE_AGENT,
+            "caps",
+            format!(
+                "caps cut {} file(s) and {} chunk(s) (RLM_MAX_FILES={}, RLM_MAX_CHUNKS={})",
+                exp.files_dropped, exp.chunks_dropped, cfg.max_files, cfg.max_chunks
+            ),
+            json!(exp),
+        );
+    }
+    Ok((files, retrieval, exp))
+}
