@@ -2,8 +2,6 @@
 //! whole files in order (phase 3), with the `RLM_MAX_FILES` / `RLM_MAX_CHUNKS`
 //! caps reported when they cut.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -93,10 +91,8 @@ pub(crate) fn stage1_query(question: &str, intent: &Intent) -> String {
     q
 }
 
-/// Retrieves entry chunks (high recall unless `RLM_LOW_RECALL_MODE`),
-/// groups them by file in order of each file's best hit, and loads every
-/// chunk of each file in order within the caps. A file that does not fit
-/// whole keeps the chunks nearest its entry chunks.
+/// Retrieves entry chunks (high recall unless `RLM_LOW_RECALL_MODE`) and
+/// expands them to whole files within the caps (`Store::expand_files`).
 pub(crate) fn retrieve_and_expand(
     fx: &FlowCtx,
     question: &str,
@@ -140,68 +136,45 @@ pub(crate) fn retrieve_and_expand(
         json!(retrieval),
     );
 
-    let mut order: Vec<String> = Vec::new();
-    let mut entries: HashMap<String, Vec<(String, u32)>> = HashMap::new();
-    for h in &hits {
-        let list = entries.entry(h.doc_id.clone()).or_default();
-        if list.is_empty() {
-            order.push(h.doc_id.clone());
-        }
-        if !list.iter().any(|(c, _)| c == &h.chunk_id) {
-            list.push((h.chunk_id.clone(), h.ordinal));
-        }
-    }
-    let mut exp = ExpansionReport {
+    // rlm-corpus's `expand_files`: files in order of their best entry chunk,
+    // all chunks in document order, a file that does not fit whole keeps the
+    // chunks nearest its entry chunks.
+    let caps = rlm_corpus::ExpandOptions {
         max_files: cfg.max_files,
         max_chunks: cfg.max_chunks,
-        ..Default::default()
     };
-    let mut files = Vec::new();
-    for doc_id in order {
-        let Some(index) = fx.corpus().index_of(&doc_id) else {
-            continue; // Indexed after the snapshot was taken.
-        };
-        let doc = &fx.corpus().documents()[index];
-        let budget = cfg.max_chunks - exp.total_chunks;
-        if files.len() == cfg.max_files || budget == 0 {
-            exp.files_dropped += 1;
-            exp.chunks_dropped += doc.chunk_count as usize;
-            continue;
-        }
-        let mut chunks = store
-            .chunks_of(&doc_id)
-            .map_err(|e| format!("cannot load the chunks of {}: {e}", doc.path))?;
-        let entry = &entries[&doc_id];
-        if chunks.len() > budget {
-            let distance = |c: &rlm_corpus::Chunk| {
-                entry
-                    .iter()
-                    .map(|(_, o)| c.ordinal.abs_diff(*o))
-                    .min()
-                    .unwrap_or(0)
-            };
-            exp.chunks_dropped += chunks.len() - budget;
-            chunks.sort_by_key(|c| (distance(c), c.ordinal));
-            chunks.truncate(budget);
-            chunks.sort_by_key(|c| c.ordinal);
-        }
-        exp.total_chunks += chunks.len();
-        files.push(FileWork {
-            doc_id: doc_id.clone(),
-            path: doc.path.clone(),
-            rank: files.len(),
-            entry_chunk_ids: entry.iter().map(|(id, _)| id.clone()).collect(),
-            chunks: chunks
+    let expanded = store
+        .expand_files(hits.iter().map(|h| h.chunk_id.as_str()), &caps)
+        .map_err(|e| format!("file expansion failed: {e}"))?;
+    let mut exp = ExpansionReport {
+        files: 0,
+        total_chunks: expanded.total_chunks,
+        files_dropped: expanded.files_dropped,
+        chunks_dropped: expanded.chunks_dropped,
+        max_files: cfg.max_files,
+        max_chunks: cfg.max_chunks,
+    };
+    let files: Vec<FileWork> = expanded
+        .files
+        .into_iter()
+        .enumerate()
+        .map(|(rank, f)| FileWork {
+            chunks: f
+                .chunks
                 .into_iter()
                 .map(|c| FileChunk {
-                    entry: entry.iter().any(|(id, _)| *id == c.id),
+                    entry: f.entry_chunk_ids.contains(&c.id),
                     id: c.id,
                     ordinal: c.ordinal,
                     text: c.text,
                 })
                 .collect(),
-        });
-    }
+            doc_id: f.document.id,
+            path: f.document.path,
+            rank,
+            entry_chunk_ids: f.entry_chunk_ids,
+        })
+        .collect();
     exp.files = files.len();
     fx.step(
         PIPELINE_AGENT,

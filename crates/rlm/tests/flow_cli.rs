@@ -1,0 +1,271 @@
+//! `rlm ask --flow pipeline|rag|auto`, `--inspector` and the `RLM_ENABLED`
+//! switch, running the real binary against the scripted model server (real
+//! HTTP) over a real store.
+
+use std::process::{Command, Output, Stdio};
+
+use rlm_llm::testing::{Reply, Script, ScriptedServer, TEST_API_KEY};
+
+/// Variables that would leak the developer's own setup into the tests.
+const CLEARED: &[&str] = &[
+    "RLM_PROVIDER",
+    "RLM_BASE_URL",
+    "RLM_API_KEY",
+    "OPENAI_API_KEY",
+    "RLM_PRIMARY_MODEL",
+    "RLM_SUB_MODEL",
+    "RLM_ENABLED",
+    "RLM_FLOW",
+    "RLM_INSPECTOR",
+    "RLM_CITATION_POLICY",
+    "RLM_CITATIONS",
+    "RLM_MAX_FILES",
+    "RLM_MAX_CHUNKS",
+    "RLM_STORE",
+    "RLM_SANDBOX_WORKER",
+];
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = dir.path().join("docs");
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::write(
+            docs.join("alexis.txt"),
+            "Alexis Torres, resume.\n\nSkills: Python, Rust and SQL.\n\nHobbies: chess.\n",
+        )
+        .unwrap();
+        std::fs::write(docs.join("memo.txt"), "The office moves in March.\n").unwrap();
+        let f = Fixture { dir };
+        let o = f.rlm(&["index", "docs", "--store", "store"], &[]);
+        assert!(o.status.success(), "index failed: {}", stderr(&o));
+        f
+    }
+
+    fn rlm(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
+        cmd.args(args).current_dir(self.dir.path());
+        for var in CLEARED {
+            cmd.env_remove(var);
+        }
+        cmd.envs(env.iter().copied());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.output().expect("rlm runs")
+    }
+
+    fn ask(&self, server: &ScriptedServer, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
+        let base = server.base_url();
+        let mut env = vec![
+            ("RLM_PROVIDER", "openai"),
+            ("RLM_BASE_URL", base.as_str()),
+            ("RLM_API_KEY", TEST_API_KEY),
+            ("RLM_PRIMARY_MODEL", "root-model"),
+            ("RLM_SUB_MODEL", "sub-model"),
+        ];
+        env.extend_from_slice(extra_env);
+        let mut all = vec!["ask"];
+        all.extend_from_slice(args);
+        self.rlm(&all, &env)
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A scripted model for every stage: programs keyed on "skills", summaries
+/// and answers that cite the first passage they are shown.
+fn model() -> Script {
+    Script::new().respond_with(|r| {
+        let p = r.last_message();
+        let cite_first = |open: &str| {
+            let part = p.split(open).nth(1)?;
+            let (id, rest) = part.split_once(']')?;
+            let text = rest.lines().nth(1)?.trim();
+            let q: String = text.chars().take(25).collect();
+            Some(format!("{q} [[chunk:{id} \"{q}\"]]"))
+        };
+        if p.contains("Extract the semantic intent") {
+            return Some(Reply::text(
+                "{\"entity\": \"Alexis\", \"attribute\": \"skills\", \"output_type\": \"list\", \"semantic_intent\": \"skills of Alexis\"}",
+            ));
+        }
+        if p.contains("Decide how to answer") {
+            return Some(Reply::text("{\"route\": \"rag\", \"reason\": \"a single fact\"}"));
+        }
+        if p.contains("def evaluate_chunk_relevance") {
+            return Some(Reply::text("```python\ndef evaluate_chunk_relevance(chunk_text):\n    if 'skills' in chunk_text.lower():\n        return True\n    return False\n```"));
+        }
+        if p.contains("Summarize what these passages") {
+            return cite_first("[chunk:").map(|s| Reply::text(format!("- {s}")));
+        }
+        if p.contains("Answer the question from the per-file summaries") {
+            let lines: Vec<&str> = p.lines().filter(|l| l.starts_with("- ")).collect();
+            return Some(Reply::text(format!("{}\nAlexis also flies planes.", lines.join("\n"))));
+        }
+        if p.contains("Answer the question using only the passages") {
+            return cite_first("[chunk:").map(|s| Reply::text(format!("Answer: {s}.")));
+        }
+        None
+    })
+}
+
+#[test]
+fn pipeline_flow_prints_files_and_strict_drops() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(model());
+    let o = f.ask(
+        &server,
+        &[
+            "Which skills does Alexis have?",
+            "--store",
+            "store",
+            "--flow",
+            "pipeline",
+            "--inspector",
+            "per-chunk",
+            "--citations",
+            "strict",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("[[chunk:"), "{out}");
+    assert!(!out.lines().next().unwrap_or("").contains("flies planes"));
+    assert!(out.contains("Files: "), "{out}");
+    assert!(out.contains("selected by the per-chunk inspector"), "{out}");
+    assert!(
+        out.contains("Dropped by the strict citation policy"),
+        "{out}"
+    );
+    assert!(out.contains("Alexis also flies planes."), "{out}");
+    let err = stderr(&o);
+    assert!(err.contains("High recall mode on (k = 200)"), "{err}");
+    assert!(err.contains("Files expanded: "), "{err}");
+}
+
+#[test]
+fn pipeline_json_has_file_summaries_and_report() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(model());
+    let o = f.ask(
+        &server,
+        &[
+            "Which skills does Alexis have?",
+            "--store",
+            "store",
+            "--json",
+            "-q",
+        ],
+        &[("RLM_FLOW", "pipeline"), ("RLM_INSPECTOR", "per-chunk")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let files = v["file_summaries"].as_array().unwrap();
+    assert!(!files.is_empty());
+    assert!(files[0]["path"].as_str().unwrap().ends_with("alexis.txt"));
+    assert_eq!(v["flow_report"]["flow"], "pipeline");
+    assert_eq!(v["flow_report"]["intent"]["entity"], "Alexis");
+    assert_eq!(v["flow_report"]["citation_policy"], "best_effort");
+    assert_eq!(
+        v["flow_report"]["unsupported_claims"][0],
+        "Alexis also flies planes."
+    );
+}
+
+#[test]
+fn switch_off_answers_exactly_like_rag() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(model());
+    let rag = f.ask(
+        &server,
+        &[
+            "Which skills does Alexis have?",
+            "--store",
+            "store",
+            "--flow",
+            "rag",
+            "-q",
+        ],
+        &[],
+    );
+    let off = f.ask(
+        &server,
+        &["Which skills does Alexis have?", "--store", "store", "-q"],
+        &[("RLM_ENABLED", "false")],
+    );
+    assert!(
+        rag.status.success() && off.status.success(),
+        "{}",
+        stderr(&off)
+    );
+    assert_eq!(stdout(&rag), stdout(&off));
+    assert!(stdout(&rag).contains("[[chunk:"), "{}", stdout(&rag));
+}
+
+#[test]
+fn auto_routes_with_a_reason() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(model());
+    let o = f.ask(
+        &server,
+        &[
+            "Which skills does Alexis have?",
+            "--store",
+            "store",
+            "--flow",
+            "auto",
+            "--json",
+            "-q",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["flow_report"]["flow"], "rag");
+    assert_eq!(v["flow_report"]["route"]["reason"], "a single fact");
+}
+
+#[test]
+fn bad_flow_inputs_are_one_line_errors() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(model());
+    for (args, env, needle) in [
+        (
+            vec!["--inspector", "magic"],
+            vec![],
+            "use iterative, per-chunk, hypothesis or repl",
+        ),
+        (
+            vec!["--flow", "pipelin"],
+            vec![],
+            "use repl, pipeline, rag or auto",
+        ),
+        (vec![], vec![("RLM_ENABLED", "maybe")], "RLM_ENABLED"),
+        (
+            vec![],
+            vec![("RLM_MAX_FILES", "0")],
+            "RLM_MAX_FILES must be at least 1",
+        ),
+        (vec![], vec![("RLM_FLOW", "rag")], "RLM_FLOW"),
+    ] {
+        let mut all = vec!["q?", "--store", "store"];
+        all.extend(args.iter().copied());
+        let o = f.ask(&server, &all, &env);
+        assert!(!o.status.success(), "{all:?} {env:?} should fail");
+        let err = stderr(&o);
+        assert!(err.contains(needle), "{all:?} {env:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "not one line: {err}");
+    }
+}
