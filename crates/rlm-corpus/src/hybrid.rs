@@ -239,13 +239,19 @@ impl Store {
                     requested_dim: embedder.dimension(),
                 });
             }
-            let status = self.vector_status()?;
-            if status.embedded == 0 {
+            // The loaded matrix holds exactly the current vectors; counting
+            // them in SQLite on every query would cost more than the scan.
+            let Some(matrix) = self.vector_matrix()? else {
                 return Err(RetrievalError::NoEmbeddings {
                     store: self.dir().display().to_string(),
                 });
-            }
-            vectors = Some(status);
+            };
+            vectors = Some(VectorStatus {
+                model: Some(model.clone()),
+                dimension: Some(dim),
+                embedded: matrix.ids.len() as u64,
+                chunks: self.stats()?.chunks,
+            });
             let q = embedder.embed(&[query])?;
             let q = q
                 .into_iter()

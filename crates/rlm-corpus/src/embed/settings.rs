@@ -170,4 +170,32 @@ impl EmbeddingSettings {
             }
         })
     }
+
+    /// The embedder that can embed queries for `store`: the model recorded in
+    /// it (local all-MiniLM-L6-v2, or the provider model it was embedded with,
+    /// whatever `provider_model` says). `None` when the store has no embeddings.
+    pub fn embedder_for_store(
+        &self,
+        store: &crate::Store,
+        provider: impl FnOnce() -> Result<(String, Option<String>, Duration), EmbedError>,
+    ) -> Result<Option<Box<dyn Embedder>>, crate::RetrievalError> {
+        let Some((model, _)) = store.embedding_model()? else {
+            return Ok(None);
+        };
+        let mut settings = self.clone();
+        let choice = if model == super::MINILM_MODEL_ID {
+            EmbeddingsChoice::Local
+        } else if let Some(name) = model.strip_prefix("provider:") {
+            settings.provider_model = Some(name.to_string());
+            EmbeddingsChoice::Provider
+        } else {
+            return Err(EmbedError::Config(format!(
+                "store {} was embedded by {model:?}, which this rlm cannot load: re-embed with `rlm index <paths> --store {} --embeddings local --rebuild`",
+                store.dir().display(),
+                store.dir().display()
+            ))
+            .into());
+        };
+        Ok(settings.embedder(choice, provider)?)
+    }
 }

@@ -383,27 +383,17 @@ fn search_ranked(store: &Store, args: &SearchArgs) -> anyhow::Result<()> {
         None
     } else {
         // The query must be embedded by the model that embedded the store.
-        let Some((model, _)) = store.embedding_model()? else {
+        let settings =
+            EmbeddingSettings::load(Some(args.config.as_deref().unwrap_or("rlm.toml".as_ref())))?;
+        let embedder =
+            settings.embedder_for_store(store, || provider_endpoint(args.config.as_deref()))?;
+        if embedder.is_none() {
             return Err(rlm_corpus::RetrievalError::NoEmbeddings {
                 store: store.dir().display().to_string(),
             }
             .into());
-        };
-        let mut settings =
-            EmbeddingSettings::load(Some(args.config.as_deref().unwrap_or("rlm.toml".as_ref())))?;
-        let choice = if model == rlm_corpus::embed::MINILM_MODEL_ID {
-            EmbeddingsChoice::Local
-        } else if let Some(name) = model.strip_prefix("provider:") {
-            settings.provider_model = Some(name.to_string());
-            EmbeddingsChoice::Provider
-        } else {
-            bail!(
-                "store {} was embedded by {model:?}, which this rlm cannot load: re-embed with `rlm index <paths> --store {} --embeddings local --rebuild`",
-                store.dir().display(),
-                store.dir().display()
-            );
-        };
-        settings.embedder(choice, || provider_endpoint(args.config.as_deref()))?
+        }
+        embedder
     };
     let opts = SearchOptions {
         mode: args.mode,
