@@ -973,3 +973,107 @@ async fn budget_exhaustion_gives_a_partial_answer_not_an_error() {
     assert!(has_fallback(&trace, "chunk_program", "not generated"));
     assert!(answer.usage.calls <= 8);
 }
+
+/// A bag-of-words embedder (hashed words, L2-normalized): enough to give the
+/// store real vectors and exercise hybrid retrieval without model files.
+struct BagEmbedder;
+
+impl rlm_corpus::Embedder for BagEmbedder {
+    fn model_id(&self) -> &str {
+        "test:bag-of-words"
+    }
+    fn dimension(&self) -> usize {
+        64
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, rlm_corpus::EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; 64];
+                for w in t
+                    .to_lowercase()
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| w.len() > 2)
+                {
+                    let h = w
+                        .bytes()
+                        .fold(7u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32));
+                    v[(h % 64) as usize] += 1.0;
+                }
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                v.iter().map(|x| x / n).collect()
+            })
+            .collect())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hybrid_retrieval_when_the_store_has_embeddings() {
+    let ts = resume_store();
+    let embedder: Arc<dyn rlm_corpus::Embedder> = Arc::new(BagEmbedder);
+    ts.corpus
+        .store()
+        .embed_chunks(
+            embedder.as_ref(),
+            &rlm_corpus::EmbedOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+    let server = server(Model::default()).await;
+    let engine = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = pipeline_req("Which skills does Alexis have?", Inspector::PerChunk);
+    req.pipeline.embedder = Some(embedder.clone());
+    let (answer, trace) = run(&engine, &ts, req).await;
+    let r = answer
+        .flow_report
+        .as_ref()
+        .unwrap()
+        .retrieval
+        .clone()
+        .unwrap();
+    assert_eq!(r.mode, "hybrid", "{r:?}");
+    assert!(r.high_recall);
+    assert!(
+        steps(&trace, "retrieval")
+            .iter()
+            .any(|m| m.starts_with("High recall mode on"))
+    );
+    assert!(
+        texts(
+            &ts,
+            &summary_of(&answer, "alexis_resume.txt").selected_chunk_ids
+        )[0]
+        .starts_with("Skills:")
+    );
+
+    let mut req = AskRequest::new("Which skills does Alexis have?");
+    req.flow = Flow::Rag;
+    req.pipeline.embedder = Some(embedder);
+    let (answer, _) = run(&engine, &ts, req).await;
+    assert_eq!(
+        answer
+            .flow_report
+            .as_ref()
+            .unwrap()
+            .retrieval
+            .as_ref()
+            .unwrap()
+            .mode,
+        "hybrid"
+    );
+    // Without an embedder the same store is searched by BM25.
+    let mut req = AskRequest::new("Which skills does Alexis have?");
+    req.flow = Flow::Rag;
+    let (answer, _) = run(&engine, &ts, req).await;
+    assert_eq!(
+        answer
+            .flow_report
+            .as_ref()
+            .unwrap()
+            .retrieval
+            .as_ref()
+            .unwrap()
+            .mode,
+        "bm25"
+    );
+}

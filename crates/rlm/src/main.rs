@@ -40,7 +40,7 @@ enum Command {
     /// The model's Python sandbox over a store, for a person (or `--jsonl` for programs).
     Repl(commands::repl::ReplArgs),
     /// Answer a question over a store with the RLM loop (live progress on stderr).
-    Ask(commands::ask::AskArgs),
+    Ask(Box<commands::ask::AskArgs>),
     /// Show a run's trace as a tree, or export it (`rlm trace show FILE`).
     Trace(commands::trace::TraceArgs),
 }
@@ -53,7 +53,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Docs(args) => commands::corpus::docs(args),
         Command::Llm(args) => commands::llm::run(args),
         Command::Repl(args) => commands::repl::repl(args),
-        Command::Ask(args) => commands::ask::ask(args),
+        Command::Ask(args) => commands::ask::ask(*args),
         Command::Trace(args) => commands::trace::run(args),
     }
 }

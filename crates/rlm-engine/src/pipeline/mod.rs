@@ -45,13 +45,29 @@ use retrieve::{FileWork, retrieve_and_expand};
 /// Agent id of the question-level steps.
 pub(crate) const PIPELINE_AGENT: &str = "0";
 
-/// Per-request settings of the `pipeline` flow (the API and CLI fields).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Per-request settings of the `pipeline` and `rag` flows (the API and CLI fields).
+#[derive(Clone, Default)]
 pub struct PipelineRequest {
     /// The per-file inspector; `None` → `RLM_INSPECTOR`.
     pub inspector: Option<Inspector>,
     /// The citation policy; `None` → `RLM_CITATION_POLICY`, else `RLM_CITATIONS`.
     pub citation_policy: Option<CitationPolicy>,
+    /// The store's query embedder (see `EmbeddingSettings::embedder_for_store`):
+    /// with it, stage-1 retrieval is hybrid (BM25 + vectors, RRF); without, BM25.
+    pub embedder: Option<Arc<dyn rlm_corpus::Embedder>>,
+}
+
+impl std::fmt::Debug for PipelineRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineRequest")
+            .field("inspector", &self.inspector)
+            .field("citation_policy", &self.citation_policy)
+            .field(
+                "embedder",
+                &self.embedder.as_ref().map(|e| e.model_id().to_string()),
+            )
+            .finish()
+    }
 }
 
 /// One inspected file of a `pipeline` answer.
@@ -271,10 +287,11 @@ async fn run_pipeline(
         let gathered = gathered.clone();
         let question = req.question.clone();
         let cfg = cfg.clone();
+        let embedder = req.pipeline.embedder.clone();
         async move {
             let intent = intent::extract_intent(&fx, &question, cfg.codegen_model.clone()).await;
             let (files, retrieval, expansion) =
-                match retrieve_and_expand(&fx, &question, &intent, &cfg) {
+                match retrieve_and_expand(&fx, &question, &intent, &cfg, embedder.as_deref()) {
                     Ok(r) => r,
                     Err(e) => {
                         fx.fallback(PIPELINE_AGENT, "retrieval", &e);

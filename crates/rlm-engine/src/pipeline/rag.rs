@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::intent::RouteDecision;
 use super::merge::{self, excerpts};
-use super::retrieve::{FileChunk, RetrievalReport};
+use super::retrieve::{FileChunk, RetrievalReport, stage1};
 use super::{FlowCtx, FlowReport, PIPELINE_AGENT, call_failure};
 use crate::citations::CitationPolicy;
 use crate::engine::{Answer, AskRequest, EngineError};
@@ -39,10 +39,15 @@ pub(crate) async fn run(
         dropped_claims: Vec::new(),
         unsupported_claims: Vec::new(),
     };
-    let hits = match fx.corpus().store().search(&req.question, k) {
-        Ok(h) => h,
-        Err(e) => {
-            let reason = format!("retrieval failed: {e}");
+    let (hits, retrieval) = match stage1(
+        fx,
+        &req.question,
+        k,
+        false,
+        req.pipeline.embedder.as_deref(),
+    ) {
+        Ok(r) => r,
+        Err(reason) => {
             fx.fallback(PIPELINE_AGENT, "retrieval", &reason);
             report.retrieval = Some(RetrievalReport::failed(&reason));
             let text = format!("No answer: {reason}.");
@@ -56,18 +61,14 @@ pub(crate) async fn run(
             ));
         }
     };
-    let retrieval = RetrievalReport {
-        mode: "bm25".into(),
-        k,
-        high_recall: false,
-        query: req.question.clone(),
-        hits: hits.len(),
-        error: None,
-    };
     fx.step(
         PIPELINE_AGENT,
         "retrieval",
-        format!("Retrieval (bm25, k = {k}): {} chunks", hits.len()),
+        format!(
+            "Retrieval ({}, k = {k}): {} chunks",
+            retrieval.mode,
+            hits.len()
+        ),
         json!(retrieval),
     );
     report.retrieval = Some(retrieval);

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use rlm_corpus::{Embedder, RetrievalMode, SearchOptions};
+
 use super::intent::Intent;
 use super::{FlowCtx, FlowsConfig, PIPELINE_AGENT};
 
@@ -59,6 +61,98 @@ impl RetrievalReport {
     }
 }
 
+/// One retrieved chunk.
+#[derive(Debug, Clone)]
+pub(crate) struct Hit {
+    pub(crate) chunk_id: String,
+    pub(crate) ordinal: u32,
+    pub(crate) path: String,
+    pub(crate) text: String,
+}
+
+/// Hybrid retrieval (BM25 + vectors fused by RRF, `Store::search_hybrid`)
+/// when an embedder is given and the store has embeddings, else BM25. A
+/// hybrid failure (model mismatch, embedder down) falls back to BM25 with a
+/// `fallback` event. Seed 001's "High recall mode on" is a `retrieval` step.
+pub(crate) fn stage1(
+    fx: &FlowCtx,
+    query: &str,
+    k: usize,
+    high_recall: bool,
+    embedder: Option<&dyn Embedder>,
+) -> Result<(Vec<Hit>, RetrievalReport), String> {
+    let store = fx.corpus().store();
+    let embedded = store.embedding_model().ok().flatten().is_some();
+    if let (Some(e), true) = (embedder, embedded) {
+        let opts = SearchOptions {
+            mode: RetrievalMode::Hybrid,
+            k,
+            high_recall,
+            ..SearchOptions::default()
+        };
+        match store.search_hybrid(query, &opts, Some(e)) {
+            Ok(r) => {
+                for line in r.log_lines() {
+                    fx.step(PIPELINE_AGENT, "retrieval", line, json!({"k": r.k}));
+                }
+                let report = RetrievalReport {
+                    mode: "hybrid".into(),
+                    k: r.k,
+                    high_recall,
+                    query: query.to_string(),
+                    hits: r.hits.len(),
+                    error: None,
+                };
+                let hits = r
+                    .hits
+                    .into_iter()
+                    .map(|h| Hit {
+                        chunk_id: h.chunk_id,
+                        ordinal: h.ordinal,
+                        path: h.path,
+                        text: h.text,
+                    })
+                    .collect();
+                return Ok((hits, report));
+            }
+            Err(err) => fx.fallback(
+                PIPELINE_AGENT,
+                "retrieval",
+                &format!("hybrid retrieval failed ({err}); BM25 only"),
+            ),
+        }
+    }
+    let hits = store
+        .search(query, k)
+        .map_err(|e| format!("retrieval failed: {e}"))?;
+    if high_recall {
+        fx.step(
+            PIPELINE_AGENT,
+            "retrieval",
+            format!("High recall mode on (k = {k})"),
+            json!({"k": k}),
+        );
+    }
+    let report = RetrievalReport {
+        mode: "bm25".into(),
+        k,
+        high_recall,
+        query: query.to_string(),
+        hits: hits.len(),
+        error: None,
+    };
+    let hits = hits
+        .into_iter()
+        .map(|h| Hit {
+            chunk_id: h.chunk_id,
+            ordinal: h.ordinal,
+            path: h.path,
+            text: h.text,
+        })
+        .collect();
+    Ok((hits, report))
+}
+
 /// What the expansion kept and what the caps cut.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ExpansionReport {
@@ -98,6 +192,7 @@ pub(crate) fn retrieve_and_expand(
     question: &str,
     intent: &Intent,
     cfg: &FlowsConfig,
+    embedder: Option<&dyn Embedder>,
 ) -> Result<(Vec<FileWork>, RetrievalReport, ExpansionReport), String> {
     let high_recall = !cfg.low_recall_mode;
     let k = if high_recall {
@@ -107,35 +202,17 @@ pub(crate) fn retrieve_and_expand(
     };
     let query = stage1_query(question, intent);
     let store = fx.corpus().store().clone();
-    let hits = store
-        .search(&query, k)
-        .map_err(|e| format!("stage-1 retrieval failed: {e}"))?;
-    if high_recall {
-        fx.step(
-            PIPELINE_AGENT,
-            "retrieval",
-            format!("High recall mode on (k = {k})"),
-            json!({"k": k}),
-        );
-    }
-    let retrieval = RetrievalReport {
-        mode: "bm25".into(),
-        k,
-        high_recall,
-        query: query.clone(),
-        hits: hits.len(),
-        error: None,
-    };
+    let (hits, retrieval) = stage1(fx, &query, k, high_recall, embedder)?;
     fx.step(
         PIPELINE_AGENT,
         "retrieval",
         format!(
-            "Stage-1 retrieval (bm25, k = {k}): {} entry chunks",
+            "Stage-1 retrieval ({}, k = {k}): {} entry chunks",
+            retrieval.mode,
             hits.len()
         ),
         json!(retrieval),
     );
-
     // rlm-corpus's `expand_files`: files in order of their best entry chunk,
     // all chunks in document order, a file that does not fit whole keeps the
     // chunks nearest its entry chunks.

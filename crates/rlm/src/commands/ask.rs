@@ -133,6 +133,56 @@ fn engine_config(args: &AskArgs) -> anyhow::Result<EngineConfig> {
     Ok(c)
 }
 
+/// The query embedder of a store with embeddings (the model it was embedded
+/// with); `None`, with a one-line warning, when it cannot be loaded.
+fn query_embedder(
+    store: &rlm_corpus::Store,
+    llm: &rlm_llm::LlmConfig,
+    config: Option<&std::path::Path>,
+) -> Option<Arc<dyn rlm_corpus::Embedder>> {
+    let settings =
+        match rlm_corpus::EmbeddingSettings::load(Some(config.unwrap_or("rlm.toml".as_ref()))) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("warning: {e}; retrieval uses BM25 only");
+                return None;
+            }
+        };
+    let endpoint = (
+        llm.base_url.clone(),
+        llm.api_key.as_ref().map(|k| k.expose().to_string()),
+        llm.timeout,
+    );
+    // The model the store was embedded with decides the embedder.
+    let model = match store.embedding_model() {
+        Ok(Some((model, _))) => model,
+        Ok(None) => return None,
+        Err(e) => {
+            eprintln!("warning: {e}; retrieval uses BM25 only");
+            return None;
+        }
+    };
+    let mut settings = settings;
+    let choice = if model == rlm_corpus::embed::MINILM_MODEL_ID {
+        rlm_corpus::EmbeddingsChoice::Local
+    } else if let Some(name) = model.strip_prefix("provider:") {
+        settings.provider_model = Some(name.to_string());
+        rlm_corpus::EmbeddingsChoice::Provider
+    } else {
+        eprintln!(
+            "warning: the store was embedded by {model:?}, which this rlm cannot load; retrieval uses BM25 only"
+        );
+        return None;
+    };
+    match settings.embedder(choice, || Ok(endpoint)) {
+        Ok(e) => e.map(Arc::from),
+        Err(e) => {
+            eprintln!("warning: {e}; retrieval uses BM25 only");
+            None
+        }
+    }
+}
+
 /// `rlm ask`.
 pub fn ask(args: AskArgs) -> anyhow::Result<()> {
     if args.question.trim().is_empty() {
@@ -170,6 +220,10 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let llm_config = args.llm.load()?;
+    // Hybrid stage-1 retrieval for the flows that retrieve, when the store has embeddings.
+    let embedder = (flow != Flow::Repl)
+        .then(|| query_embedder(&store, &llm_config, args.llm.config.as_deref()))
+        .flatten();
     let mut config = config;
     config.root_model = llm_config.root.model.clone();
     config.sub_model = llm_config.sub.model.clone();
@@ -199,6 +253,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         let mut req = AskRequest::new(args.question.clone());
         req.flow = flow;
         req.pipeline.inspector = inspector;
+        req.pipeline.embedder = embedder;
         if args.citations.is_some() {
             // An explicit flag beats RLM_CITATION_POLICY for the pipeline and rag flows too.
             req.pipeline.citation_policy = Some(config_policy);
