@@ -43,6 +43,8 @@ enum Command {
     Ask(Box<commands::ask::AskArgs>),
     /// Show a run's trace as a tree, or export it (`rlm trace show FILE`).
     Trace(commands::trace::TraceArgs),
+    /// Reproducible benchmarks (`rlm bench index`).
+    Bench(commands::bench::BenchArgs),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -55,6 +57,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Repl(args) => commands::repl::repl(args),
         Command::Ask(args) => commands::ask::ask(*args),
         Command::Trace(args) => commands::trace::run(args),
+        Command::Bench(args) => commands::bench::bench(args),
     }
 }
 

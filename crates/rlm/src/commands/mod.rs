@@ -1,4 +1,5 @@
 pub mod ask;
+pub mod bench;
 pub mod corpus;
 pub mod llm;
 pub mod repl;
