@@ -20,6 +20,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
 pub const DEFAULT_MAX_CONCURRENT: usize = 12;
 /// Upper bound on `RLM_MAX_CONCURRENT`.
 pub const MAX_CONCURRENT_LIMIT: usize = 1024;
+/// Default per-attempt timeout of the `local` provider: a request may wait
+/// behind others for a free sequence.
+pub const DEFAULT_LOCAL_TIMEOUT: Duration = Duration::from_secs(1800);
+/// Name of the default local model (its file is `<name>.gguf`).
+pub const DEFAULT_LOCAL_MODEL_NAME: &str = "qwen2.5-coder-1.5b-instruct";
+/// Default context window of the `local` provider (`RLM_LOCAL_CONTEXT`).
+pub const DEFAULT_LOCAL_CONTEXT: u64 = 16_384;
 /// Default Azure OpenAI `api-version`.
 pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
 /// Default `anthropic-version` header.
@@ -35,6 +42,9 @@ pub enum ProviderKind {
     Azure,
     /// Anthropic Messages API.
     Anthropic,
+    /// The embedded model: a GGUF run in-process by llama.cpp (`rlm-local`;
+    /// needs the `local` feature). No key, no network.
+    Local,
 }
 
 impl ProviderKind {
@@ -44,6 +54,7 @@ impl ProviderKind {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Azure => "azure",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Local => "local",
         }
     }
 
@@ -53,6 +64,8 @@ impl ProviderKind {
             ProviderKind::OpenAi => "OPENAI_API_KEY",
             ProviderKind::Azure => "AZURE_OPENAI_API_KEY",
             ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            // The local model needs no key; a stray RLM_API_KEY is ignored.
+            ProviderKind::Local => "RLM_API_KEY",
         }
     }
 
@@ -62,6 +75,7 @@ impl ProviderKind {
             ProviderKind::OpenAi => Some("https://api.openai.com/v1"),
             ProviderKind::Azure => None,
             ProviderKind::Anthropic => Some("https://api.anthropic.com/v1"),
+            ProviderKind::Local => None,
         }
     }
 
@@ -71,6 +85,8 @@ impl ProviderKind {
             ProviderKind::OpenAi => Some(("gpt-4.1", "gpt-4.1-mini")),
             ProviderKind::Azure => None,
             ProviderKind::Anthropic => Some(("claude-sonnet-4-5", "claude-haiku-4-5")),
+            // Named after the model file; resolved in `LlmConfig::resolve`.
+            ProviderKind::Local => None,
         }
     }
 }
@@ -83,8 +99,9 @@ impl FromStr for ProviderKind {
             "openai" | "openai-compatible" => Ok(ProviderKind::OpenAi),
             "azure" | "azure-openai" | "azure_openai" => Ok(ProviderKind::Azure),
             "anthropic" | "claude" => Ok(ProviderKind::Anthropic),
+            "local" | "llama.cpp" | "llamacpp" => Ok(ProviderKind::Local),
             other => Err(LlmError::Config(format!(
-                "unknown provider '{other}': use openai, azure or anthropic"
+                "unknown provider '{other}': use openai, azure, anthropic or local"
             ))),
         }
     }
@@ -189,6 +206,12 @@ pub struct LlmConfig {
     pub replay: Option<PathBuf>,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// The GGUF the `local` provider runs (`RLM_LOCAL_MODEL` / `local_model`);
+    /// `None`: the default model in the models directory.
+    pub local_model: Option<PathBuf>,
+    /// True when `local` was chosen because nothing else was configured (no
+    /// provider, key, base URL or replay cassette); the CLI says so once.
+    pub local_auto_selected: bool,
 }
 
 impl LlmConfig {
@@ -241,6 +264,34 @@ impl LlmConfig {
             (None, None, Some(v)) => v.parse()?,
             (None, None, None) => ProviderKind::default(),
         };
+        // Nothing configured at all: with the embedded model built in, run
+        // on it instead of failing for want of an API key.
+        let local_auto_selected = cfg!(feature = "local")
+            && flags.provider.is_none()
+            && env("RLM_PROVIDER").is_none()
+            && file.provider.is_none()
+            && flags.api_key.is_none()
+            && env("RLM_API_KEY").is_none()
+            && [
+                "OPENAI_API_KEY",
+                "AZURE_OPENAI_API_KEY",
+                "ANTHROPIC_API_KEY",
+            ]
+            .iter()
+            .all(|var| env(var).is_none())
+            && file.api_key.is_none()
+            && flags.base_url.is_none()
+            && env("RLM_BASE_URL").is_none()
+            && file.base_url.is_none()
+            && flags.replay.is_none();
+        let provider = if local_auto_selected {
+            ProviderKind::Local
+        } else {
+            provider
+        };
+        let local_model = env("RLM_LOCAL_MODEL")
+            .map(PathBuf::from)
+            .or_else(|| file.local_model.clone());
 
         let base_url = flags
             .base_url
@@ -248,6 +299,8 @@ impl LlmConfig {
             .or_else(|| env("RLM_BASE_URL"))
             .or(file.base_url)
             .or_else(|| provider.default_base_url().map(str::to_string))
+            // The local model has no URL; `local:` keeps messages meaningful.
+            .or_else(|| (provider == ProviderKind::Local).then(|| "local:".to_string()))
             .ok_or_else(|| {
                 LlmError::Config(
                     "Azure OpenAI needs the resource endpoint: set RLM_BASE_URL=https://<resource>.openai.azure.com"
@@ -255,7 +308,9 @@ impl LlmConfig {
                 )
             })?;
         let base_url = base_url.trim().trim_end_matches('/').to_string();
-        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        if provider != ProviderKind::Local
+            && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+        {
             return Err(LlmError::Config(format!(
                 "base URL '{base_url}' must start with http:// or https://"
             )));
@@ -289,7 +344,12 @@ impl LlmConfig {
             .clone()
             .or_else(|| env("RLM_SUB_MODEL"))
             .or(file.sub_model);
-        let defaults = provider.default_models();
+        // The local model is named after its file (`qwen2.5-coder-1.5b-instruct`).
+        let local_name = local_model_name(local_model.as_deref());
+        let defaults = match provider {
+            ProviderKind::Local => Some((local_name.as_str(), local_name.as_str())),
+            _ => provider.default_models(),
+        };
         // One named model serves both roles unless the other is named too: a
         // local server usually has exactly one.
         let (root_model, sub_model) = match (primary, sub, defaults) {
@@ -310,6 +370,8 @@ impl LlmConfig {
             (None, None) => file.timeout_secs,
         };
         let timeout = match timeout_secs {
+            // CPU inference queues fan-out behind a few parallel sequences.
+            None if provider == ProviderKind::Local => DEFAULT_LOCAL_TIMEOUT,
             None => DEFAULT_TIMEOUT,
             Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => Duration::from_secs_f64(t),
             Some(t) => {
@@ -416,6 +478,8 @@ impl LlmConfig {
             )));
         }
 
+        let prices = local_prices(provider, &root, &sub, file.prices);
+        let context_windows = local_windows(provider, &root, &sub, &env, file.context_windows)?;
         Ok(LlmConfig {
             provider,
             base_url,
@@ -432,11 +496,13 @@ impl LlmConfig {
             anthropic_version: file
                 .anthropic_version
                 .unwrap_or_else(|| DEFAULT_ANTHROPIC_VERSION.to_string()),
-            prices: PriceTable::with_overrides(file.prices),
-            context_windows: ContextWindows::with_overrides(file.context_windows),
+            prices: PriceTable::with_overrides(prices),
+            context_windows: ContextWindows::with_overrides(context_windows),
             record: flags.record.clone(),
             replay: flags.replay.clone(),
             config_file,
+            local_model,
+            local_auto_selected,
         })
     }
 }
@@ -502,6 +568,7 @@ struct LlmFile {
     prices: BTreeMap<String, Price>,
     #[serde(default)]
     context_windows: BTreeMap<String, u64>,
+    local_model: Option<PathBuf>,
 }
 
 /// `[llm.root]` / `[llm.sub]`.
@@ -552,4 +619,54 @@ fn parse_env<T: FromStr>(name: &str, value: &str, what: &str) -> Result<T, LlmEr
         .trim()
         .parse()
         .map_err(|_| LlmError::Config(format!("{name}='{value}' is not {what}")))
+}
+
+/// The local model's name: the file stem of `RLM_LOCAL_MODEL`, else the
+/// default model's.
+fn local_model_name(path: Option<&Path>) -> String {
+    path.and_then(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEFAULT_LOCAL_MODEL_NAME.to_string())
+}
+
+/// The local model costs nothing: a zero price for its names unless the
+/// file sets one.
+fn local_prices(
+    provider: ProviderKind,
+    root: &RoleSettings,
+    sub: &RoleSettings,
+    mut prices: BTreeMap<String, Price>,
+) -> BTreeMap<String, Price> {
+    if provider == ProviderKind::Local {
+        for name in [&root.model, &sub.model] {
+            prices.entry(name.clone()).or_insert(Price {
+                input_per_mtok: 0.0,
+                output_per_mtok: 0.0,
+                cached_input_per_mtok: None,
+            });
+        }
+    }
+    prices
+}
+
+/// The local model's window is the context it is run with
+/// (`RLM_LOCAL_CONTEXT`), so the client's pre-check matches the model.
+fn local_windows(
+    provider: ProviderKind,
+    root: &RoleSettings,
+    sub: &RoleSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+    mut windows: BTreeMap<String, u64>,
+) -> Result<BTreeMap<String, u64>, LlmError> {
+    if provider == ProviderKind::Local {
+        let window = match env("RLM_LOCAL_CONTEXT") {
+            Some(v) => parse_env::<u64>("RLM_LOCAL_CONTEXT", &v, "a whole number of tokens")?,
+            None => DEFAULT_LOCAL_CONTEXT,
+        };
+        for name in [&root.model, &sub.model] {
+            windows.entry(name.clone()).or_insert(window);
+        }
+    }
+    Ok(windows)
 }

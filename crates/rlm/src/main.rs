@@ -45,6 +45,8 @@ enum Command {
     Trace(commands::trace::TraceArgs),
     /// Reproducible benchmarks (`rlm bench index`).
     Bench(commands::bench::BenchArgs),
+    /// The embedded local model: `rlm model pull`, `rlm model list`.
+    Model(commands::model::ModelArgs),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -58,6 +60,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ask(args) => commands::ask::ask(*args),
         Command::Trace(args) => commands::trace::run(args),
         Command::Bench(args) => commands::bench::bench(args),
+        Command::Model(args) => commands::model::run(args),
     }
 }
 

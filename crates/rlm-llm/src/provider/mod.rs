@@ -5,6 +5,8 @@
 
 mod anthropic;
 mod http;
+#[cfg(feature = "local")]
+mod local;
 mod openai;
 
 use std::future::Future;
@@ -12,6 +14,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 pub use anthropic::AnthropicProvider;
+#[cfg(feature = "local")]
+pub use local::LocalProvider;
 pub use openai::OpenAiProvider;
 
 use crate::config::{LlmConfig, ProviderKind};
@@ -40,8 +44,12 @@ pub trait Provider: Send + Sync {
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, LlmError>>;
 }
 
-/// Builds the HTTP provider `config` names. Fails when no API key was found.
+/// Builds the HTTP provider `config` names (or, for `local`, loads the
+/// embedded model). Fails when no API key was found.
 pub fn http_provider(config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> {
+    if config.provider == ProviderKind::Local {
+        return local_provider(config);
+    }
     let key = config
         .api_key
         .clone()
@@ -64,7 +72,22 @@ pub fn http_provider(config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> 
             key,
             &config.anthropic_version,
         )),
+        ProviderKind::Local => return local_provider(config),
     })
+}
+
+/// The embedded model (`rlm-local`, llama.cpp in-process).
+#[cfg(feature = "local")]
+fn local_provider(config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> {
+    Ok(Box::new(LocalProvider::from_config(config)?))
+}
+
+/// Without the `local` feature there is no embedded model to run.
+#[cfg(not(feature = "local"))]
+fn local_provider(_config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> {
+    Err(LlmError::Config(
+        "this rlm was built without the local model: reinstall with `--features local-model`, or set RLM_PROVIDER to openai, azure or anthropic".into(),
+    ))
 }
 
 /// Parses `Retry-After` / `retry-after-ms`: seconds, milliseconds, or an

@@ -1,0 +1,652 @@
+//! In-process inference with llama.cpp: one worker thread owns the model and
+//! its context and decodes every admitted request together (continuous
+//! batching over parallel sequences of one unified KV cache).
+//!
+//! On a CPU, generating one token for four sequences costs little more than
+//! for one (the weights are read once per step), so `llm_query_batched`
+//! fan-out runs at several times the single-request rate. Requests beyond
+//! the parallel slots, or whose prompt plus answer would not fit the free
+//! cache, wait in a FIFO queue.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use tokio::sync::oneshot;
+
+use crate::LocalError;
+use crate::gguf::read_header;
+
+/// Settings of the local model. [`LocalModelOptions::from_env`] reads the
+/// `RLM_LOCAL_*` variables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalModelOptions {
+    /// KV cache size in tokens, shared by all parallel sequences
+    /// (`RLM_LOCAL_CONTEXT`, default 16384; capped at the model's training
+    /// context).
+    pub context_tokens: u32,
+    /// Sequences decoded together (`RLM_LOCAL_PARALLEL`, default 4).
+    pub parallel: u32,
+    /// CPU threads (`RLM_LOCAL_THREADS`, default: all cores).
+    pub threads: i32,
+    /// Tokens per decode step (prompt chunks plus one per generating sequence).
+    pub batch_tokens: u32,
+    /// Output cap when a request sets none (`RLM_LOCAL_MAX_OUTPUT_TOKENS`, default 1024).
+    pub default_max_tokens: u32,
+    /// Temperature when a request sets none (default 0.2: a small model at
+    /// temperature 0 tends to repeat itself word for word).
+    pub default_temperature: f32,
+    /// Repetition penalty over the last `repeat_last_n` tokens (default 1.1).
+    pub repeat_penalty: f32,
+    /// Window of the repetition penalty (default 64 tokens).
+    pub repeat_last_n: i32,
+    /// Sampling seed (`RLM_LOCAL_SEED`, default 42): the same request gets
+    /// the same answer.
+    pub seed: u32,
+}
+
+impl Default for LocalModelOptions {
+    fn default() -> Self {
+        LocalModelOptions {
+            context_tokens: 16_384,
+            parallel: 4,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get() as i32),
+            batch_tokens: 512,
+            default_max_tokens: 1024,
+            default_temperature: 0.2,
+            repeat_penalty: 1.1,
+            repeat_last_n: 64,
+            seed: 42,
+        }
+    }
+}
+
+impl LocalModelOptions {
+    /// Defaults overridden by `RLM_LOCAL_CONTEXT`, `RLM_LOCAL_PARALLEL`,
+    /// `RLM_LOCAL_THREADS`, `RLM_LOCAL_MAX_OUTPUT_TOKENS`, `RLM_LOCAL_SEED`.
+    pub fn from_env() -> Result<Self, LocalError> {
+        Self::from_env_with(|name| std::env::var(name).ok())
+    }
+
+    /// [`LocalModelOptions::from_env`] with an explicit lookup.
+    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Result<Self, LocalError> {
+        fn parse<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
+            env: &dyn Fn(&str) -> Option<String>,
+            name: &str,
+            min: T,
+            max: T,
+        ) -> Result<Option<T>, LocalError> {
+            let Some(raw) = env(name).filter(|v| !v.trim().is_empty()) else {
+                return Ok(None);
+            };
+            match raw.trim().parse::<T>() {
+                Ok(v) if v >= min && v <= max => Ok(Some(v)),
+                _ => Err(LocalError::Config(format!(
+                    "{name}='{raw}' must be a whole number from {min} to {max}"
+                ))),
+            }
+        }
+        let mut o = LocalModelOptions::default();
+        if let Some(v) = parse(&env, "RLM_LOCAL_CONTEXT", 512u32, 1_048_576)? {
+            o.context_tokens = v;
+        }
+        if let Some(v) = parse(&env, "RLM_LOCAL_PARALLEL", 1u32, 64)? {
+            o.parallel = v;
+        }
+        if let Some(v) = parse(&env, "RLM_LOCAL_THREADS", 1i32, 1024)? {
+            o.threads = v;
+        }
+        if let Some(v) = parse(&env, "RLM_LOCAL_MAX_OUTPUT_TOKENS", 1u32, 1_048_576)? {
+            o.default_max_tokens = v;
+        }
+        if let Some(v) = parse(&env, "RLM_LOCAL_SEED", 0u32, u32::MAX)? {
+            o.seed = v;
+        }
+        Ok(o)
+    }
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+/// A chat completion request for the local model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerateRequest {
+    /// The conversation, rendered with the model's own chat template.
+    pub turns: Vec<Turn>,
+    /// Output cap; [`LocalModelOptions::default_max_tokens`] when `None`.
+    pub max_tokens: Option<u32>,
+    /// Temperature; [`LocalModelOptions::default_temperature`] when `None`.
+    /// 0 is greedy.
+    pub temperature: Option<f32>,
+    /// Generation ends before any of these strings.
+    pub stop: Vec<String>,
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// End-of-turn token or a stop string.
+    Stop,
+    /// The output cap (or the context window) was reached.
+    Length,
+}
+
+/// The answer to a [`GenerateRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    /// The generated text (stop string excluded).
+    pub text: String,
+    /// Prompt tokens after the chat template, by the model's tokenizer.
+    pub prompt_tokens: u32,
+    /// Generated tokens.
+    pub output_tokens: u32,
+    /// Why it ended.
+    pub finish: Finish,
+    /// Time waiting for a free sequence slot.
+    pub queued: Duration,
+    /// Time from admission to the first generated token (prompt processing).
+    pub prompt_time: Duration,
+    /// Time from the first to the last generated token.
+    pub generation_time: Duration,
+}
+
+struct Job {
+    request: GenerateRequest,
+    submitted: Instant,
+    reply: oneshot::Sender<Result<Generation, LocalError>>,
+}
+
+/// A GGUF model running in this process. Cheap to share behind an `Arc`;
+/// requests from any thread are queued to the one worker that owns the
+/// llama.cpp context. Dropping the last handle stops the worker once the
+/// requests in flight are answered.
+pub struct LocalModel {
+    name: String,
+    path: PathBuf,
+    context_tokens: u32,
+    parallel: u32,
+    load_time: Duration,
+    jobs: mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("context_tokens", &self.context_tokens)
+            .field("parallel", &self.parallel)
+            .finish()
+    }
+}
+
+fn backend() -> Result<&'static LlamaBackend, LocalError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp logs every tensor at load time; rlm's stderr is for people.
+            llama_cpp_2::send_logs_to_tracing(
+                llama_cpp_2::LogOptions::default().with_logs_enabled(false),
+            );
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| LocalError::Inference(format!("cannot start llama.cpp: {e}")))
+}
+
+impl LocalModel {
+    /// Loads the GGUF at `path` (blocking: about a second for a 1 GB file
+    /// once it is in the page cache) and starts the worker. A missing file is
+    /// [`LocalError::ModelMissing`]; a file that is not a GGUF or that
+    /// llama.cpp cannot load is [`LocalError::CorruptModel`] /
+    /// [`LocalError::Load`].
+    pub fn load(path: &Path, options: LocalModelOptions) -> Result<Self, LocalError> {
+        read_header(path)?;
+        let backend = backend()?;
+        let started = Instant::now();
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<u32, LocalError>>();
+        let worker_path = path.to_path_buf();
+        let worker_options = options.clone();
+        std::thread::Builder::new()
+            .name("rlm-local-llama".into())
+            .spawn(move || worker(backend, &worker_path, worker_options, inbox, ready_tx))
+            .map_err(LocalError::io("cannot start the inference thread"))?;
+        let context_tokens = ready_rx.recv().map_err(|_| {
+            LocalError::Inference("the inference thread died while loading".into())
+        })??;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "local".to_string());
+        Ok(LocalModel {
+            name,
+            path: path.to_path_buf(),
+            context_tokens,
+            parallel: options.parallel,
+            load_time: started.elapsed(),
+            jobs,
+        })
+    }
+
+    /// The model's name: its file name without `.gguf`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The GGUF file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The KV cache size in tokens (the context window of one request).
+    pub fn context_tokens(&self) -> u32 {
+        self.context_tokens
+    }
+
+    /// Sequences decoded together.
+    pub fn parallel(&self) -> u32 {
+        self.parallel
+    }
+
+    /// How long [`LocalModel::load`] took.
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    /// Answers one request. Requests beyond the parallel slots wait their
+    /// turn; dropping the future withdraws the request (its sequence is freed
+    /// at the next decode step).
+    pub async fn generate(&self, request: GenerateRequest) -> Result<Generation, LocalError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job {
+                request,
+                submitted: Instant::now(),
+                reply,
+            })
+            .map_err(|_| LocalError::Inference("the inference thread has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| LocalError::Inference("the inference thread has stopped".into()))?
+    }
+}
+
+/// A request being decoded in one sequence of the shared cache.
+struct Slot {
+    seq: i32,
+    job: Job,
+    admitted: Instant,
+    first_token: Option<Instant>,
+    prompt: Vec<LlamaToken>,
+    /// Prompt tokens already decoded.
+    fed: usize,
+    /// The sampled token still to be decoded (after the prompt is in).
+    next: Option<LlamaToken>,
+    /// Index in the current batch whose logits belong to this slot.
+    logits_at: Option<i32>,
+    sampler: LlamaSampler,
+    output: Vec<u8>,
+    output_tokens: u32,
+    max_tokens: u32,
+    /// Cells reserved in the cache: prompt + max output.
+    reserved: u32,
+}
+
+enum Outcome {
+    Continue,
+    Done(Finish),
+}
+
+fn worker(
+    backend: &'static LlamaBackend,
+    path: &Path,
+    options: LocalModelOptions,
+    inbox: mpsc::Receiver<Job>,
+    ready: mpsc::Sender<Result<u32, LocalError>>,
+) {
+    let model = match LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = ready.send(Err(LocalError::Load {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            }));
+            return;
+        }
+    };
+    let n_ctx = options.context_tokens.min(model.n_ctx_train().max(512));
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(n_ctx))
+        .with_n_batch(options.batch_tokens)
+        .with_n_ubatch(options.batch_tokens)
+        .with_n_seq_max(options.parallel)
+        .with_kv_unified(true)
+        .with_n_threads(options.threads)
+        .with_n_threads_batch(options.threads);
+    let mut ctx = match model.new_context(backend, params) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = ready.send(Err(LocalError::Load {
+                path: path.to_path_buf(),
+                detail: format!("cannot create a {n_ctx}-token context: {e}"),
+            }));
+            return;
+        }
+    };
+    // The chat template the model was trained with; ChatML (Qwen, many
+    // others) when the file carries none.
+    let template = model
+        .chat_template(None)
+        .or_else(|_| LlamaChatTemplate::new("chatml"))
+        .expect("chatml is a valid template name");
+    let _ = ready.send(Ok(n_ctx));
+
+    let mut batch = LlamaBatch::new(options.batch_tokens as usize, 1);
+    let mut free_seqs: Vec<i32> = (0..options.parallel as i32).rev().collect();
+    let mut pending: VecDeque<Job> = VecDeque::new();
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut reserved_cells: u32 = 0;
+    let mut inbox_open = true;
+
+    loop {
+        // Wait for work when idle; otherwise take whatever arrived.
+        if slots.is_empty() && pending.is_empty() {
+            if !inbox_open {
+                return;
+            }
+            match inbox.recv() {
+                Ok(job) => pending.push_back(job),
+                Err(_) => return,
+            }
+        }
+        loop {
+            match inbox.try_recv() {
+                Ok(job) => pending.push_back(job),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    inbox_open = false;
+                    break;
+                }
+            }
+        }
+
+        // Withdrawn requests free their sequence.
+        pending.retain(|job| !job.reply.is_closed());
+        slots.retain(|slot| {
+            if slot.job.reply.is_closed() {
+                let _ = ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
+                free_seqs.push(slot.seq);
+                reserved_cells -= slot.reserved;
+                false
+            } else {
+                true
+            }
+        });
+
+        // Admit in arrival order while a sequence and enough cache are free.
+        while let Some(job) = pending.front() {
+            let Some(&seq) = free_seqs.last() else { break };
+            let prompt = match render_prompt(&model, &template, &job.request.turns) {
+                Ok(p) => p,
+                Err(e) => {
+                    let job = pending.pop_front().expect("front exists");
+                    let _ = job.reply.send(Err(e));
+                    continue;
+                }
+            };
+            let prompt_tokens = prompt.len() as u32;
+            if prompt_tokens + 1 > n_ctx {
+                let job = pending.pop_front().expect("front exists");
+                let _ = job.reply.send(Err(LocalError::ContextExceeded {
+                    prompt_tokens,
+                    window: n_ctx,
+                }));
+                continue;
+            }
+            let wanted = job
+                .request
+                .max_tokens
+                .unwrap_or(options.default_max_tokens)
+                .max(1);
+            let max_tokens = wanted.min(n_ctx - prompt_tokens);
+            let reserved = prompt_tokens + max_tokens;
+            if reserved_cells + reserved > n_ctx && !slots.is_empty() {
+                // Wait for running sequences to finish and free the cache.
+                break;
+            }
+            let job = pending.pop_front().expect("front exists");
+            free_seqs.pop();
+            reserved_cells += reserved;
+            let temperature = job
+                .request
+                .temperature
+                .unwrap_or(options.default_temperature);
+            slots.push(Slot {
+                seq,
+                sampler: sampler(&model, &options, temperature),
+                admitted: Instant::now(),
+                first_token: None,
+                prompt,
+                fed: 0,
+                next: None,
+                logits_at: None,
+                output: Vec::new(),
+                output_tokens: 0,
+                max_tokens,
+                reserved,
+                job,
+            });
+        }
+        if slots.is_empty() {
+            continue;
+        }
+
+        // One decode step: a token for every generating sequence, then
+        // prompt chunks in admission order.
+        batch.clear();
+        let capacity = options.batch_tokens as usize;
+        for slot in &mut slots {
+            slot.logits_at = None;
+            if let Some(token) = slot.next {
+                let pos = (slot.prompt.len() as u32 + slot.output_tokens - 1) as i32;
+                slot.logits_at = Some(batch.n_tokens());
+                batch
+                    .add(token, pos, &[slot.seq], true)
+                    .expect("the batch holds a token per sequence");
+            }
+        }
+        for slot in &mut slots {
+            if slot.fed == slot.prompt.len() {
+                continue;
+            }
+            let room = capacity - batch.n_tokens() as usize;
+            if room == 0 {
+                break;
+            }
+            let end = (slot.fed + room).min(slot.prompt.len());
+            for i in slot.fed..end {
+                let last = i + 1 == slot.prompt.len();
+                if last {
+                    slot.logits_at = Some(batch.n_tokens());
+                }
+                batch
+                    .add(slot.prompt[i], i as i32, &[slot.seq], last)
+                    .expect("room was checked");
+            }
+            slot.fed = end;
+        }
+
+        if let Err(e) = ctx.decode(&mut batch) {
+            // Nothing in this step can be trusted: fail every request in it.
+            for slot in slots.drain(..) {
+                let _ = ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
+                free_seqs.push(slot.seq);
+                let _ = slot.job.reply.send(Err(LocalError::Inference(format!(
+                    "llama.cpp decode failed: {e}"
+                ))));
+            }
+            reserved_cells = 0;
+            continue;
+        }
+
+        let vocab = model.vocab();
+        let mut finished = Vec::new();
+        for (index, slot) in slots.iter_mut().enumerate() {
+            let Some(at) = slot.logits_at else { continue };
+            let token = slot.sampler.sample(&ctx, at);
+            let now = Instant::now();
+            slot.first_token.get_or_insert(now);
+            let outcome = if vocab.is_eog(token) {
+                Outcome::Done(Finish::Stop)
+            } else {
+                slot.output_tokens += 1;
+                slot.output
+                    .extend_from_slice(&vocab.token_to_piece(token, false, None));
+                if cut_at_stop(&mut slot.output, &slot.job.request.stop) {
+                    Outcome::Done(Finish::Stop)
+                } else if slot.output_tokens >= slot.max_tokens {
+                    Outcome::Done(Finish::Length)
+                } else {
+                    slot.next = Some(token);
+                    Outcome::Continue
+                }
+            };
+            if let Outcome::Done(finish) = outcome {
+                finished.push((index, finish));
+            }
+        }
+        for (index, finish) in finished.into_iter().rev() {
+            let slot = slots.swap_remove(index);
+            let _ = ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
+            free_seqs.push(slot.seq);
+            reserved_cells -= slot.reserved;
+            let first = slot.first_token.unwrap_or(slot.admitted);
+            let generation = Generation {
+                text: String::from_utf8_lossy(&slot.output).into_owned(),
+                prompt_tokens: slot.prompt.len() as u32,
+                output_tokens: slot.output_tokens,
+                finish,
+                queued: slot.admitted.duration_since(slot.job.submitted),
+                prompt_time: first.duration_since(slot.admitted),
+                generation_time: first.elapsed(),
+            };
+            let _ = slot.job.reply.send(Ok(generation));
+        }
+    }
+}
+
+/// The conversation through the model's chat template, tokenized.
+fn render_prompt(
+    model: &LlamaModel,
+    template: &LlamaChatTemplate,
+    turns: &[Turn],
+) -> Result<Vec<LlamaToken>, LocalError> {
+    let messages = turns
+        .iter()
+        .map(|t| {
+            // C strings: a NUL inside a message would end it early.
+            LlamaChatMessage::new(t.role.clone(), t.content.replace('\0', ""))
+                .map_err(|e| LocalError::Inference(format!("bad message: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let text = model
+        .apply_chat_template(template, &messages, true)
+        .map_err(|e| LocalError::Inference(format!("cannot apply the chat template: {e}")))?;
+    let tokens = model.vocab().tokenize(text.as_bytes(), true, true);
+    if tokens.is_empty() {
+        return Err(LocalError::Inference("the prompt is empty".into()));
+    }
+    Ok(tokens)
+}
+
+fn sampler(model: &LlamaModel, options: &LocalModelOptions, temperature: f32) -> LlamaSampler {
+    let penalties = LlamaSampler::penalties(
+        model.n_vocab(),
+        options.repeat_last_n,
+        options.repeat_penalty,
+        0.0,
+        0.0,
+    );
+    if temperature <= 0.0 {
+        LlamaSampler::chain_simple([penalties, LlamaSampler::greedy()])
+    } else {
+        LlamaSampler::chain_simple([
+            penalties,
+            LlamaSampler::top_k(40),
+            LlamaSampler::top_p(0.95, 1),
+            LlamaSampler::temp(temperature),
+            LlamaSampler::dist(options.seed),
+        ])
+    }
+}
+
+/// Truncates `output` before the first stop string it contains; true if one
+/// was found.
+fn cut_at_stop(output: &mut Vec<u8>, stops: &[String]) -> bool {
+    let cut = stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| output.windows(s.len()).position(|w| w == s.as_bytes()))
+        .min();
+    match cut {
+        Some(at) => {
+            output.truncate(at);
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_strings_cut_the_output_at_the_earliest_match() {
+        let mut out = b"answer\nFINAL(x)\n```".to_vec();
+        assert!(cut_at_stop(&mut out, &["```".into(), "\nFINAL".into()]));
+        assert_eq!(out, b"answer");
+        let mut out = b"no stop here".to_vec();
+        assert!(!cut_at_stop(&mut out, &["".into(), "zzz".into()]));
+        assert_eq!(out, b"no stop here");
+    }
+
+    #[test]
+    fn options_from_env_validate_ranges() {
+        let o = LocalModelOptions::from_env_with(|n| match n {
+            "RLM_LOCAL_CONTEXT" => Some("32768".into()),
+            "RLM_LOCAL_PARALLEL" => Some("2".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!((o.context_tokens, o.parallel), (32768, 2));
+        let err = LocalModelOptions::from_env_with(|n| {
+            (n == "RLM_LOCAL_PARALLEL").then(|| "0".to_string())
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("RLM_LOCAL_PARALLEL='0'"), "{err}");
+        let err = LocalModelOptions::from_env_with(|n| {
+            (n == "RLM_LOCAL_CONTEXT").then(|| "lots".to_string())
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("RLM_LOCAL_CONTEXT"), "{err}");
+    }
+}

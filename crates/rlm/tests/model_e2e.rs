@@ -1,0 +1,134 @@
+//! End to end on the real local model: index a small corpus with one planted
+//! fact, `rlm ask` about it with `RLM_PROVIDER=local`, and check that the
+//! loop ran to completion (an answer committed, a complete trace, exact
+//! token accounting at zero cost).
+//!
+//! Runs only with `--features local-model` and when the model file is
+//! present (`rlm model pull`, or `RLM_LOCAL_MODEL`); otherwise it is skipped
+//! with a message. CPU inference: minutes, not seconds.
+
+#![cfg(feature = "local-model")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const CLEARED: &[&str] = &[
+    "RLM_PROVIDER",
+    "RLM_BASE_URL",
+    "RLM_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "RLM_PRIMARY_MODEL",
+    "RLM_SUB_MODEL",
+    "RLM_STORE",
+    "RLM_SANDBOX_WORKER",
+];
+
+fn model_file() -> Option<PathBuf> {
+    let path = rlm_local::configured_model_path().ok()?;
+    path.is_file().then_some(path)
+}
+
+fn rlm(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
+    cmd.args(args).current_dir(cwd);
+    for var in CLEARED {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.output().expect("rlm runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
+    let Some(model) = model_file() else {
+        eprintln!("skipped: no local model file (run `rlm model pull` or set RLM_LOCAL_MODEL)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("facilities.txt"),
+        "Facilities update.\nThe cafeteria reopens on Monday after the renovation.\nParking permits must be renewed every March.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("security.txt"),
+        "Security memo.\nThe vault access code for the Lisbon office is 8316.\nVisitors must sign in at the front desk.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("hr.txt"),
+        "HR notes.\nThe annual review cycle starts in October.\nRemote work requests go to your manager.\n",
+    )
+    .unwrap();
+    let o = rlm(dir.path(), &["index", "docs", "--store", "store"], &[]);
+    assert!(o.status.success(), "index: {}", text(&o.stderr));
+
+    let model = model.to_str().unwrap().to_string();
+    let o = rlm(
+        dir.path(),
+        &[
+            "ask",
+            "What is the vault access code for the Lisbon office?",
+            "--store",
+            "store",
+            "--json",
+            "--trace",
+            "run.jsonl",
+            "--max-iterations",
+            "6",
+            "--max-llm-calls",
+            "12",
+        ],
+        &[("RLM_PROVIDER", "local"), ("RLM_LOCAL_MODEL", &model)],
+    );
+    let stderr = text(&o.stderr);
+    assert!(o.status.success(), "ask failed: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&o.stdout)));
+    let answer = v["answer"].as_str().unwrap_or_default();
+    eprintln!(
+        "local model answer (partial: {}): {answer}\nusage: {}",
+        v["partial"], v["usage"]
+    );
+    assert!(!answer.trim().is_empty(), "an answer was committed");
+    assert!(v["usage"]["calls"].as_u64().unwrap() >= 1);
+    assert_eq!(
+        v["usage"]["cost_usd"], 0.0,
+        "local calls cost nothing: {}",
+        v["usage"]
+    );
+    assert_eq!(
+        v["usage"]["estimated"], false,
+        "tokens counted by the model's tokenizer"
+    );
+    assert!(v["usage"]["input_tokens"].as_u64().unwrap() > 100);
+
+    // The trace is complete: it starts, has model exchanges with exact
+    // token counts, and finishes.
+    let trace = std::fs::read_to_string(dir.path().join("run.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("trace line is JSON"))
+        .collect();
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"run_started"), "{types:?}");
+    assert_eq!(types.last(), Some(&"run_finished"), "{types:?}");
+    assert!(types.contains(&"llm_response"), "{types:?}");
+    assert!(
+        types.contains(&"final") || v["partial"] == true,
+        "either FINAL was committed or the engine synthesized a partial answer: {types:?}"
+    );
+    let right = answer.contains("8316");
+    eprintln!("planted fact found: {right}");
+}
