@@ -1,0 +1,104 @@
+//! The real model in-process (feature `llama`): runs only when the model
+//! file is present (`rlm model pull` or RLM_LOCAL_MODEL); skipped otherwise.
+//! Prints load time and prompt/generation speed (single and 4 in parallel).
+
+#![cfg(feature = "llama")]
+
+use std::time::Instant;
+
+use rlm_local::{GenerateRequest, LocalModel, LocalModelOptions, Turn};
+
+fn request(question: &str) -> GenerateRequest {
+    GenerateRequest {
+        turns: vec![
+            Turn {
+                role: "system".into(),
+                content: "You are a concise assistant.".into(),
+            },
+            Turn {
+                role: "user".into(),
+                content: question.into(),
+            },
+        ],
+        max_tokens: Some(64),
+        temperature: Some(0.0),
+        stop: vec![],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_model_answers_alone_and_in_parallel() {
+    let path = match rlm_local::configured_model_path() {
+        Ok(p) if p.is_file() => p,
+        _ => {
+            eprintln!("skipped: no local model file (run `rlm model pull` or set RLM_LOCAL_MODEL)");
+            return;
+        }
+    };
+    let model = LocalModel::load(&path, LocalModelOptions::default()).unwrap();
+    eprintln!(
+        "load: {:?} (context {} tokens)",
+        model.load_time(),
+        model.context_tokens()
+    );
+
+    let g = model
+        .generate(request("What is 2 + 3? Reply with just the number."))
+        .await
+        .unwrap();
+    eprintln!(
+        "single: {:?} | prompt {} tok in {:?} ({:.1} tok/s) | output {} tok in {:?} ({:.1} tok/s)",
+        g.text,
+        g.prompt_tokens,
+        g.prompt_time,
+        g.prompt_tokens as f64 / g.prompt_time.as_secs_f64(),
+        g.output_tokens,
+        g.generation_time,
+        g.output_tokens.saturating_sub(1) as f64 / g.generation_time.as_secs_f64().max(1e-9),
+    );
+    assert!(g.text.contains('5'), "{:?}", g.text);
+    assert!(g.prompt_tokens > 10);
+
+    let mut long = request("Write a 12-line poem about the sea.");
+    long.max_tokens = Some(128);
+    let g = model.generate(long).await.unwrap();
+    eprintln!(
+        "long: prompt {} tok in {:?} ({:.1} tok/s) | output {} tok in {:?} ({:.1} tok/s)",
+        g.prompt_tokens,
+        g.prompt_time,
+        g.prompt_tokens as f64 / g.prompt_time.as_secs_f64(),
+        g.output_tokens,
+        g.generation_time,
+        g.output_tokens.saturating_sub(1) as f64 / g.generation_time.as_secs_f64().max(1e-9),
+    );
+
+    let started = Instant::now();
+    let questions = [
+        "Name a primary color.",
+        "What is the capital of France?",
+        "Say hello in Spanish.",
+        "What is 10 * 10?",
+    ];
+    let answers = futures_join(&model, &questions).await;
+    let wall = started.elapsed();
+    let out: u32 = answers.iter().map(|g| g.output_tokens).sum();
+    eprintln!(
+        "parallel x4: {out} output tokens in {wall:?} ({:.1} tok/s aggregate)",
+        out as f64 / wall.as_secs_f64()
+    );
+    for (q, a) in questions.iter().zip(&answers) {
+        eprintln!("  {q} -> {:?}", a.text);
+        assert!(!a.text.trim().is_empty());
+    }
+    assert!(answers[1].text.contains("Paris"), "{:?}", answers[1].text);
+}
+
+async fn futures_join(model: &LocalModel, questions: &[&str]) -> Vec<rlm_local::Generation> {
+    let (a, b, c, d) = tokio::join!(
+        model.generate(request(questions[0])),
+        model.generate(request(questions[1])),
+        model.generate(request(questions[2])),
+        model.generate(request(questions[3])),
+    );
+    vec![a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()]
+}
