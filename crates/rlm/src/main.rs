@@ -29,7 +29,7 @@ struct Cli {
 enum Command {
     /// Ingest files and folders into a store (incremental, atomic).
     Index(commands::corpus::IndexArgs),
-    /// BM25 search over the chunks of a store.
+    /// Search the chunks of a store (BM25, vector or hybrid).
     Search(commands::corpus::SearchArgs),
     /// Show one chunk or one document by id.
     Show(commands::corpus::ShowArgs),
