@@ -298,7 +298,7 @@ async fn bench_memory() {
     let out = loop {
         tokio::select! {
             o = &mut output => break o.unwrap().unwrap(),
-            _ = tokio::time::sleep(Duration::from_millis(20)) => {
+            _ = tokio::time::sleep(Duration::from_millis(2)) => {
                 let parent = rss_kb(pid);
                 let tree = parent + children_of(pid).into_iter().map(rss_kb).sum::<u64>();
                 peak_parent = peak_parent.max(parent);

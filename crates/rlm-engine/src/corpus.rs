@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rlm_corpus::Store;
-use rlm_sandbox::{DocumentRecord, InputValue};
+use rlm_sandbox::{InputValue, Piece, SourceDocument, TextSource};
 use serde::{Deserialize, Serialize};
 
 use crate::citations::{CitationSource, SourceChunk};
@@ -48,11 +48,11 @@ pub struct CorpusDocument {
     pub chars: u64,
     /// Chunks in the store.
     pub chunk_count: u32,
-    /// The extracted text.
-    pub text: String,
 }
 
-/// All documents of a store, loaded once per question.
+/// The documents of a store, listed once per question. Texts stay in the
+/// store and are read one at a time when a sandbox session starts (see
+/// [`Corpus::texts`]), so a 100 MB corpus is never held by the engine.
 #[derive(Debug)]
 pub struct Corpus {
     store: Arc<Store>,
@@ -66,18 +66,16 @@ pub fn document_header(index: usize, path: &str) -> String {
 }
 
 impl Corpus {
-    /// Loads every document's text from the store.
+    /// Lists the store's documents (their texts are read on demand).
     pub fn load(store: Arc<Store>) -> Result<Self, rlm_corpus::CorpusError> {
         let mut docs = Vec::new();
         for (index, d) in store.documents()?.into_iter().enumerate() {
-            let text = store.document_text(&d.id)?;
             docs.push(CorpusDocument {
                 index,
                 chars: d.chars,
                 chunk_count: d.chunk_count,
                 id: d.id,
                 path: d.path,
-                text,
             });
         }
         let index_of = docs.iter().map(|d| (d.id.clone(), d.index)).collect();
@@ -108,30 +106,41 @@ impl Corpus {
         self.index_of.get(doc_id).copied()
     }
 
-    /// `context` in the given shape.
+    /// The text of document `index`, read from the store.
+    pub fn document_text(&self, index: usize) -> Result<String, String> {
+        let d = self
+            .docs
+            .get(index)
+            .ok_or_else(|| format!("there is no document {index}"))?;
+        self.store
+            .document_text(&d.id)
+            .map_err(|e| format!("cannot read the text of {}: {e}", d.path))
+    }
+
+    /// The document texts as a sandbox [`TextSource`] (text `i` = document `i`),
+    /// read from the store while a session starts.
+    pub fn texts(self: &Arc<Self>) -> Arc<dyn TextSource> {
+        Arc::new(CorpusTexts(Arc::clone(self)))
+    }
+
+    /// `context` in the given shape, built by the sandbox worker from
+    /// [`Corpus::texts`]: in the string shape each document is
+    /// `[DOCUMENT i: path]`, a newline, its text and a blank line.
     pub fn context_value(&self, shape: ContextShape) -> InputValue {
         match shape {
             ContextShape::String => {
-                let cap = self
-                    .docs
-                    .iter()
-                    .map(|d| d.text.len() + d.path.len() + 32)
-                    .sum();
-                let mut s = String::with_capacity(cap);
+                let mut pieces = Vec::with_capacity(self.docs.len() * 3);
                 for d in &self.docs {
-                    s.push_str(&document_header(d.index, &d.path));
-                    s.push('\n');
-                    s.push_str(&d.text);
-                    if !d.text.ends_with('\n') {
-                        s.push('\n');
-                    }
-                    s.push('\n');
+                    pieces.push(Piece::Literal(format!(
+                        "{}\n",
+                        document_header(d.index, &d.path)
+                    )));
+                    pieces.push(Piece::Text(d.index));
+                    pieces.push(Piece::Literal("\n\n".into()));
                 }
-                InputValue::Text(s)
+                InputValue::Assembled(pieces)
             }
-            ContextShape::List => {
-                InputValue::TextList(self.docs.iter().map(|d| d.text.clone()).collect())
-            }
+            ContextShape::List => InputValue::SourceTexts,
         }
     }
 
@@ -142,26 +151,23 @@ impl Corpus {
             ContextShape::String => self
                 .docs
                 .iter()
-                .map(|d| {
-                    let header = document_header(d.index, &d.path).chars().count() as u64;
-                    header + 1 + d.chars + u64::from(!d.text.ends_with('\n')) + 1
-                })
+                .map(|d| document_header(d.index, &d.path).chars().count() as u64 + 1 + d.chars + 2)
                 .sum(),
         }
     }
 
-    /// `documents` for the REPL.
+    /// `documents` for the REPL (texts from [`Corpus::texts`]).
     pub fn document_records(&self) -> InputValue {
-        InputValue::Documents(
+        InputValue::SourceDocuments(
             self.docs
                 .iter()
-                .map(|d| DocumentRecord {
+                .map(|d| SourceDocument {
                     index: d.index as u64,
                     name: d.path.clone(),
                     id: d.id.clone(),
                     chars: d.chars,
                     chunk_count: u64::from(d.chunk_count),
-                    text: d.text.clone(),
+                    text: d.index,
                 })
                 .collect(),
         )
@@ -196,6 +202,20 @@ impl Corpus {
             byte_end: c.byte_end,
             text: c.text,
         })
+    }
+}
+
+/// [`Corpus`] texts handed to the sandbox one document at a time.
+#[derive(Debug)]
+struct CorpusTexts(Arc<Corpus>);
+
+impl TextSource for CorpusTexts {
+    fn count(&self) -> usize {
+        self.0.docs.len()
+    }
+
+    fn text(&self, index: usize) -> Result<String, String> {
+        self.0.document_text(index)
     }
 }
 

@@ -1081,6 +1081,14 @@ fn input_sizes(v: &InputValue) -> (String, Vec<u64>) {
             d.iter().map(|d| d.chars).collect(),
         ),
         InputValue::Json(j) => ("a JSON value".into(), vec![j.to_string().len() as u64]),
+        // Corpus-backed inputs are only built for the corpus itself, never
+        // handed to a child agent; described generically all the same.
+        InputValue::Assembled(_) => ("a string".into(), Vec::new()),
+        InputValue::SourceTexts => ("a list of strings".into(), Vec::new()),
+        InputValue::SourceDocuments(d) => (
+            "a list of documents".into(),
+            d.iter().map(|d| d.chars).collect(),
+        ),
     }
 }
 
@@ -1093,7 +1101,11 @@ fn session_spec(ctx: &RunCtx, input: Option<&InputValue>) -> SessionSpec {
             ctx.corpus.document_records(),
         ),
     };
-    let mut spec = SessionSpec::new()
+    let mut spec = SessionSpec::new();
+    if input.is_none() {
+        spec = spec.texts(ctx.corpus.texts());
+    }
+    spec = spec
         .input("context", context)
         .input("documents", documents)
         .input("history", InputValue::Json(history_json(&ctx.session)))

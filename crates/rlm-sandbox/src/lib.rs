@@ -41,7 +41,7 @@ pub use hints::add_hint;
 pub use monty_alloc::LimitedAllocator;
 pub use session::{
     CellError, CellResult, DEFAULT_TRUNCATE_CHARS, DocumentRecord, HostCall, HostError,
-    HostFunctionKind, HostHandler, InputValue, RLM_WORKER_SUBCOMMAND, SandboxConfig, SandboxError,
-    Session, SessionSpec, WORKER_BIN, WORKER_ENV, Worker, WorkerCommand, WorkerPool,
-    truncate_output, worker_beside,
+    HostFunctionKind, HostHandler, InputValue, Piece, RLM_WORKER_SUBCOMMAND, SandboxConfig,
+    SandboxError, Session, SessionSpec, SourceDocument, TextSource, WORKER_BIN, WORKER_ENV, Worker,
+    WorkerCommand, WorkerPool, truncate_output, worker_beside,
 };

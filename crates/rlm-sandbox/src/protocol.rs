@@ -98,6 +98,28 @@ pub enum WireInput {
         /// The value.
         value: Value,
     },
+    /// One string the worker joins from literals and blobs (blobs may be
+    /// shared with other inputs).
+    Assembled {
+        /// The pieces in order.
+        pieces: Vec<WirePiece>,
+    },
+}
+
+/// A piece of a [`WireInput::Assembled`] string.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WirePiece {
+    /// Literal text.
+    Literal {
+        /// The text.
+        text: String,
+    },
+    /// The text of a blob.
+    Blob {
+        /// Blob index.
+        blob: usize,
+    },
 }
 
 /// A document record whose text travels as a blob.
@@ -310,17 +332,39 @@ pub async fn write_frame_async<W: tokio::io::AsyncWrite + Unpin>(
     header: &[u8],
     blobs: &[&[u8]],
 ) -> io::Result<()> {
+    write_frame_lazy_async(out, header, blobs.len(), |i| {
+        Ok(std::borrow::Cow::Borrowed(blobs[i]))
+    })
+    .await
+}
+
+/// Writes a frame whose blobs are produced one at a time by `blob(i)` (for
+/// `i` in `0..count`), so a large input never has to be in memory at once. An
+/// error from `blob` stops the write half-way: the stream is unusable after it.
+pub async fn write_frame_lazy_async<'a, W, F>(
+    out: &mut W,
+    header: &[u8],
+    count: usize,
+    mut blob: F,
+) -> io::Result<()>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+    F: FnMut(usize) -> io::Result<std::borrow::Cow<'a, [u8]>>,
+{
     use tokio::io::AsyncWriteExt;
     let header_len = u32::try_from(header.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "frame header too large"))?;
+    let count32 = u32::try_from(count)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "too many frame blobs"))?;
     let mut prefix = Vec::with_capacity(header.len() + 8);
     prefix.extend_from_slice(&header_len.to_le_bytes());
     prefix.extend_from_slice(header);
-    prefix.extend_from_slice(&(blobs.len() as u32).to_le_bytes());
+    prefix.extend_from_slice(&count32.to_le_bytes());
     out.write_all(&prefix).await?;
-    for blob in blobs {
-        out.write_all(&(blob.len() as u64).to_le_bytes()).await?;
-        out.write_all(blob).await?;
+    for i in 0..count {
+        let bytes = blob(i)?;
+        out.write_all(&(bytes.len() as u64).to_le_bytes()).await?;
+        out.write_all(&bytes).await?;
     }
     out.flush().await
 }

@@ -1,5 +1,6 @@
 //! The parent side: spawn workers, start sessions, run cells, answer host calls.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::future::Future;
@@ -17,7 +18,7 @@ use tokio::task::JoinSet;
 
 use crate::protocol::{
     Frame, FromWorker, ToWorker, WireCellResult, WireDocument, WireHostResult, WireInput,
-    WireLimits, read_frame_async, write_frame_async,
+    WireLimits, WirePiece, read_frame_async, write_frame_async, write_frame_lazy_async,
 };
 
 /// Environment variable naming the worker program (see [`WorkerCommand::locate`]).
@@ -148,6 +149,43 @@ pub struct DocumentRecord {
     pub text: String,
 }
 
+/// Texts that a session's inputs share, read one at a time while the session
+/// starts, so the parent never holds a whole corpus: each text is sent to the
+/// worker once, however many inputs use it (e.g. `context` and `documents`).
+pub trait TextSource: Send + Sync + std::fmt::Debug {
+    /// Number of texts.
+    fn count(&self) -> usize;
+    /// Text `index` (0-based), read when it is sent. The error says what could
+    /// not be read.
+    fn text(&self, index: usize) -> Result<String, String>;
+}
+
+/// One piece of an [`InputValue::Assembled`] string.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece {
+    /// Literal text.
+    Literal(String),
+    /// Text `i` of the spec's [`TextSource`].
+    Text(usize),
+}
+
+/// A document record whose text is text `text` of the spec's [`TextSource`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceDocument {
+    /// Position in the corpus (0-based).
+    pub index: u64,
+    /// Display name (corpus-relative path).
+    pub name: String,
+    /// Stable document id.
+    pub id: String,
+    /// Length of the text in characters.
+    pub chars: u64,
+    /// Number of chunks of the document in the store.
+    pub chunk_count: u64,
+    /// Index of the text in the spec's [`TextSource`].
+    pub text: usize,
+}
+
 /// A named value placed in the session before the first cell.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputValue {
@@ -159,6 +197,13 @@ pub enum InputValue {
     Documents(Vec<DocumentRecord>),
     /// Any JSON value as dict/list/str/int/float/bool/None.
     Json(Value),
+    /// A `str` the worker assembles from literals and source texts (a corpus
+    /// joined with headers, without the parent ever holding the joined string).
+    Assembled(Vec<Piece>),
+    /// A `list[str]` of every text of the spec's [`TextSource`], in order.
+    SourceTexts,
+    /// A `list[dict]` of documents whose texts come from the spec's [`TextSource`].
+    SourceDocuments(Vec<SourceDocument>),
 }
 
 /// Whether Python calls a host function directly or awaits it.
@@ -177,6 +222,9 @@ pub struct SessionSpec {
     pub inputs: Vec<(String, InputValue)>,
     /// Host functions by name. One name is either sync or async, never both.
     pub functions: Vec<(String, HostFunctionKind)>,
+    /// Texts the [`InputValue::Assembled`], [`InputValue::SourceTexts`] and
+    /// [`InputValue::SourceDocuments`] inputs refer to.
+    pub texts: Option<std::sync::Arc<dyn TextSource>>,
 }
 
 impl SessionSpec {
@@ -188,6 +236,12 @@ impl SessionSpec {
     /// Adds an input.
     pub fn input(mut self, name: impl Into<String>, value: InputValue) -> Self {
         self.inputs.push((name.into(), value));
+        self
+    }
+
+    /// Sets the texts that source-backed inputs refer to.
+    pub fn texts(mut self, source: std::sync::Arc<dyn TextSource>) -> Self {
+        self.texts = Some(source);
         self
     }
 
@@ -213,6 +267,31 @@ impl SessionSpec {
             if !seen.insert(name.as_str()) {
                 return Err(SandboxError::InvalidSpec(format!(
                     "{name:?} is defined twice; give each input and host function its own name"
+                )));
+            }
+        }
+        let available = self.texts.as_ref().map(|t| t.count());
+        for (name, value) in &self.inputs {
+            let used: Vec<usize> = match value {
+                InputValue::Assembled(pieces) => pieces
+                    .iter()
+                    .filter_map(|p| match p {
+                        Piece::Text(i) => Some(*i),
+                        Piece::Literal(_) => None,
+                    })
+                    .collect(),
+                InputValue::SourceTexts => Vec::new(),
+                InputValue::SourceDocuments(docs) => docs.iter().map(|d| d.text).collect(),
+                _ => continue,
+            };
+            let Some(count) = available else {
+                return Err(SandboxError::InvalidSpec(format!(
+                    "input {name:?} refers to source texts but the session has none; set them with SessionSpec::texts"
+                )));
+            };
+            if let Some(bad) = used.iter().find(|&&i| i >= count) {
+                return Err(SandboxError::InvalidSpec(format!(
+                    "input {name:?} refers to text {bad} but the source has {count}"
                 )));
             }
         }
@@ -565,19 +644,15 @@ impl Worker {
         spec: &SessionSpec,
     ) -> Result<Session, SandboxError> {
         spec.validate()?;
-        let mut blobs: Vec<&[u8]> = Vec::new();
-        fn push<'a>(blobs: &mut Vec<&'a [u8]>, s: &'a str) -> usize {
-            blobs.push(s.as_bytes());
-            blobs.len() - 1
-        }
+        let mut blobs = FrameBlobs::default();
         let mut inputs = Vec::with_capacity(spec.inputs.len());
         for (name, value) in &spec.inputs {
             let wire = match value {
                 InputValue::Text(s) => WireInput::Text {
-                    blob: push(&mut blobs, s),
+                    blob: blobs.bytes(s),
                 },
                 InputValue::TextList(list) => WireInput::TextList {
-                    blobs: list.iter().map(|s| push(&mut blobs, s)).collect(),
+                    blobs: list.iter().map(|s| blobs.bytes(s)).collect(),
                 },
                 InputValue::Documents(docs) => WireInput::Documents {
                     docs: docs
@@ -588,11 +663,40 @@ impl Worker {
                             id: d.id.clone(),
                             chars: d.chars,
                             chunk_count: d.chunk_count,
-                            text_blob: push(&mut blobs, &d.text),
+                            text_blob: blobs.bytes(&d.text),
                         })
                         .collect(),
                 },
                 InputValue::Json(v) => WireInput::Json { value: v.clone() },
+                InputValue::Assembled(pieces) => WireInput::Assembled {
+                    pieces: pieces
+                        .iter()
+                        .map(|p| match p {
+                            Piece::Literal(text) => WirePiece::Literal { text: text.clone() },
+                            Piece::Text(i) => WirePiece::Blob {
+                                blob: blobs.source(*i),
+                            },
+                        })
+                        .collect(),
+                },
+                InputValue::SourceTexts => WireInput::TextList {
+                    blobs: (0..spec.texts.as_ref().map_or(0, |t| t.count()))
+                        .map(|i| blobs.source(i))
+                        .collect(),
+                },
+                InputValue::SourceDocuments(docs) => WireInput::Documents {
+                    docs: docs
+                        .iter()
+                        .map(|d| WireDocument {
+                            index: d.index,
+                            name: d.name.clone(),
+                            id: d.id.clone(),
+                            chars: d.chars,
+                            chunk_count: d.chunk_count,
+                            text_blob: blobs.source(d.text),
+                        })
+                        .collect(),
+                },
             };
             inputs.push((name.clone(), wire));
         }
@@ -610,7 +714,41 @@ impl Worker {
                 max_recursion_depth: config.max_recursion_depth,
             },
         };
-        self.send(&msg, &blobs).await?;
+        let header = serde_json::to_vec(&msg).map_err(|e| SandboxError::Protocol(e.to_string()))?;
+        let mut unreadable = None;
+        let written =
+            write_frame_lazy_async(
+                &mut self.stdin,
+                &header,
+                blobs.refs.len(),
+                |i| match &blobs.refs[i] {
+                    BlobRef::Bytes(b) => Ok(Cow::Borrowed(*b)),
+                    BlobRef::Source(t) => {
+                        let source = spec
+                            .texts
+                            .as_ref()
+                            .expect("validated: source texts are set");
+                        match source.text(*t) {
+                            Ok(text) => Ok(Cow::Owned(text.into_bytes())),
+                            Err(e) => {
+                                unreadable = Some(format!(
+                                    "text {t} of the session's inputs cannot be read: {e}"
+                                ));
+                                Err(std::io::Error::other("unreadable input"))
+                            }
+                        }
+                    }
+                },
+            )
+            .await;
+        if let Some(message) = unreadable {
+            // Half a frame was sent: this worker cannot be used any more.
+            let _ = self.child.kill().await;
+            return Err(SandboxError::InvalidSpec(message));
+        }
+        if written.is_err() {
+            return Err(self.death().await);
+        }
         match self.recv(Some(config.startup_timeout)).await? {
             FromWorker::Started => Ok(Session {
                 worker: Some(self),
@@ -620,6 +758,35 @@ impl Worker {
                 "expected started, got {other:?}"
             ))),
         }
+    }
+}
+
+/// Where each blob of a start frame comes from.
+enum BlobRef<'a> {
+    /// Bytes the spec holds.
+    Bytes(&'a [u8]),
+    /// A text of the spec's [`TextSource`], read when it is written.
+    Source(usize),
+}
+
+/// The blobs of a start frame; each source text gets one blob however often it is used.
+#[derive(Default)]
+struct FrameBlobs<'a> {
+    refs: Vec<BlobRef<'a>>,
+    source_blob: HashMap<usize, usize>,
+}
+
+impl<'a> FrameBlobs<'a> {
+    fn bytes(&mut self, s: &'a str) -> usize {
+        self.refs.push(BlobRef::Bytes(s.as_bytes()));
+        self.refs.len() - 1
+    }
+
+    fn source(&mut self, text: usize) -> usize {
+        *self.source_blob.entry(text).or_insert_with(|| {
+            self.refs.push(BlobRef::Source(text));
+            self.refs.len() - 1
+        })
     }
 }
 

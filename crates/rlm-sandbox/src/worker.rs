@@ -25,7 +25,7 @@ use crate::hints::add_hint;
 use crate::names::assigned_names;
 use crate::protocol::{
     FromWorker, ToWorker, WireCellError, WireCellResult, WireHostResult, WireInput, WireLimits,
-    read_frame, write_frame,
+    WirePiece, read_frame, write_frame,
 };
 
 /// Stack size of the interpreter thread.
@@ -181,6 +181,77 @@ fn serve(memory_limit: Option<usize>) -> i32 {
     }
 }
 
+/// The blobs of a start frame, handed out to the inputs that use them.
+struct BlobPool {
+    blobs: Vec<Option<Vec<u8>>>,
+    /// Owning uses left per blob (assembled strings only borrow).
+    uses_left: Vec<usize>,
+}
+
+impl BlobPool {
+    fn new(blobs: Vec<Vec<u8>>, inputs: &[(String, WireInput)]) -> Result<Self, String> {
+        let mut uses_left = vec![0usize; blobs.len()];
+        let mut count = |idx: usize| -> Result<(), String> {
+            *uses_left
+                .get_mut(idx)
+                .ok_or_else(|| format!("input blob {idx} missing"))? += 1;
+            Ok(())
+        };
+        for (_, input) in inputs {
+            match input {
+                WireInput::Text { blob } => count(*blob)?,
+                WireInput::TextList { blobs } => blobs.iter().try_for_each(|b| count(*b))?,
+                WireInput::Documents { docs } => {
+                    docs.iter().try_for_each(|d| count(d.text_blob))?
+                }
+                WireInput::Json { .. } | WireInput::Assembled { .. } => {}
+            }
+        }
+        Ok(Self {
+            blobs: blobs.into_iter().map(Some).collect(),
+            uses_left,
+        })
+    }
+
+    fn bytes(&self, idx: usize) -> Result<&[u8], String> {
+        self.blobs
+            .get(idx)
+            .and_then(Option::as_deref)
+            .ok_or_else(|| format!("input blob {idx} missing"))
+    }
+
+    /// The blob as a string: moved out on its last use, cloned before.
+    fn take(&mut self, idx: usize) -> Result<String, String> {
+        let left = self
+            .uses_left
+            .get_mut(idx)
+            .ok_or_else(|| format!("input blob {idx} missing"))?;
+        *left = left.saturating_sub(1);
+        let bytes = if *left == 0 {
+            self.blobs[idx].take()
+        } else {
+            self.blobs[idx].clone()
+        }
+        .ok_or_else(|| format!("input blob {idx} used twice"))?;
+        String::from_utf8(bytes).map_err(|e| format!("input blob {idx} is not UTF-8: {e}"))
+    }
+
+    fn assemble(&self, pieces: &[WirePiece]) -> Result<String, String> {
+        let mut parts = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            parts.push(match p {
+                WirePiece::Literal { text } => text.as_bytes(),
+                WirePiece::Blob { blob } => self.bytes(*blob)?,
+            });
+        }
+        let mut out = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+        for p in parts {
+            out.extend_from_slice(p);
+        }
+        String::from_utf8(out).map_err(|e| format!("assembled input is not UTF-8: {e}"))
+    }
+}
+
 /// One REPL session with its host functions and limits.
 struct Session {
     /// The REPL between cells (`None` only while a cell runs).
@@ -202,29 +273,35 @@ impl Session {
         limits: WireLimits,
         memory_limit: Option<usize>,
     ) -> Result<Self, String> {
-        let mut blobs: Vec<Option<Vec<u8>>> = blobs.into_iter().map(Some).collect();
-        let mut take_text = |idx: usize| -> Result<String, String> {
-            let bytes = blobs
-                .get_mut(idx)
-                .and_then(Option::take)
-                .ok_or_else(|| format!("input blob {idx} missing or used twice"))?;
-            String::from_utf8(bytes).map_err(|e| format!("input blob {idx} is not UTF-8: {e}"))
-        };
+        let mut pool = BlobPool::new(blobs, &inputs)?;
+        // Assembled strings copy from blobs, so they are built first, while
+        // every blob is still present; the other inputs then take (move) the
+        // blobs, cloning only when a later input uses the same blob again.
+        let mut slots: Vec<Option<MontyObject>> = Vec::with_capacity(inputs.len());
+        for (_, input) in &inputs {
+            slots.push(match input {
+                WireInput::Assembled { pieces } => {
+                    Some(MontyObject::String(pool.assemble(pieces)?))
+                }
+                _ => None,
+            });
+        }
         let mut values = Vec::with_capacity(inputs.len());
         let mut known_names = BTreeSet::new();
-        for (name, input) in inputs {
-            let obj = match input {
-                WireInput::Text { blob } => MontyObject::String(take_text(blob)?),
-                WireInput::TextList { blobs } => MontyObject::List(
+        for ((name, input), slot) in inputs.into_iter().zip(slots) {
+            let obj = match (input, slot) {
+                (_, Some(obj)) => obj,
+                (WireInput::Text { blob }, None) => MontyObject::String(pool.take(blob)?),
+                (WireInput::TextList { blobs }, None) => MontyObject::List(
                     blobs
                         .into_iter()
-                        .map(|b| take_text(b).map(MontyObject::String))
+                        .map(|b| pool.take(b).map(MontyObject::String))
                         .collect::<Result<_, _>>()?,
                 ),
-                WireInput::Documents { docs } => {
+                (WireInput::Documents { docs }, None) => {
                     let mut list = Vec::with_capacity(docs.len());
                     for d in docs {
-                        let text = take_text(d.text_blob)?;
+                        let text = pool.take(d.text_blob)?;
                         let pairs = vec![
                             (s("index"), MontyObject::Int(d.index as i64)),
                             (s("name"), MontyObject::String(d.name)),
@@ -237,7 +314,8 @@ impl Session {
                     }
                     MontyObject::List(list)
                 }
-                WireInput::Json { value } => from_json(value),
+                (WireInput::Json { value }, None) => from_json(value),
+                (WireInput::Assembled { .. }, None) => unreachable!("assembled in the first pass"),
             };
             known_names.insert(name.clone());
             values.push((name, obj));

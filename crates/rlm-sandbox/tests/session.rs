@@ -152,6 +152,112 @@ async fn context_as_list_and_documents() {
     assert_eq!(r.stdout, "2 two\na.txt d1 5 1 é\n");
 }
 
+/// Texts read on demand; records which were read and can fail on one index.
+#[derive(Debug)]
+struct Texts {
+    texts: Vec<String>,
+    fail_on: Option<usize>,
+    reads: std::sync::Mutex<Vec<usize>>,
+}
+
+impl TextSource for Texts {
+    fn count(&self) -> usize {
+        self.texts.len()
+    }
+    fn text(&self, index: usize) -> Result<String, String> {
+        self.reads.lock().unwrap().push(index);
+        if self.fail_on == Some(index) {
+            return Err("disk on fire".into());
+        }
+        Ok(self.texts[index].clone())
+    }
+}
+
+fn texts(list: &[&str], fail_on: Option<usize>) -> Arc<Texts> {
+    Arc::new(Texts {
+        texts: list.iter().map(|s| s.to_string()).collect(),
+        fail_on,
+        reads: Default::default(),
+    })
+}
+
+fn source_docs(n: usize) -> Vec<SourceDocument> {
+    (0..n)
+        .map(|i| SourceDocument {
+            index: i as u64,
+            name: format!("doc{i}.txt"),
+            id: format!("id{i}"),
+            chars: 3,
+            chunk_count: 1,
+            text: i,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn source_texts_are_read_once_and_shared_by_every_input() {
+    let source = texts(&["één", "two"], None);
+    let spec = SessionSpec::new()
+        .texts(source.clone())
+        .input(
+            "context",
+            InputValue::Assembled(vec![
+                Piece::Literal("[0]\n".into()),
+                Piece::Text(0),
+                Piece::Literal("\n[1]\n".into()),
+                Piece::Text(1),
+            ]),
+        )
+        .input("texts", InputValue::SourceTexts)
+        .input("documents", InputValue::SourceDocuments(source_docs(2)));
+    let mut s = Session::start(&config(), &spec).await.unwrap();
+    let h = Arc::new(TestHost::default());
+    let r = s
+        .run_cell(
+            "print(repr(context))\nprint(texts)\nprint([d['text'] for d in documents], documents[1]['name'])",
+            &h,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.stdout,
+        "'[0]\\néén\\n[1]\\ntwo'\n['één', 'two']\n['één', 'two'] doc1.txt\n"
+    );
+    // Each text crossed the pipe once although three inputs use it.
+    assert_eq!(*source.reads.lock().unwrap(), vec![0, 1]);
+}
+
+#[tokio::test]
+async fn unreadable_source_text_is_a_clear_error() {
+    let spec = SessionSpec::new()
+        .texts(texts(&["a", "b"], Some(1)))
+        .input("texts", InputValue::SourceTexts);
+    let err = Session::start(&config(), &spec).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid sandbox session: text 1 of the session's inputs cannot be read: disk on fire"
+    );
+}
+
+#[tokio::test]
+async fn source_inputs_without_or_beyond_the_source_are_refused() {
+    let spec = SessionSpec::new().input("texts", InputValue::SourceTexts);
+    let err = Session::start(&config(), &spec).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("refers to source texts but the session has none"),
+        "{err}"
+    );
+    let spec = SessionSpec::new()
+        .texts(texts(&["a"], None))
+        .input("documents", InputValue::SourceDocuments(source_docs(2)));
+    let err = Session::start(&config(), &spec).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid sandbox session: input \"documents\" refers to text 1 but the source has 1"
+    );
+}
+
 #[tokio::test]
 async fn unknown_names_are_name_errors() {
     let (mut s, h) = session_with("").await;

@@ -6,17 +6,16 @@
 //! `FINAL_VAR`, `add_finding` and `SHOW_VARS()`. Functions that need a model
 //! (`llm_query`, `rlm_query`, ...) raise "no model configured" here.
 
-use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use rlm_corpus::Store;
+use rlm_engine::corpus::{ContextShape, Corpus};
 use rlm_sandbox::{
-    CellResult, DocumentRecord, HostCall, HostError, HostFunctionKind, HostHandler, InputValue,
-    SandboxConfig, Session, SessionSpec, WORKER_ENV, WorkerCommand,
+    CellResult, HostCall, HostError, HostFunctionKind, HostHandler, SandboxConfig, Session,
+    SessionSpec, WORKER_ENV, WorkerCommand,
 };
 use serde_json::{Value, json};
 
@@ -86,8 +85,7 @@ struct HostState {
 
 /// Answers host calls for `rlm repl`.
 struct ReplHost {
-    store: Arc<Store>,
-    index_of: HashMap<String, usize>,
+    corpus: Arc<Corpus>,
     state: Mutex<HostState>,
 }
 
@@ -137,23 +135,12 @@ impl HostHandler for ReplHost {
                             type_error("search() k must be an integer between 1 and 1000")
                         })? as usize,
                 };
-                let hits = self.store.search(&query, k).map_err(|e| HostError::Raise {
-                    exc_type: "ValueError".into(),
-                    message: format!("search failed: {e}"),
-                })?;
-                Ok(Value::Array(
-                    hits.into_iter()
-                        .map(|h| {
-                            json!({
-                                "chunk_id": h.chunk_id,
-                                "doc_index": self.index_of.get(&h.doc_id),
-                                "path": h.path,
-                                "score": h.score,
-                                "text": h.text,
-                            })
-                        })
-                        .collect(),
-                ))
+                self.corpus
+                    .search_json(&query, k)
+                    .map_err(|e| HostError::Raise {
+                        exc_type: "ValueError".into(),
+                        message: format!("search failed: {e}"),
+                    })
             }
             name => Err(HostError::runtime(format!(
                 "no model configured: {name}() needs a model, and `rlm repl` runs without one; \
@@ -170,65 +157,23 @@ fn type_error(message: &str) -> HostError {
     }
 }
 
-/// The session's inputs from the store, and the doc-id → index map.
-fn load_corpus(
-    store: &Store,
-    shape: ContextArg,
-) -> anyhow::Result<(SessionSpec, HashMap<String, usize>, usize, u64)> {
-    let docs = store
-        .documents()
-        .context("cannot list the store's documents")?;
-    let mut records = Vec::with_capacity(docs.len());
-    let mut index_of = HashMap::new();
-    for (index, d) in docs.into_iter().enumerate() {
-        let text = store
-            .document_text(&d.id)
-            .with_context(|| format!("cannot read the text of {}", d.path))?;
-        index_of.insert(d.id.clone(), index);
-        records.push(DocumentRecord {
-            index: index as u64,
-            name: d.path,
-            id: d.id,
-            chars: d.chars,
-            chunk_count: u64::from(d.chunk_count),
-            text,
-        });
-    }
-    let context = match shape {
-        ContextArg::String => {
-            let mut s = String::with_capacity(
-                records
-                    .iter()
-                    .map(|d| d.text.len() + d.name.len() + 32)
-                    .sum(),
-            );
-            for d in &records {
-                s.push_str(&format!("[DOCUMENT {}: {}]\n", d.index, d.name));
-                s.push_str(&d.text);
-                if !d.text.ends_with('\n') {
-                    s.push('\n');
-                }
-                s.push('\n');
-            }
-            InputValue::Text(s)
-        }
-        ContextArg::List => InputValue::TextList(records.iter().map(|d| d.text.clone()).collect()),
+/// The session's inputs: the same `context` and `documents` the `repl` flow gives the model.
+fn session_spec(corpus: &Arc<Corpus>, shape: ContextArg) -> SessionSpec {
+    let shape = match shape {
+        ContextArg::String => ContextShape::String,
+        ContextArg::List => ContextShape::List,
     };
-    let context_chars = match &context {
-        InputValue::Text(s) => s.chars().count() as u64,
-        _ => records.iter().map(|d| d.chars).sum(),
-    };
-    let count = records.len();
     let mut spec = SessionSpec::new()
-        .input("context", context)
-        .input("documents", InputValue::Documents(records));
+        .texts(corpus.texts())
+        .input("context", corpus.context_value(shape))
+        .input("documents", corpus.document_records());
     for (name, kind) in MODEL_FUNCTIONS {
         spec = spec.function(*name, *kind);
     }
     for name in LOCAL_FUNCTIONS {
         spec = spec.function(*name, HostFunctionKind::Sync);
     }
-    Ok((spec, index_of, count, context_chars))
+    spec
 }
 
 /// The worker: `$RLM_SANDBOX_WORKER` if set, else this `rlm` binary's hidden subcommand.
@@ -243,13 +188,18 @@ fn worker_command() -> anyhow::Result<WorkerCommand> {
 
 async fn run(args: ReplArgs) -> anyhow::Result<()> {
     let store = Arc::new(args.store.open()?);
-    let (spec, index_of, doc_count, context_chars) = load_corpus(&store, args.context)?;
+    let corpus = Arc::new(Corpus::load(store).context("cannot list the store's documents")?);
+    let spec = session_spec(&corpus, args.context);
+    let doc_count = corpus.documents().len();
+    let context_chars = corpus.context_chars(match args.context {
+        ContextArg::String => ContextShape::String,
+        ContextArg::List => ContextShape::List,
+    });
     let mut config = SandboxConfig::new(worker_command()?);
     config.cell_time_limit = Duration::from_secs(args.cell_timeout.max(1));
     config.memory_limit_bytes = args.memory_mib.saturating_mul(1 << 20);
     let host = Arc::new(ReplHost {
-        store,
-        index_of,
+        corpus,
         state: Mutex::new(HostState::default()),
     });
     let mut session = Session::start(&config, &spec).await?;
