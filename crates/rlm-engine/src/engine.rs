@@ -47,6 +47,11 @@ pub struct EngineConfig {
     /// Defer a FINAL written in the same turn as sub-calls (seed 004's fix).
     /// `RLM_DEFER_FINAL`, default true.
     pub defer_final_after_fanout: bool,
+    /// Replies in a row without code or FINAL after which the agent gets its
+    /// last turn (shown its first such reply, which is often an unmarked
+    /// answer). `RLM_MAX_NO_CODE_REPLIES`, default 3.
+    #[serde(default = "default_max_replies_without_code")]
+    pub max_replies_without_code: u32,
     /// How much text the prompt says a sub-model can take, in characters.
     /// `RLM_SUB_CONTEXT_CHARS`, default 100,000.
     pub sub_context_chars: usize,
@@ -67,12 +72,17 @@ impl Default for EngineConfig {
             citation_policy: CitationPolicy::BestEffort,
             verify_citations: true,
             defer_final_after_fanout: true,
+            max_replies_without_code: default_max_replies_without_code(),
             sub_context_chars: 100_000,
             root_model: String::new(),
             sub_model: String::new(),
             flows: crate::pipeline::FlowsConfig::default(),
         }
     }
+}
+
+fn default_max_replies_without_code() -> u32 {
+    3
 }
 
 fn parse_bool(key: &str, v: &str) -> Result<bool, String> {
@@ -109,6 +119,18 @@ impl EngineConfig {
         }
         if let Some(v) = get("RLM_DEFER_FINAL").filter(|v| !v.trim().is_empty()) {
             c.defer_final_after_fanout = parse_bool("RLM_DEFER_FINAL", &v)?;
+        }
+        if let Some(v) = get("RLM_MAX_NO_CODE_REPLIES").filter(|v| !v.trim().is_empty()) {
+            c.max_replies_without_code = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    format!(
+                        "environment variable RLM_MAX_NO_CODE_REPLIES={v:?} is not a whole number of at least 1"
+                    )
+                })?;
         }
         if let Some(v) = get("RLM_SUB_CONTEXT_CHARS").filter(|v| !v.trim().is_empty()) {
             c.sub_context_chars = v.trim().parse().map_err(|_| {
@@ -1409,6 +1431,8 @@ impl Agent {
         let mut repeats = RepeatDetector::default();
         let mut temperature: Option<f32> = None;
         let mut consecutive_errors = 0u32;
+        let mut no_code_streak = 0u32;
+        let mut prose_reply: Option<String> = None;
         let mut stop: Option<Stop> = None;
         for turn in 1..=max_turns {
             let reply = match self
@@ -1423,6 +1447,40 @@ impl Agent {
             };
             self.host.turn_subcalls.store(0, Ordering::SeqCst);
             let streak = repeats.observe(&reply);
+            let parsed = parse::parse_reply(&reply);
+            if parsed.code_blocks.is_empty() && parsed.prose_final.is_none() {
+                // Small models answer in prose, then apologize to every nudge
+                // until the turn cap. One nudge; after a second such reply, a
+                // last turn that shows them their first prose reply.
+                no_code_streak += 1;
+                if no_code_streak == 1 {
+                    prose_reply = Some(reply.trim().to_string());
+                }
+                if no_code_streak >= cfg.max_replies_without_code.max(1) {
+                    let earlier = prose_reply.take().unwrap_or_default();
+                    match self
+                        .final_from_prose(turn + 1, no_code_streak, &earlier)
+                        .await
+                    {
+                        Ok(Some(answer)) => return self.commit(&answer, "final_from_prose"),
+                        Ok(None) => {
+                            stop = Some(Stop::Failure(format!(
+                                "{no_code_streak} replies in a row had no code and no answer"
+                            )));
+                        }
+                        Err(s) => stop = Some(s),
+                    }
+                    break;
+                }
+                if streak >= 2 {
+                    temperature = Some((0.4 + 0.3 * (streak - 1) as f32).min(1.2));
+                }
+                let q = self.task.clone();
+                self.push_user(render(prompts::NUDGE_NO_CODE, &[("question", &q)]));
+                continue;
+            }
+            no_code_streak = 0;
+            prose_reply = None;
             if streak >= 2 {
                 temperature = Some((0.4 + 0.3 * (streak - 1) as f32).min(1.2));
                 let q = self.task.clone();
@@ -1433,12 +1491,6 @@ impl Agent {
                 continue;
             }
             temperature = None;
-            let parsed = parse::parse_reply(&reply);
-            if parsed.code_blocks.is_empty() && parsed.prose_final.is_none() {
-                let q = self.task.clone();
-                self.push_user(render(prompts::NUDGE_NO_CODE, &[("question", &q)]));
-                continue;
-            }
             let mut outputs = Vec::new();
             let mut notes = Vec::new();
             let n = parsed.code_blocks.len();
@@ -1621,6 +1673,32 @@ impl Agent {
     async fn final_now(&mut self, iteration: u32) -> Result<Option<String>, Stop> {
         let q = self.task.clone();
         self.push_user(render(prompts::FINAL_NOW, &[("question", &q)]));
+        self.last_answer_turn(iteration).await
+    }
+
+    /// The last turn after `count` replies in a row without code or FINAL,
+    /// showing the model its first such reply (often the answer, unmarked).
+    async fn final_from_prose(
+        &mut self,
+        iteration: u32,
+        count: u32,
+        earlier: &str,
+    ) -> Result<Option<String>, Stop> {
+        let q = self.task.clone();
+        let earlier = truncate_output(earlier, 4000);
+        self.push_user(render(
+            prompts::FINAL_FROM_PROSE,
+            &[
+                ("count", &count.to_string()),
+                ("earlier", &earlier),
+                ("question", &q),
+            ],
+        ));
+        self.last_answer_turn(iteration).await
+    }
+
+    /// Asks for the answer one last time: FINAL in prose or code, or plain text.
+    async fn last_answer_turn(&mut self, iteration: u32) -> Result<Option<String>, Stop> {
         let reply = self
             .ask_model(CallPurpose::FinalNow, iteration, None)
             .await?;
@@ -1921,9 +1999,18 @@ mod tests {
             "RLM_CITATIONS" => Some("strict".to_string()),
             "RLM_VERIFY_CITATIONS" => Some("false".to_string()),
             "RLM_DEFER_FINAL" => Some("0".to_string()),
+            "RLM_MAX_NO_CODE_REPLIES" => Some("5".to_string()),
             _ => None,
         };
         let c = EngineConfig::from_lookup(get).unwrap();
+        assert_eq!(c.max_replies_without_code, 5);
+        for bad in ["0", "two"] {
+            let e = EngineConfig::from_lookup(|k| {
+                (k == "RLM_MAX_NO_CODE_REPLIES").then(|| bad.to_string())
+            })
+            .unwrap_err();
+            assert!(e.contains("at least 1"), "{e}");
+        }
         assert_eq!(c.context_shape, ContextShape::List);
         assert_eq!(c.citation_policy, CitationPolicy::Strict);
         assert!(!c.verify_citations);

@@ -339,8 +339,95 @@ async fn reply_without_code_gets_a_nudge() {
     assert!(
         server.requests()[1]
             .last_message()
-            .contains("no ```repl code block")
+            .contains("no ```repl block and no FINAL(...)")
     );
+}
+
+/// What Qwen2.5-Coder-1.5B did: the answer in prose, then an apology to every
+/// nudge. The third reply without code ends the loop with a last turn that
+/// shows the model its prose answer, instead of burning every turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prose_answer_then_apologies_gets_a_last_turn_showing_it() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            "The night-shift supervisor's parking permit number is 58213.".to_string(),
+            "I apologize, but I didn't receive any code blocks.".to_string(),
+            "I apologize, but I didn't receive any code blocks.".to_string(),
+            "FINAL(The permit number is 58213.)".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the permit number?").await;
+    assert_eq!(answer.answer, "The permit number is 58213.");
+    assert!(!answer.partial);
+    let reqs = server.requests();
+    assert_eq!(
+        reqs.len(),
+        4,
+        "three replies without code, then the last turn"
+    );
+    let last = reqs[3].last_message();
+    assert!(last.contains("this is your last turn"), "{last}");
+    assert!(
+        last.contains("The night-shift supervisor's parking permit number is 58213."),
+        "the first prose reply is shown: {last}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn code_between_prose_replies_resets_the_count() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            "Let me think.".to_string(),
+            "I will look first.".to_string(),
+            repl("print(len(documents))"),
+            "Still thinking.".to_string(),
+            "Almost there.".to_string(),
+            "FINAL(done)".to_string(),
+        ],
+    ))
+    .await;
+    let cfg = EngineConfig {
+        max_replies_without_code: 3,
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "done");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 6);
+    assert!(
+        reqs.iter()
+            .all(|r| !r.last_message().contains("your last turn")),
+        "never more than two replies without code in a row"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn plain_text_in_the_last_turn_is_the_answer() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            "The code is 4471.".to_string(),
+            "Sorry.".to_string(),
+            "The secret code is 4471.".to_string(),
+        ],
+    ))
+    .await;
+    let cfg = EngineConfig {
+        max_replies_without_code: 2,
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, _) = ask(&engine, &ts, "What is the code?").await;
+    assert_eq!(answer.answer, "The secret code is 4471.");
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
