@@ -1,38 +1,90 @@
 #!/bin/bash
-# Needle-in-a-haystack runs of `rlm ask` against the local model
-# (../shared/tools/local-llm.sh start). Usage: needle_haystack.sh OUT_DIR [rlm binary]
-# Builds 30k- and 300k-character stores from the Vim user manual with two
-# inserted facts, asks two questions on each, prints answer / partial / calls / ms.
+# Needle-in-a-haystack runs of `rlm ask` against a real model.
+# Usage: needle_haystack.sh OUT_DIR [rlm binary]
+#
+# Builds a 30k- and a 300k-character store from the Vim user manual with five
+# planted facts, asks the five questions on each store (10 runs), and prints
+# one line per run plus a summary: correct (the expected answer appears in the
+# answer), partial, model calls, wall time. Results: OUT_DIR/results.tsv.
+#
+# Model: by default the OpenAI-compatible server of
+# ../shared/tools/local-llm.sh (http://127.0.0.1:8088/v1); RLM_PROVIDER=local
+# uses the in-process model instead (`rlm model pull`, a local-model build).
+# SIZES="30k" or QUESTIONS="1 3" restrict the runs; WALL caps each run (s).
 set -euo pipefail
 out=${1:?usage: needle_haystack.sh OUT_DIR [rlm]}
 rlm=${2:-rlm}
 mkdir -p "$out"
 python3 - "$out" <<'PY'
-import glob, os, sys
+import glob, json, os, sys
 out = sys.argv[1]
-texts = [open(f, encoding='utf-8', errors='replace').read() for f in sorted(glob.glob('/usr/share/vim/vim*/doc/usr_*.txt'))]
+texts = [open(f, encoding='utf-8', errors='replace').read()
+         for f in sorted(glob.glob('/usr/share/vim/vim*/doc/usr_*.txt'))]
 texts = [t for t in texts if len(t) > 12000]
-needles = ["The night-shift supervisor's parking permit number is 58213.",
-           "In 2019 the archivist Marguerite Okafor moved to the city of Tromso."]
+if not texts:
+    sys.exit('no Vim manual under /usr/share/vim (apt-get install vim-runtime)')
+facts = [
+    ("The night-shift supervisor's parking permit number is 58213.",
+     "What is the night-shift supervisor's parking permit number?", "58213"),
+    ("In 2019 the archivist Marguerite Okafor moved to the city of Tromso.",
+     "Which city did Marguerite Okafor move to in 2019?", "Tromso"),
+    ("The backup generator in building C is serviced by Halvorsen Electric.",
+     "Which company services the backup generator in building C?", "Halvorsen"),
+    ("The secret ingredient in the staff canteen's chili is smoked paprika.",
+     "What is the secret ingredient in the staff canteen's chili?", "paprika"),
+    ("The quarterly budget review meeting takes place in room 4B-217.",
+     "In which room does the quarterly budget review meeting take place?", "4B-217"),
+]
 for name, ndocs in (('h30k', 3), ('h300k', 30)):
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
-    for i in range(ndocs):
-        t = texts[i % len(texts)][:10000]
-        if i == ndocs // 2:
-            cut = t.rfind('\n', 0, len(t) // 2); t = t[:cut] + '\n' + needles[0] + '\n' + t[cut:]
-        if i == ndocs - 2:
-            cut = t.rfind('\n', 0, len(t) // 3); t = t[:cut] + '\n' + needles[1] + '\n' + t[cut:]
+    docs = [texts[i % len(texts)][:10000] for i in range(ndocs)]
+    for k, (fact, _, _) in enumerate(facts):
+        i = (k * ndocs) // len(facts) if ndocs > 3 else k % ndocs
+        t = docs[i]
+        # Spread the facts through each document, on a line of their own.
+        cut = t.rfind('\n', 0, max(1, len(t) * (k + 1) // (len(facts) + 1)))
+        docs[i] = t[:cut] + '\n' + fact + '\n' + t[cut:]
+    for i, t in enumerate(docs):
         open(os.path.join(d, f'chapter_{i:02d}.txt'), 'w').write(t)
+json.dump([[q, a] for _, q, a in facts], open(os.path.join(out, 'questions.json'), 'w'))
 PY
-export RLM_PROVIDER=${RLM_PROVIDER:-openai} RLM_BASE_URL=${RLM_BASE_URL:-http://127.0.0.1:8088/v1}
-export RLM_API_KEY=${RLM_API_KEY:-local} RLM_PRIMARY_MODEL=${RLM_PRIMARY_MODEL:-qwen} RLM_SUB_MODEL=${RLM_SUB_MODEL:-qwen}
-i=0
-for size in 30k 300k; do
+export RLM_PROVIDER=${RLM_PROVIDER:-openai}
+if [ "$RLM_PROVIDER" != local ]; then
+  export RLM_BASE_URL=${RLM_BASE_URL:-http://127.0.0.1:8088/v1}
+  export RLM_API_KEY=${RLM_API_KEY:-local} RLM_PRIMARY_MODEL=${RLM_PRIMARY_MODEL:-qwen} RLM_SUB_MODEL=${RLM_SUB_MODEL:-qwen}
+  export RLM_TIMEOUT=${RLM_TIMEOUT:-600}
+fi
+results="$out/results.tsv"
+: >"$results"
+for size in ${SIZES:-30k 300k}; do
   "$rlm" index "$out/h$size" --store "$out/s$size" >/dev/null
-  for q in "What is the night-shift supervisor's parking permit number?" "Which city did Marguerite Okafor move to in 2019?"; do
-    i=$((i+1))
-    "$rlm" ask "$q" --store "$out/s$size" --json --trace "$out/run-$i.jsonl" --max-wall-secs "${WALL:-900}" >"$out/run-$i.json" 2>"$out/run-$i.err" || true
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], repr(d['answer'][:160]), 'partial' if d['partial'] else 'final', d['usage']['calls'], 'calls', d['usage']['wall_ms'], 'ms')" "$out/run-$i.json" "$size" 2>/dev/null || echo "$size run $i: no answer (see $out/run-$i.err)"
+  for n in ${QUESTIONS:-1 2 3 4 5}; do
+    q=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])-1][0])" "$out/questions.json" "$n")
+    run="$out/run-$size-$n"
+    "$rlm" ask "$q" --store "$out/s$size" --json --trace "$run.jsonl" --max-wall-secs "${WALL:-900}" \
+      >"$run.json" 2>"$run.err" || true
+    python3 - "$run.json" "$out/questions.json" "$n" "$size" "$results" <<'PY' || echo "$size q$n: no answer (see $run.err)"
+import json, sys
+run, qs, n, size, results = sys.argv[1:]
+d = json.load(open(run))
+expected = json.load(open(qs))[int(n) - 1][1]
+right = expected.lower() in d['answer'].lower()
+finals = [e for e in map(json.loads, open(run[:-5] + '.jsonl'))
+          if e.get('type') == 'final' and e.get('depth') == 0 and not e.get('deferred')]
+how = finals[-1].get('via') if finals else None
+row = [size, 'q' + n, 'correct' if right else 'wrong', 'partial' if d['partial'] else 'final',
+       str(how), str(d['usage']['calls']), str(d['usage']['wall_ms']), repr(d['answer'][:160])]
+print('\t'.join(row))
+open(results, 'a').write('\t'.join(row) + '\n')
+PY
   done
 done
+python3 - "$results" <<'PY'
+import sys
+rows = [l.rstrip('\n').split('\t') for l in open(sys.argv[1]) if l.strip()]
+right = sum(r[2] == 'correct' for r in rows)
+final = sum(r[3] == 'final' for r in rows)
+print(f"summary: {right}/{len(rows)} correct, {final}/{len(rows)} committed without fallback, "
+      f"median wall {sorted(int(r[6]) for r in rows)[len(rows)//2] / 1000:.0f} s" if rows else "summary: no runs")
+PY

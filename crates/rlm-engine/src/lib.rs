@@ -32,6 +32,7 @@ pub mod parse;
 pub mod pipeline;
 pub mod prompts;
 pub mod session;
+pub mod settings;
 pub mod trace;
 
 pub use budget::{Budget, BudgetConfig, Exhausted, UsageReport};
@@ -42,4 +43,5 @@ pub use engine::{
 };
 pub use pipeline::{FileSummary, FlowReport, FlowsConfig, Inspector, PipelineRequest};
 pub use session::{Finding, SessionState, SessionStore, Turn};
+pub use settings::SettingsFile;
 pub use trace::{Trace, TraceEvent, TraceRecord};

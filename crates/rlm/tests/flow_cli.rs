@@ -269,3 +269,50 @@ fn bad_flow_inputs_are_one_line_errors() {
         assert_eq!(err.trim().lines().count(), 1, "not one line: {err}");
     }
 }
+
+#[test]
+fn rlm_toml_engine_table_sets_the_flow_and_the_environment_beats_it() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(model());
+    let toml = f.dir.path().join("rlm.toml");
+    std::fs::write(
+        &toml,
+        "[engine]\nflow = \"pipeline\"\ninspector = \"per-chunk\"\n",
+    )
+    .unwrap();
+    let ask = |env: &[(&str, &str)]| {
+        let o = f.ask(
+            &server,
+            &[
+                "Which skills does Alexis have?",
+                "--store",
+                "store",
+                "--json",
+                "-q",
+            ],
+            env,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        v["flow_report"]["flow"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(ask(&[]), "pipeline", "./rlm.toml [engine] flow is read");
+    assert_eq!(
+        ask(&[("RLM_ENABLED", "false")]),
+        "rag",
+        "the environment beats the file"
+    );
+
+    std::fs::write(&toml, "[engine]\nmax_llm_cals = 5\n").unwrap();
+    let o = f.ask(&server, &["q?", "--store", "store"], &[]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("[engine] has no setting \"max_llm_cals\""),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "not one line: {err}");
+}

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rlm_engine::citations::CitationStatus;
 use rlm_engine::{
     Answer, AskRequest, CancelToken, CitationPolicy, ContextShape, Corpus, Engine, EngineConfig,
-    Flow, Inspector, SessionStore, Trace, TraceEvent, TraceRecord, Turn,
+    Flow, Inspector, SessionStore, SettingsFile, Trace, TraceEvent, TraceRecord, Turn,
 };
 use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;
@@ -88,9 +88,12 @@ fn worker_command() -> anyhow::Result<WorkerCommand> {
     Ok(WorkerCommand::rlm_subcommand(exe))
 }
 
-/// The engine settings: environment, then flags.
+/// The engine settings: flags, then the environment, then rlm.toml's `[engine]`.
 fn engine_config(args: &AskArgs) -> anyhow::Result<EngineConfig> {
-    let mut c = EngineConfig::from_env().map_err(anyhow::Error::msg)?;
+    let file = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut c = file
+        .engine_config(|k| file.lookup(k))
+        .map_err(anyhow::Error::msg)?;
     if let Some(s) = &args.context_shape {
         c.context_shape = s.parse::<ContextShape>().map_err(anyhow::Error::msg)?;
     }
@@ -107,7 +110,7 @@ fn engine_config(args: &AskArgs) -> anyhow::Result<EngineConfig> {
     let b = &mut c.budget;
     if let Some(n) = args.max_llm_calls {
         b.max_llm_calls = n;
-        if std::env::var_os("RLM_ROOT_RESERVED").is_none() {
+        if file.lookup("RLM_ROOT_RESERVED").is_none() {
             b.fit_reserve();
         }
     }
@@ -154,27 +157,7 @@ fn query_embedder(
         llm.timeout,
     );
     // The model the store was embedded with decides the embedder.
-    let model = match store.embedding_model() {
-        Ok(Some((model, _))) => model,
-        Ok(None) => return None,
-        Err(e) => {
-            eprintln!("warning: {e}; retrieval uses BM25 only");
-            return None;
-        }
-    };
-    let mut settings = settings;
-    let choice = if model == rlm_corpus::embed::MINILM_MODEL_ID {
-        rlm_corpus::EmbeddingsChoice::Local
-    } else if let Some(name) = model.strip_prefix("provider:") {
-        settings.provider_model = Some(name.to_string());
-        rlm_corpus::EmbeddingsChoice::Provider
-    } else {
-        eprintln!(
-            "warning: the store was embedded by {model:?}, which this rlm cannot load; retrieval uses BM25 only"
-        );
-        return None;
-    };
-    match settings.embedder(choice, || Ok(endpoint)) {
+    match settings.embedder_for_store(store, || Ok(endpoint)) {
         Ok(e) => e.map(Arc::from),
         Err(e) => {
             eprintln!("warning: {e}; retrieval uses BM25 only");

@@ -35,7 +35,7 @@ enum LlmCommand {
 /// process lists. Use `RLM_API_KEY`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct LlmFlags {
-    /// Config file to read instead of ./rlm.toml.
+    /// Config file to read instead of ./rlm.toml ([llm], [embeddings] and [engine] tables).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Provider: openai (any compatible server), azure or anthropic [env: RLM_PROVIDER].
