@@ -205,6 +205,12 @@ pub enum Exhausted {
         /// The cap that applied.
         limit: u32,
     },
+    /// A cost cap is set but a call's model has no known price, so the cap
+    /// cannot be enforced: the run stops rather than spend blindly.
+    Unpriced {
+        /// The model without a price.
+        model: String,
+    },
     /// The run was cancelled (Ctrl-C or the caller dropped it).
     Cancelled,
 }
@@ -235,6 +241,10 @@ impl std::fmt::Display for Exhausted {
                 write!(f, "iteration cap of {limit} turns reached without FINAL")
             }
             Exhausted::Errors { limit } => write!(f, "{limit} consecutive cells raised errors"),
+            Exhausted::Unpriced { model } => write!(
+                f,
+                "the cost cap cannot be enforced: model {model} has no known price (set [llm.prices.\"{model}\"] input_per_mtok and output_per_mtok in rlm.toml, or drop the cost cap)"
+            ),
             Exhausted::Cancelled => write!(f, "cancelled"),
         }
     }
@@ -302,6 +312,8 @@ pub struct Budget {
     tokens: AtomicU64,
     cost_micro_usd: AtomicU64,
     cost_unknown: AtomicBool,
+    /// First model answered without a known price while a cost cap is set.
+    unpriced: Mutex<Option<String>>,
     estimated: AtomicBool,
     cancelled: AtomicBool,
     by_depth: Mutex<Vec<DepthUsage>>,
@@ -317,6 +329,7 @@ impl Budget {
             tokens: AtomicU64::new(0),
             cost_micro_usd: AtomicU64::new(0),
             cost_unknown: AtomicBool::new(false),
+            unpriced: Mutex::new(None),
             estimated: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
             by_depth: Mutex::new(Vec::new()),
@@ -357,6 +370,14 @@ impl Budget {
             return Err(Exhausted::WallClock {
                 limit_secs: self.config.wall_clock.as_secs(),
             });
+        }
+        if let Some(model) = self
+            .unpriced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Err(Exhausted::Unpriced { model });
         }
         if let Some(cap) = self.config.max_cost_usd {
             let used = self.cost_micro_usd.load(Ordering::SeqCst);
@@ -416,6 +437,17 @@ impl Budget {
         let _ = self
             .calls
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Notes that `model` answered a call without a known price: with a
+    /// cost cap set, every later call is refused ([`Exhausted::Unpriced`]).
+    pub fn note_unpriced(&self, model: &str) {
+        if self.config.max_cost_usd.is_some() {
+            self.unpriced
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(|| model.to_string());
+        }
     }
 
     /// Records the usage of a finished call made at `depth`.
@@ -491,6 +523,31 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn an_unpriced_model_under_a_cost_cap_stops_the_run() {
+        let capped = Budget::new(BudgetConfig {
+            max_cost_usd: Some(1.0),
+            ..BudgetConfig::default()
+        });
+        capped.note_unpriced("mystery-model");
+        capped.note_unpriced("other-model");
+        let e = capped.reserve_call(0, 10).unwrap_err();
+        assert_eq!(
+            e,
+            Exhausted::Unpriced {
+                model: "mystery-model".into()
+            }
+        );
+        assert!(
+            e.to_string().contains("[llm.prices.\"mystery-model\"]"),
+            "{e}"
+        );
+        // Without a cap an unknown price only makes the reported cost unknown.
+        let free = Budget::new(BudgetConfig::default());
+        free.note_unpriced("mystery-model");
+        assert!(free.reserve_call(0, 10).is_ok());
     }
 
     #[test]

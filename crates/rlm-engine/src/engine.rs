@@ -662,6 +662,9 @@ impl RunCtx {
                         estimated: u.estimated,
                     },
                 );
+                if u.cost_usd.is_none() {
+                    self.budget.note_unpriced(&u.model);
+                }
                 self.trace.emit(TraceEvent::LlmResponse {
                     agent: agent.into(),
                     depth,

@@ -811,6 +811,35 @@ async fn cost_cap_gives_partial_synthesis() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cost_cap_with_an_unpriced_model_stops_instead_of_spending_blindly() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(synthesis(), "Synthesized.")
+            .on(root(), repl("print(1)")),
+    )
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            max_cost_usd: Some(5.0),
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert!(answer.partial);
+    let reason = answer.partial_reason.as_deref().unwrap();
+    assert!(
+        reason.contains("cost cap cannot be enforced") && reason.contains("has no known price"),
+        "{reason}"
+    );
+    // One loop turn, then only the synthesis call every exhausted budget gets.
+    assert_eq!(server.requests().len(), 2);
+    assert_eq!(answer.answer, "Synthesized.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn depth_two_recursion_with_rlm_query() {
     let ts = needle_store();
     let server = ScriptedServer::start(

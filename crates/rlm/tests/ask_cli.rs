@@ -167,6 +167,33 @@ fn ask_json_trace_show_and_export() {
     assert!(text.contains("FINAL via prose"), "{text}");
     assert!(text.contains("verification: 1 citations"), "{text}");
 
+    let show = f.rlm(&["trace", "show", "run.jsonl", "--json"], &[]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    let tree: serde_json::Value = serde_json::from_str(&stdout(&show)).unwrap();
+    assert_eq!(tree["run"][0]["type"], "run_started");
+    assert_eq!(
+        tree["run"].as_array().unwrap().last().unwrap()["type"],
+        "run_finished"
+    );
+    let root = &tree["agents"][0];
+    assert_eq!(root["agent"], "0");
+    assert_eq!(root["depth"], 0);
+    let types: Vec<&str> = root["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(
+        types.iter().filter(|t| **t == "llm_response").count(),
+        2,
+        "{types:?}"
+    );
+    assert!(
+        types.contains(&"cell_output") && types.contains(&"final"),
+        "{types:?}"
+    );
+
     let exp = f.rlm(
         &[
             "trace",

@@ -33,6 +33,10 @@ struct ShowArgs {
     /// Also print model replies and cell outputs in full.
     #[arg(long)]
     full: bool,
+    /// Print the tree as JSON: run-level events, then each agent with its
+    /// events (in order) and its child agents.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `rlm trace export`.
@@ -106,9 +110,65 @@ fn indent(agent: &str) -> String {
     "  ".repeat(agent.matches('.').count() + 1)
 }
 
+/// The trace as a tree of agents (ids are dotted paths: `0`, `0.2`, `0.2.1`).
+fn tree_json(records: &[TraceRecord]) -> serde_json::Value {
+    use std::collections::BTreeMap;
+    let mut run_events = Vec::new();
+    // Agents in order of first appearance, with their events.
+    let mut order: Vec<String> = Vec::new();
+    let mut events: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for r in records {
+        let v = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
+        match r.event.agent() {
+            Some(agent) => {
+                if !events.contains_key(agent) {
+                    order.push(agent.to_string());
+                }
+                events.entry(agent.to_string()).or_default().push(v);
+            }
+            None => run_events.push(v),
+        }
+    }
+    fn node(
+        id: &str,
+        order: &[String],
+        events: &mut BTreeMap<String, Vec<serde_json::Value>>,
+    ) -> serde_json::Value {
+        let children: Vec<serde_json::Value> = order
+            .iter()
+            .filter(|c| c.rsplit_once('.').map(|(p, _)| p) == Some(id))
+            .map(|c| node(c, order, events))
+            .collect();
+        serde_json::json!({
+            "agent": id,
+            "depth": id.matches('.').count(),
+            "events": events.remove(id).unwrap_or_default(),
+            "children": children,
+        })
+    }
+    // Top-level agents: those whose parent never appears (normally just `root`).
+    let tops: Vec<serde_json::Value> = order
+        .iter()
+        .filter(|a| {
+            a.rsplit_once('.')
+                .is_none_or(|(p, _)| !order.iter().any(|o| o == p))
+        })
+        .map(|a| node(a, &order, &mut events))
+        .collect();
+    serde_json::json!({ "run": run_events, "agents": tops })
+}
+
 fn show(args: ShowArgs) -> anyhow::Result<()> {
     let records = load(&args.file)?;
     let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&tree_json(&records))?
+        )?;
+        return Ok(());
+    }
     let width = if args.full { usize::MAX } else { 120 };
     for r in &records {
         let t = format!("{:7.2}s", r.t_ms as f64 / 1000.0);
