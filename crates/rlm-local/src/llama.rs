@@ -165,6 +165,9 @@ pub struct Generation {
     pub prompt_time: Duration,
     /// Time from the first to the last generated token.
     pub generation_time: Duration,
+    /// Prompt tokens whose cache entries were reused from an earlier request
+    /// in the same sequence (a conversation's shared prefix), not decoded again.
+    pub cached_prompt_tokens: u32,
 }
 
 struct Job {
@@ -308,6 +311,23 @@ struct Slot {
     max_tokens: u32,
     /// Cells reserved in the cache: prompt + max output.
     reserved: u32,
+    /// Prompt tokens reused from the sequence's cache.
+    reused: usize,
+    /// Generated tokens decoded into the cache (all but a final unfed one).
+    fed_output: Vec<LlamaToken>,
+}
+
+/// A sequence between requests. Its cache keeps the tokens of the last
+/// request it served, so the next turn of the same conversation (whose prompt
+/// starts with that one) decodes only what is new — multi-turn loops resend
+/// a long shared prefix every turn.
+struct IdleSeq {
+    seq: i32,
+    cached: Vec<LlamaToken>,
+}
+
+fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 enum Outcome {
@@ -360,7 +380,13 @@ fn worker(
     let _ = ready.send(Ok(n_ctx));
 
     let mut batch = LlamaBatch::new(options.batch_tokens as usize, 1);
-    let mut free_seqs: Vec<i32> = (0..options.parallel as i32).rev().collect();
+    let mut idle: Vec<IdleSeq> = (0..options.parallel as i32)
+        .rev()
+        .map(|seq| IdleSeq {
+            seq,
+            cached: Vec::new(),
+        })
+        .collect();
     let mut pending: VecDeque<Job> = VecDeque::new();
     let mut slots: Vec<Slot> = Vec::new();
     let mut reserved_cells: u32 = 0;
@@ -393,7 +419,10 @@ fn worker(
         slots.retain(|slot| {
             if slot.job.reply.is_closed() {
                 let _ = ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
-                free_seqs.push(slot.seq);
+                idle.push(IdleSeq {
+                    seq: slot.seq,
+                    cached: Vec::new(),
+                });
                 reserved_cells -= slot.reserved;
                 false
             } else {
@@ -403,7 +432,9 @@ fn worker(
 
         // Admit in arrival order while a sequence and enough cache are free.
         while let Some(job) = pending.front() {
-            let Some(&seq) = free_seqs.last() else { break };
+            if idle.is_empty() {
+                break;
+            }
             let prompt = match render_prompt(&model, &template, &job.request.turns) {
                 Ok(p) => p,
                 Err(e) => {
@@ -428,12 +459,53 @@ fn worker(
                 .max(1);
             let max_tokens = wanted.min(n_ctx - prompt_tokens);
             let reserved = prompt_tokens + max_tokens;
-            if reserved_cells + reserved > n_ctx && !slots.is_empty() {
+            // The idle sequence whose cache shares the longest prefix.
+            let pick = (0..idle.len())
+                .max_by_key(|&i| {
+                    (
+                        common_prefix(&idle[i].cached, &prompt),
+                        std::cmp::Reverse(idle[i].cached.len()),
+                    )
+                })
+                .expect("idle is not empty");
+            // Other idle caches give their cells back, least useful first,
+            // until the new request fits.
+            let held_by_others = |idle: &[IdleSeq]| -> u32 {
+                idle.iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != pick)
+                    .map(|(_, s)| s.cached.len() as u32)
+                    .sum()
+            };
+            while reserved_cells + reserved + held_by_others(&idle) > n_ctx {
+                let Some(victim) = (0..idle.len())
+                    .filter(|&i| i != pick && !idle[i].cached.is_empty())
+                    .min_by_key(|&i| idle[i].cached.len())
+                else {
+                    break;
+                };
+                let _ = ctx.clear_kv_cache_seq(Some(idle[victim].seq as u32), None, None);
+                idle[victim].cached.clear();
+            }
+            if reserved_cells + reserved + held_by_others(&idle) > n_ctx && !slots.is_empty() {
                 // Wait for running sequences to finish and free the cache.
                 break;
             }
             let job = pending.pop_front().expect("front exists");
-            free_seqs.pop();
+            let IdleSeq { seq, cached } = idle.swap_remove(pick);
+            // Keep the shared prefix, drop the rest of the old request. The
+            // last prompt token is always decoded again: its logits start
+            // the answer.
+            let reused = common_prefix(&cached, &prompt).min(prompt.len() - 1);
+            let trimmed = ctx
+                .clear_kv_cache_seq(Some(seq as u32), Some(reused as u32), None)
+                .unwrap_or(false);
+            let reused = if trimmed {
+                reused
+            } else {
+                let _ = ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+                0
+            };
             reserved_cells += reserved;
             let temperature = job
                 .request
@@ -445,7 +517,9 @@ fn worker(
                 admitted: Instant::now(),
                 first_token: None,
                 prompt,
-                fed: 0,
+                fed: reused,
+                reused,
+                fed_output: Vec::new(),
                 next: None,
                 logits_at: None,
                 output: Vec::new(),
@@ -471,6 +545,7 @@ fn worker(
                 batch
                     .add(token, pos, &[slot.seq], true)
                     .expect("the batch holds a token per sequence");
+                slot.fed_output.push(token);
             }
         }
         for slot in &mut slots {
@@ -498,7 +573,10 @@ fn worker(
             // Nothing in this step can be trusted: fail every request in it.
             for slot in slots.drain(..) {
                 let _ = ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
-                free_seqs.push(slot.seq);
+                idle.push(IdleSeq {
+                    seq: slot.seq,
+                    cached: Vec::new(),
+                });
                 let _ = slot.job.reply.send(Err(LocalError::Inference(format!(
                     "llama.cpp decode failed: {e}"
                 ))));
@@ -534,14 +612,22 @@ fn worker(
             }
         }
         for (index, finish) in finished.into_iter().rev() {
-            let slot = slots.swap_remove(index);
-            let _ = ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
-            free_seqs.push(slot.seq);
+            let mut slot = slots.swap_remove(index);
+            // The cache now holds the prompt and every generated token that
+            // was fed back; the sequence keeps them for the next request.
+            let mut cached = std::mem::take(&mut slot.prompt);
+            let prompt_tokens = cached.len() as u32;
+            cached.extend_from_slice(&slot.fed_output);
+            idle.push(IdleSeq {
+                seq: slot.seq,
+                cached,
+            });
             reserved_cells -= slot.reserved;
             let first = slot.first_token.unwrap_or(slot.admitted);
             let generation = Generation {
                 text: String::from_utf8_lossy(&slot.output).into_owned(),
-                prompt_tokens: slot.prompt.len() as u32,
+                prompt_tokens,
+                cached_prompt_tokens: slot.reused as u32,
                 output_tokens: slot.output_tokens,
                 finish,
                 queued: slot.admitted.duration_since(slot.job.submitted),

@@ -72,6 +72,33 @@ async fn the_real_model_answers_alone_and_in_parallel() {
         g.output_tokens.saturating_sub(1) as f64 / g.generation_time.as_secs_f64().max(1e-9),
     );
 
+    // The next turn of a conversation reuses the cached prefix: only the
+    // reply and the new message are decoded.
+    let first = request("Name one planet of the solar system.");
+    let g1 = model.generate(first.clone()).await.unwrap();
+    let mut second = first;
+    second.turns.push(Turn {
+        role: "assistant".into(),
+        content: g1.text.clone(),
+    });
+    second.turns.push(Turn {
+        role: "user".into(),
+        content: "Name another one.".into(),
+    });
+    let g2 = model.generate(second).await.unwrap();
+    eprintln!(
+        "second turn: prompt {} tok, {} reused from the cache, prompt time {:?} (first turn {:?}); {:?} then {:?}",
+        g2.prompt_tokens, g2.cached_prompt_tokens, g2.prompt_time, g1.prompt_time, g1.text, g2.text
+    );
+    assert!(
+        g2.cached_prompt_tokens >= g1.prompt_tokens,
+        "the whole first prompt is reused: {} of {}",
+        g2.cached_prompt_tokens,
+        g1.prompt_tokens
+    );
+    assert!(g2.cached_prompt_tokens < g2.prompt_tokens);
+    assert!(!g2.text.trim().is_empty());
+
     let started = Instant::now();
     let questions = [
         "Name a primary color.",

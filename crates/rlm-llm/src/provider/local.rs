@@ -111,7 +111,7 @@ impl Provider for LocalProvider {
                 usage: Some(ReportedUsage {
                     input_tokens: u64::from(generation.prompt_tokens),
                     output_tokens: u64::from(generation.output_tokens),
-                    cached_tokens: None,
+                    cached_tokens: Some(u64::from(generation.cached_prompt_tokens)),
                 }),
             })
         })
