@@ -380,6 +380,10 @@ struct Outcome {
 }
 
 /// Prefix of the stop reason when a model call failed after retries.
+/// What a cell that printed nothing shows the model: small models search
+/// with a condition that never matches and read silence as "try again".
+const NO_OUTPUT: &str = "(no output: the cell printed nothing. If it searched for something, nothing matched: check upper/lower case, try fewer or other words, or print(search(\"keywords\")))";
+
 const MODEL_FAILED: &str = "the model call failed: ";
 
 /// Per-call overrides of the role's settings.
@@ -1435,6 +1439,8 @@ impl Agent {
         let mut temperature: Option<f32> = None;
         let mut consecutive_errors = 0u32;
         let mut no_code_streak = 0u32;
+        let mut last_turn: Option<(String, String)> = None;
+        let mut stuck = 0u32;
         let mut prose_reply: Option<String> = None;
         let mut stop: Option<Stop> = None;
         for turn in 1..=max_turns {
@@ -1493,7 +1499,9 @@ impl Agent {
                 ));
                 continue;
             }
-            temperature = None;
+            if stuck == 0 {
+                temperature = None;
+            }
             let mut outputs = Vec::new();
             let mut notes = Vec::new();
             let n = parsed.code_blocks.len();
@@ -1516,11 +1524,15 @@ impl Agent {
                         )
                     }
                 };
-                let rendered = if rendered.trim().is_empty() {
-                    "(no output)".to_string()
+                let mut rendered = if rendered.trim().is_empty() {
+                    NO_OUTPUT.to_string()
                 } else {
                     rendered
                 };
+                for note in parse::code_lints(&block.code) {
+                    rendered.push('\n');
+                    rendered.push_str(&note);
+                }
                 outputs.push(if n > 1 {
                     format!("REPL output of cell {}:\n{}", i + 1, rendered)
                 } else {
@@ -1589,6 +1601,25 @@ impl Agent {
                 break;
             }
             let mut body = outputs.join("\n\n");
+            // The same code with the same output as last turn: the model is
+            // stuck (small models re-send a failing search for 20 turns).
+            let signature = (
+                parsed
+                    .code_blocks
+                    .iter()
+                    .map(|b| b.code.trim())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                body.clone(),
+            );
+            if last_turn.as_ref() == Some(&signature) {
+                stuck += 1;
+                temperature = Some((0.4 + 0.3 * stuck as f32).min(1.2));
+                notes.push(prompts::NOTE_STUCK.trim().to_string());
+            } else {
+                stuck = 0;
+            }
+            last_turn = Some(signature);
             for note in notes {
                 body.push_str("\n\n");
                 body.push_str(&note);

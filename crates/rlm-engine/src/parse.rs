@@ -344,9 +344,65 @@ impl RepeatDetector {
     }
 }
 
+/// Notes on code that cannot do what it obviously means, added to the cell's
+/// output so the model can fix it. Today: a literal with capital letters
+/// compared against a lower-cased string (`"Marguerite Okafor" in
+/// d["text"].lower()`) can never match — the small local model looped on
+/// exactly that for twenty turns.
+pub fn code_lints(code: &str) -> Vec<String> {
+    use std::sync::OnceLock;
+    static PATTERNS: OnceLock<[regex::Regex; 2]> = OnceLock::new();
+    let patterns = PATTERNS.get_or_init(|| {
+        [
+            // "Lit" in x.lower()  /  'Lit' not in x.lower()
+            regex::Regex::new(
+                r#"(?:"([^"\n]*)"|'([^'\n]*)')\s+(?:not\s+)?in\s+[^\n:]*?\.lower\(\)"#,
+            )
+            .expect("valid regex"),
+            // x.lower().find("Lit") / .count / .index / .startswith / .endswith / .split
+            regex::Regex::new(
+                r#"\.lower\(\)\s*\.\s*(?:find|rfind|count|index|startswith|endswith|split)\(\s*(?:"([^"\n]*)"|'([^'\n]*)')"#,
+            )
+            .expect("valid regex"),
+        ]
+    });
+    let mut notes = Vec::new();
+    for re in patterns.iter() {
+        for caps in re.captures_iter(code) {
+            let lit = caps
+                .get(1)
+                .or_else(|| caps.get(2))
+                .map_or("", |m| m.as_str());
+            if lit.chars().any(char::is_uppercase) {
+                let note = format!(
+                    "Note: {lit:?} has capital letters but is compared with a .lower() string, so it can never match; write {:?}.",
+                    lit.to_lowercase()
+                );
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
+        }
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lints_catch_capitals_compared_with_lowercased_text() {
+        let notes = code_lints(
+            "for d in documents:\n    if \"Marguerite Okafor\" in d[\"text\"].lower() and \"2019\" in d[\"text\"].lower():\n        print(d)",
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("\"marguerite okafor\""), "{notes:?}");
+        assert_eq!(code_lints("i = context.lower().find('Tromso')").len(), 1);
+        assert_eq!(code_lints("'x' not in t.lower()").len(), 0);
+        assert!(code_lints("if 'okafor' in d['text'].lower(): print(1)").is_empty());
+        assert!(code_lints("if 'Okafor' in d['text']: print(1)").is_empty());
+    }
 
     #[test]
     fn repl_fence_is_preferred_over_python() {

@@ -454,6 +454,51 @@ async fn repeated_replies_are_detected() {
     );
 }
 
+/// The local model's other loop: a search that can never match (capitals
+/// against a lower-cased text), printing nothing, re-sent turn after turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn silent_never_matching_search_gets_hints_and_a_stuck_note() {
+    let ts = needle_store();
+    let cell = repl(
+        "for d in documents:\n    if \"Secret Code\" in d[\"text\"].lower():\n        print(d[\"index\"])",
+    );
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            format!("Let me search.\n{cell}"),
+            format!("Searching again.\n{cell}"),
+            "FINAL(gave up)".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    assert_eq!(answer.answer, "gave up");
+    let reqs = server.requests();
+    let first = reqs[1].last_message();
+    assert!(
+        first.contains("(no output: the cell printed nothing"),
+        "{first}"
+    );
+    assert!(
+        first.contains("\"Secret Code\" has capital letters") && first.contains("\"secret code\""),
+        "{first}"
+    );
+    assert!(
+        !first.contains("same code as your previous turn"),
+        "{first}"
+    );
+    let second = reqs[2].last_message();
+    assert!(
+        second.contains("same code as your previous turn"),
+        "{second}"
+    );
+    assert!(
+        reqs[2].body["temperature"].as_f64().is_some(),
+        "temperature raised when stuck"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_final_until_the_cap_then_answer_now_turn() {
     let ts = needle_store();

@@ -3,36 +3,13 @@
 //! worker subcommand.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer, TEST_API_KEY};
 
-/// Variables that would leak the developer's own setup into the tests.
-const CLEARED: &[&str] = &[
-    "RLM_PROVIDER",
-    "RLM_BASE_URL",
-    "RLM_API_KEY",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "RLM_PRIMARY_MODEL",
-    "RLM_SUB_MODEL",
-    "RLM_TIMEOUT",
-    "RLM_MAX_CONCURRENT",
-    "RLM_MAX_DEPTH",
-    "RLM_MAX_CALLS",
-    "RLM_SUB_AGENT_CALLS",
-    "RLM_MAX_LLM_CALLS",
-    "RLM_ROOT_RESERVED",
-    "RLM_MAX_TOKENS",
-    "RLM_TRUNCATE_LEN",
-    "RLM_CONTEXT_SHAPE",
-    "RLM_CITATIONS",
-    "RLM_VERIFY_CITATIONS",
-    "RLM_STORE",
-    "RLM_SANDBOX_WORKER",
-];
+mod common;
+use common::{stderr, stdout};
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -70,16 +47,7 @@ impl Fixture {
     }
 
     fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
-        cmd.args(args).current_dir(self.dir.path());
-        for var in CLEARED {
-            cmd.env_remove(var);
-        }
-        cmd.envs(env.iter().copied());
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        common::command(self.dir.path(), args, env)
     }
 
     fn rlm(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -103,14 +71,6 @@ fn ask(f: &Fixture, server: &ScriptedServer, args: &[&str]) -> Output {
     let mut all = vec!["ask"];
     all.extend_from_slice(args);
     f.rlm(&all, &env)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn root() -> Matcher {

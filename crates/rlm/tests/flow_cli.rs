@@ -2,28 +2,12 @@
 //! switch, running the real binary against the scripted model server (real
 //! HTTP) over a real store.
 
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use rlm_llm::testing::{Reply, Script, ScriptedServer, TEST_API_KEY};
 
-/// Variables that would leak the developer's own setup into the tests.
-const CLEARED: &[&str] = &[
-    "RLM_PROVIDER",
-    "RLM_BASE_URL",
-    "RLM_API_KEY",
-    "OPENAI_API_KEY",
-    "RLM_PRIMARY_MODEL",
-    "RLM_SUB_MODEL",
-    "RLM_ENABLED",
-    "RLM_FLOW",
-    "RLM_INSPECTOR",
-    "RLM_CITATION_POLICY",
-    "RLM_CITATIONS",
-    "RLM_MAX_FILES",
-    "RLM_MAX_CHUNKS",
-    "RLM_STORE",
-    "RLM_SANDBOX_WORKER",
-];
+mod common;
+use common::{stderr, stdout};
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -47,16 +31,7 @@ impl Fixture {
     }
 
     fn rlm(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
-        cmd.args(args).current_dir(self.dir.path());
-        for var in CLEARED {
-            cmd.env_remove(var);
-        }
-        cmd.envs(env.iter().copied());
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd.output().expect("rlm runs")
+        common::rlm(self.dir.path(), args, env)
     }
 
     fn ask(&self, server: &ScriptedServer, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
@@ -73,14 +48,6 @@ impl Fixture {
         all.extend_from_slice(args);
         self.rlm(&all, &env)
     }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// A scripted model for every stage: programs keyed on "skills", summaries

