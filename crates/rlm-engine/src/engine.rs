@@ -47,6 +47,10 @@ pub struct EngineConfig {
     /// Defer a FINAL written in the same turn as sub-calls (seed 004's fix).
     /// `RLM_DEFER_FINAL`, default true.
     pub defer_final_after_fanout: bool,
+    /// Full-text hits for the question shown by the root's inspection cell
+    /// (their matching lines). `RLM_INSPECT_SEARCH_K`, default 3; 0 = off.
+    #[serde(default = "default_inspect_search_k")]
+    pub inspect_search_k: usize,
     /// Replies in a row without code or FINAL after which the agent gets its
     /// last turn (shown its first such reply, which is often an unmarked
     /// answer). `RLM_MAX_NO_CODE_REPLIES`, default 3.
@@ -73,6 +77,7 @@ impl Default for EngineConfig {
             verify_citations: true,
             defer_final_after_fanout: true,
             max_replies_without_code: default_max_replies_without_code(),
+            inspect_search_k: default_inspect_search_k(),
             sub_context_chars: 100_000,
             root_model: String::new(),
             sub_model: String::new(),
@@ -82,6 +87,10 @@ impl Default for EngineConfig {
 }
 
 fn default_max_replies_without_code() -> u32 {
+    3
+}
+
+fn default_inspect_search_k() -> usize {
     3
 }
 
@@ -119,6 +128,18 @@ impl EngineConfig {
         }
         if let Some(v) = get("RLM_DEFER_FINAL").filter(|v| !v.trim().is_empty()) {
             c.defer_final_after_fanout = parse_bool("RLM_DEFER_FINAL", &v)?;
+        }
+        if let Some(v) = get("RLM_INSPECT_SEARCH_K").filter(|v| !v.trim().is_empty()) {
+            c.inspect_search_k = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|k| *k <= 50)
+                .ok_or_else(|| {
+                    format!(
+                        "environment variable RLM_INSPECT_SEARCH_K={v:?} is not a whole number from 0 to 50"
+                    )
+                })?;
         }
         if let Some(v) = get("RLM_MAX_NO_CODE_REPLIES").filter(|v| !v.trim().is_empty()) {
             c.max_replies_without_code = v
@@ -1072,6 +1093,29 @@ if findings:
     for f in findings[-30:]:
         print("-", f["text"], "| source:", f["source"])"#;
 
+/// The root's inspection cell: the document index, then (with `k` > 0) the
+/// lines of the top `k` full-text hits for the question that share at least
+/// two of its words — a weak model that never searches well still starts
+/// from the passage most likely to hold the answer.
+fn root_inspection(k: usize) -> String {
+    if k == 0 {
+        return ROOT_INSPECTION.to_string();
+    }
+    format!(
+        r#"{ROOT_INSPECTION}
+import re
+_words = [w for w in re.findall(r"[a-z0-9]+", question.lower()) if len(w) > 3]
+_hits = search(question, {k}) if _words else []
+if _hits:
+    print("Full-text search for the question found these passages (a lead, not proof: check them):")
+    for _h in _hits:
+        _lines = [l.strip() for l in _h["text"].splitlines() if len([w for w in _words if w in l.lower()]) >= 2]
+        print(f"[[chunk:{{_h['chunk_id']}}]] in [DOCUMENT {{_h['doc_index']}}: {{_h['path']}}]")
+        for _l in (_lines[:3] if _lines else [_h["text"][:300]]):
+            print("    " + _l[:300])"#
+    )
+}
+
 /// The inspection cell of a sub-agent: what its input looks like.
 const SUB_INSPECTION: &str = r#"print(type(context).__name__, "of length", len(context))
 if isinstance(context, str):
@@ -1122,7 +1166,7 @@ fn input_sizes(v: &InputValue) -> (String, Vec<u64>) {
 }
 
 /// The sandbox inputs and host functions of an agent over `input` (or the corpus).
-fn session_spec(ctx: &RunCtx, input: Option<&InputValue>) -> SessionSpec {
+fn session_spec(ctx: &RunCtx, task: &str, input: Option<&InputValue>) -> SessionSpec {
     let (context, documents) = match input {
         Some(v) => (v.clone(), InputValue::Json(json!([]))),
         None => (
@@ -1137,6 +1181,7 @@ fn session_spec(ctx: &RunCtx, input: Option<&InputValue>) -> SessionSpec {
     spec = spec
         .input("context", context)
         .input("documents", documents)
+        .input("question", InputValue::Text(task.to_string()))
         .input("history", InputValue::Json(history_json(&ctx.session)))
         .input("findings", InputValue::Json(findings_json(&ctx.session)))
         .input(
@@ -1198,7 +1243,7 @@ fn run_agent(
         };
         // The spec is rebuilt from the corpus when needed instead of kept:
         // holding the corpus-sized inputs for the whole run would double memory.
-        let spec = session_spec(&ctx, input.as_ref());
+        let spec = session_spec(&ctx, &task, input.as_ref());
         let session = ctx
             .pool
             .start_session(&spec)
@@ -1271,10 +1316,11 @@ fn run_agent(
         };
         // The inspection cell: even a weak model starts from a scouted corpus.
         let inspection = if is_root {
-            ROOT_INSPECTION
+            root_inspection(cfg.inspect_search_k)
         } else {
-            SUB_INSPECTION
+            SUB_INSPECTION.to_string()
         };
+        let inspection = inspection.as_str();
         let inspection_output = match agent.run_cell(0, 0, inspection).await {
             Ok(r) => r.render(cfg.budget.truncate_len),
             Err(e) => format!("(inspection failed: {e})"),
@@ -1370,7 +1416,7 @@ impl Agent {
                     host_calls: 0,
                 });
                 // A fresh REPL so the loop can go on (variables are lost).
-                let spec = session_spec(&self.ctx, self.input.as_ref());
+                let spec = session_spec(&self.ctx, &self.task, self.input.as_ref());
                 self.session = self.ctx.pool.start_session(&spec).await.ok();
             }
         }
@@ -2034,10 +2080,15 @@ mod tests {
             "RLM_VERIFY_CITATIONS" => Some("false".to_string()),
             "RLM_DEFER_FINAL" => Some("0".to_string()),
             "RLM_MAX_NO_CODE_REPLIES" => Some("5".to_string()),
+            "RLM_INSPECT_SEARCH_K" => Some("0".to_string()),
             _ => None,
         };
         let c = EngineConfig::from_lookup(get).unwrap();
         assert_eq!(c.max_replies_without_code, 5);
+        assert_eq!(c.inspect_search_k, 0);
+        let e = EngineConfig::from_lookup(|k| (k == "RLM_INSPECT_SEARCH_K").then(|| "99".into()))
+            .unwrap_err();
+        assert!(e.contains("0 to 50"), "{e}");
         for bad in ["0", "two"] {
             let e = EngineConfig::from_lookup(|k| {
                 (k == "RLM_MAX_NO_CODE_REPLIES").then(|| bad.to_string())

@@ -49,6 +49,20 @@ async fn needle_found_by_regex_then_final() {
         first_user.contains("[DOCUMENT 1: docs/b_notes.txt]"),
         "{first_user}"
     );
+    // ... and the lines of the best full-text hits for the question.
+    assert!(
+        first_user.contains("Full-text search for the question found"),
+        "{first_user}"
+    );
+    let lead = first_user
+        .lines()
+        .position(|l| l.contains("in [DOCUMENT 1: docs/b_notes.txt]"))
+        .expect("the needle's document is among the hits");
+    assert!(
+        first_user.lines().nth(lead + 1).unwrap().trim()
+            == "The secret code is 4721. Keep it safe.",
+        "{first_user}"
+    );
     // The regex output came back to the model.
     assert!(
         reqs[1].last_message().contains("['4721']"),
@@ -1167,6 +1181,22 @@ async fn session_history_and_briefing_reach_the_model() {
         r.messages[1].content
     );
     assert!(r.messages[1].content.contains("an old finding"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn question_search_lead_can_be_switched_off() {
+    let ts = needle_store();
+    let server =
+        ScriptedServer::start(Script::new().on_sequence(root(), ["FINAL(x)".to_string()])).await;
+    let cfg = EngineConfig {
+        inspect_search_k: 0,
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    ask(&engine, &ts, "What is the secret code?").await;
+    let first_user = &server.requests()[0].messages[1].content;
+    assert!(first_user.contains("3 documents"), "{first_user}");
+    assert!(!first_user.contains("Full-text search"), "{first_user}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
