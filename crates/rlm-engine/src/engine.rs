@@ -1485,7 +1485,7 @@ impl Agent {
         let mut temperature: Option<f32> = None;
         let mut consecutive_errors = 0u32;
         let mut no_code_streak = 0u32;
-        let mut last_turn: Option<(String, String)> = None;
+        let mut recent_turns: Vec<(String, String)> = Vec::new();
         let mut stuck = 0u32;
         let mut prose_reply: Option<String> = None;
         let mut stop: Option<Stop> = None;
@@ -1647,8 +1647,9 @@ impl Agent {
                 break;
             }
             let mut body = outputs.join("\n\n");
-            // The same code with the same output as last turn: the model is
-            // stuck (small models re-send a failing search for 20 turns).
+            // The same code with the same output as one of the last three
+            // turns: the model is stuck (small models re-send a failing
+            // search, or alternate two cells, for 20 turns).
             let signature = (
                 parsed
                     .code_blocks
@@ -1658,14 +1659,18 @@ impl Agent {
                     .join("\n"),
                 body.clone(),
             );
-            if last_turn.as_ref() == Some(&signature) {
+            if recent_turns.contains(&signature) {
                 stuck += 1;
                 temperature = Some((0.4 + 0.3 * stuck as f32).min(1.2));
                 notes.push(prompts::NOTE_STUCK.trim().to_string());
             } else {
                 stuck = 0;
             }
-            last_turn = Some(signature);
+            // Also catches two cells sent in alternation (A, B, A, B…).
+            recent_turns.push(signature);
+            if recent_turns.len() > 3 {
+                recent_turns.remove(0);
+            }
             for note in notes {
                 body.push_str("\n\n");
                 body.push_str(&note);

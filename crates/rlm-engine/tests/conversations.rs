@@ -480,6 +480,7 @@ async fn silent_never_matching_search_gets_hints_and_a_stuck_note() {
         root(),
         [
             format!("Let me search.\n{cell}"),
+            repl("print(len(documents))"),
             format!("Searching again.\n{cell}"),
             "FINAL(gave up)".to_string(),
         ],
@@ -499,16 +500,22 @@ async fn silent_never_matching_search_gets_hints_and_a_stuck_note() {
         "{first}"
     );
     assert!(
-        !first.contains("same code as your previous turn"),
+        !first.contains("same code as one of your last turns"),
         "{first}"
     );
-    let second = reqs[2].last_message();
     assert!(
-        second.contains("same code as your previous turn"),
-        "{second}"
+        !reqs[2]
+            .last_message()
+            .contains("same code as one of your last turns")
+    );
+    // The first cell again (A, B, A): stuck, though the previous turn differed.
+    let third = reqs[3].last_message();
+    assert!(
+        third.contains("same code as one of your last turns"),
+        "{third}"
     );
     assert!(
-        reqs[2].body["temperature"].as_f64().is_some(),
+        reqs[3].body["temperature"].as_f64().is_some(),
         "temperature raised when stuck"
     );
 }
