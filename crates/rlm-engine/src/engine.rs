@@ -1536,6 +1536,25 @@ impl Agent {
             }
             no_code_streak = 0;
             prose_reply = None;
+            if streak >= cfg.max_replies_without_code.max(2) {
+                // Nudges and a higher temperature did not change the reply:
+                // more turns will not either.
+                let q = self.task.clone();
+                self.push_user(render(
+                    prompts::FINAL_AFTER_REPEATS,
+                    &[("count", &streak.to_string()), ("question", &q)],
+                ));
+                match self.last_answer_turn(turn + 1).await {
+                    Ok(Some(answer)) => return self.commit(&answer, "final_after_repeats"),
+                    Ok(None) => {
+                        stop = Some(Stop::Failure(format!(
+                            "the same reply {streak} times in a row, and no answer when asked for one"
+                        )));
+                    }
+                    Err(s) => stop = Some(s),
+                }
+                break;
+            }
             if streak >= 2 {
                 temperature = Some((0.4 + 0.3 * (streak - 1) as f32).min(1.2));
                 let q = self.task.clone();

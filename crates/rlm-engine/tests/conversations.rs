@@ -521,6 +521,36 @@ async fn silent_never_matching_search_gets_hints_and_a_stuck_note() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_reply_three_times_ends_with_a_last_turn() {
+    let ts = needle_store();
+    let same = repl("print('same')");
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            same.clone(),
+            same.clone(),
+            same.clone(),
+            "FINAL(asked at last)".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "q").await;
+    assert_eq!(answer.answer, "asked at last");
+    let reqs = server.requests();
+    assert_eq!(
+        reqs.len(),
+        4,
+        "no turns burned after the third identical reply"
+    );
+    let last = reqs[3].last_message();
+    assert!(
+        last.contains("same reply 3 times in a row, so this is your last turn"),
+        "{last}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_final_until_the_cap_then_answer_now_turn() {
     let ts = needle_store();
     let server = ScriptedServer::start(Script::new().on_sequence(
