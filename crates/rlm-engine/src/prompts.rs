@@ -140,7 +140,14 @@ mod tests {
             ["outputs", "question", "turn", "max_turns"]
         );
         assert_eq!(placeholders(FINAL_NOW), ["question"]);
-        assert_eq!(placeholders(SYNTHESIS), ["reason", "question", "material"]);
+        assert_eq!(placeholders(SYNTHESIS), ["reason", "material", "question"]);
+        assert_eq!(placeholders(NUDGE_NO_CODE), ["question"]);
+        assert_eq!(
+            placeholders(FINAL_FROM_PROSE),
+            ["count", "earlier", "question"]
+        );
+        assert_eq!(placeholders(FINAL_AFTER_REPEATS), ["count", "question"]);
+        assert!(placeholders(NOTE_STUCK).is_empty());
     }
 
     #[test]
