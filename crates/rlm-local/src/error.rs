@@ -30,6 +30,18 @@ pub enum LocalError {
         reason: String,
     },
 
+    /// Another `rlm model pull` is writing into the same models directory.
+    #[error(
+        "another `rlm model pull` (pid {pid}) is already downloading into {}; wait for it to finish (run `rlm model pull` again afterwards: it verifies and resumes)",
+        .dir.display()
+    )]
+    PullInProgress {
+        /// The models directory.
+        dir: PathBuf,
+        /// The holder's process id, as it wrote it ("unknown" if unreadable).
+        pid: String,
+    },
+
     /// A file could not be read or written.
     #[error("{what}: {source}")]
     Io {

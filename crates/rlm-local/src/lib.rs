@@ -31,7 +31,9 @@ pub use catalog::{DEFAULT_MODEL_NAME, ModelSpec, PypiParts, default_model};
 pub use error::LocalError;
 #[cfg(feature = "llama")]
 pub use llama::{Finish, GenerateRequest, Generation, LocalModel, LocalModelOptions, Turn};
-pub use pull::{PullOptions, PullOutcome, PullProgress, PullSource, SilentProgress, pull};
+pub use pull::{
+    PULL_LOCK_FILE, PullOptions, PullOutcome, PullProgress, PullSource, SilentProgress, pull,
+};
 
 /// Environment variable naming the GGUF the `local` provider runs.
 pub const LOCAL_MODEL_ENV: &str = "RLM_LOCAL_MODEL";

