@@ -144,15 +144,18 @@ impl Corpus {
         }
     }
 
-    /// Characters of `context` in the given shape (as the first message reports them).
+    /// Characters of `context` in the given shape (as the first message
+    /// reports them), counted from the same pieces the worker joins.
     pub fn context_chars(&self, shape: ContextShape) -> u64 {
-        match shape {
-            ContextShape::List => self.total_chars(),
-            ContextShape::String => self
-                .docs
+        match self.context_value(shape) {
+            InputValue::Assembled(pieces) => pieces
                 .iter()
-                .map(|d| document_header(d.index, &d.path).chars().count() as u64 + 1 + d.chars + 2)
+                .map(|p| match p {
+                    Piece::Literal(text) => text.chars().count() as u64,
+                    Piece::Text(i) => self.docs[*i].chars,
+                })
                 .sum(),
+            _ => self.total_chars(),
         }
     }
 

@@ -401,6 +401,12 @@ struct Outcome {
 }
 
 /// Prefix of the stop reason when a model call failed after retries.
+/// Temperature after the same reply (or a stuck turn) `streak` times in a
+/// row: a small model at low temperature repeats itself word for word.
+fn raised_temperature(streak: u32) -> f32 {
+    (0.4 + 0.3 * streak.saturating_sub(1) as f32).min(1.2)
+}
+
 /// What a cell that printed nothing shows the model: small models search
 /// with a condition that never matches and read silence as "try again".
 const NO_OUTPUT: &str = "(no output: the cell printed nothing. If it searched for something, nothing matched: check upper/lower case, try fewer or other words, or print(search(\"keywords\")))";
@@ -1512,23 +1518,29 @@ impl Agent {
                     prose_reply = Some(reply.trim().to_string());
                 }
                 if no_code_streak >= cfg.max_replies_without_code.max(1) {
-                    let earlier = prose_reply.take().unwrap_or_default();
+                    // Shows the model its first prose reply (often the answer, unmarked).
+                    let earlier = truncate_output(&prose_reply.take().unwrap_or_default(), 4000);
+                    let prompt = render(
+                        prompts::FINAL_FROM_PROSE,
+                        &[
+                            ("count", &no_code_streak.to_string()),
+                            ("earlier", &earlier),
+                            ("question", &self.task),
+                        ],
+                    );
+                    let no_answer =
+                        format!("{no_code_streak} replies in a row had no code and no answer");
                     match self
-                        .final_from_prose(turn + 1, no_code_streak, &earlier)
+                        .last_turn(prompt, turn + 1, "final_from_prose", no_answer)
                         .await
                     {
-                        Ok(Some(answer)) => return self.commit(&answer, "final_from_prose"),
-                        Ok(None) => {
-                            stop = Some(Stop::Failure(format!(
-                                "{no_code_streak} replies in a row had no code and no answer"
-                            )));
-                        }
+                        Ok(outcome) => return outcome,
                         Err(s) => stop = Some(s),
                     }
                     break;
                 }
                 if streak >= 2 {
-                    temperature = Some((0.4 + 0.3 * (streak - 1) as f32).min(1.2));
+                    temperature = Some(raised_temperature(streak));
                 }
                 let q = self.task.clone();
                 self.push_user(render(prompts::NUDGE_NO_CODE, &[("question", &q)]));
@@ -1539,24 +1551,24 @@ impl Agent {
             if streak >= cfg.max_replies_without_code.max(2) {
                 // Nudges and a higher temperature did not change the reply:
                 // more turns will not either.
-                let q = self.task.clone();
-                self.push_user(render(
+                let prompt = render(
                     prompts::FINAL_AFTER_REPEATS,
-                    &[("count", &streak.to_string()), ("question", &q)],
-                ));
-                match self.last_answer_turn(turn + 1).await {
-                    Ok(Some(answer)) => return self.commit(&answer, "final_after_repeats"),
-                    Ok(None) => {
-                        stop = Some(Stop::Failure(format!(
-                            "the same reply {streak} times in a row, and no answer when asked for one"
-                        )));
-                    }
+                    &[("count", &streak.to_string()), ("question", &self.task)],
+                );
+                let no_answer = format!(
+                    "the same reply {streak} times in a row, and no answer when asked for one"
+                );
+                match self
+                    .last_turn(prompt, turn + 1, "final_after_repeats", no_answer)
+                    .await
+                {
+                    Ok(outcome) => return outcome,
                     Err(s) => stop = Some(s),
                 }
                 break;
             }
             if streak >= 2 {
-                temperature = Some((0.4 + 0.3 * (streak - 1) as f32).min(1.2));
+                temperature = Some(raised_temperature(streak));
                 let q = self.task.clone();
                 self.push_user(render(
                     prompts::NUDGE_REPEAT,
@@ -1680,7 +1692,7 @@ impl Agent {
             );
             if recent_turns.contains(&signature) {
                 stuck += 1;
-                temperature = Some((0.4 + 0.3 * stuck as f32).min(1.2));
+                temperature = Some(raised_temperature(stuck + 1));
                 notes.push(prompts::NOTE_STUCK.trim().to_string());
             } else {
                 stuck = 0;
@@ -1715,9 +1727,12 @@ impl Agent {
                     depth: self.depth,
                     reason: e.clone(),
                 });
-                match self.final_now(max_turns + 1).await {
-                    Ok(Some(answer)) => return self.commit(&answer, "final_now"),
-                    Ok(None) => e.to_string(),
+                let prompt = render(prompts::FINAL_NOW, &[("question", &self.task)]);
+                match self
+                    .last_turn(prompt, max_turns + 1, "final_now", e.to_string())
+                    .await
+                {
+                    Ok(outcome) => return outcome,
                     Err(s) => s.reason(),
                 }
             }
@@ -1773,32 +1788,20 @@ impl Agent {
         }
     }
 
-    /// The extra turn after the iteration cap.
-    async fn final_now(&mut self, iteration: u32) -> Result<Option<String>, Stop> {
-        let q = self.task.clone();
-        self.push_user(render(prompts::FINAL_NOW, &[("question", &q)]));
-        self.last_answer_turn(iteration).await
-    }
-
-    /// The last turn after `count` replies in a row without code or FINAL,
-    /// showing the model its first such reply (often the answer, unmarked).
-    async fn final_from_prose(
+    /// One last request for the answer (`prompt` says why): the answer is
+    /// committed via `via`; no answer ends the agent with `no_answer`.
+    async fn last_turn(
         &mut self,
+        prompt: String,
         iteration: u32,
-        count: u32,
-        earlier: &str,
-    ) -> Result<Option<String>, Stop> {
-        let q = self.task.clone();
-        let earlier = truncate_output(earlier, 4000);
-        self.push_user(render(
-            prompts::FINAL_FROM_PROSE,
-            &[
-                ("count", &count.to_string()),
-                ("earlier", &earlier),
-                ("question", &q),
-            ],
-        ));
-        self.last_answer_turn(iteration).await
+        via: &str,
+        no_answer: String,
+    ) -> Result<Outcome, Stop> {
+        self.push_user(prompt);
+        match self.last_answer_turn(iteration).await? {
+            Some(answer) => Ok(self.commit(&answer, via)),
+            None => Err(Stop::Failure(no_answer)),
+        }
     }
 
     /// Asks for the answer one last time: FINAL in prose or code, or plain text.

@@ -52,6 +52,15 @@ pub enum ContextArg {
     List,
 }
 
+impl From<ContextArg> for ContextShape {
+    fn from(arg: ContextArg) -> Self {
+        match arg {
+            ContextArg::String => ContextShape::String,
+            ContextArg::List => ContextShape::List,
+        }
+    }
+}
+
 /// Host functions that need a model; `rlm repl` has none.
 const MODEL_FUNCTIONS: &[(&str, HostFunctionKind)] = &[
     ("llm_query", HostFunctionKind::Sync),
@@ -158,11 +167,7 @@ fn type_error(message: &str) -> HostError {
 }
 
 /// The session's inputs: the same `context` and `documents` the `repl` flow gives the model.
-fn session_spec(corpus: &Arc<Corpus>, shape: ContextArg) -> SessionSpec {
-    let shape = match shape {
-        ContextArg::String => ContextShape::String,
-        ContextArg::List => ContextShape::List,
-    };
+fn session_spec(corpus: &Arc<Corpus>, shape: ContextShape) -> SessionSpec {
     let mut spec = SessionSpec::new()
         .texts(corpus.texts())
         .input("context", corpus.context_value(shape))
@@ -189,12 +194,10 @@ fn worker_command() -> anyhow::Result<WorkerCommand> {
 async fn run(args: ReplArgs) -> anyhow::Result<()> {
     let store = Arc::new(args.store.open()?);
     let corpus = Arc::new(Corpus::load(store).context("cannot list the store's documents")?);
-    let spec = session_spec(&corpus, args.context);
+    let shape = ContextShape::from(args.context);
+    let spec = session_spec(&corpus, shape);
     let doc_count = corpus.documents().len();
-    let context_chars = corpus.context_chars(match args.context {
-        ContextArg::String => ContextShape::String,
-        ContextArg::List => ContextShape::List,
-    });
+    let context_chars = corpus.context_chars(shape);
     let mut config = SandboxConfig::new(worker_command()?);
     config.cell_time_limit = Duration::from_secs(args.cell_timeout.max(1));
     config.memory_limit_bytes = args.memory_mib.saturating_mul(1 << 20);
