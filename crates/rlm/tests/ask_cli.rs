@@ -18,28 +18,15 @@ struct Fixture {
 impl Fixture {
     /// A store with three documents; the second holds the needle.
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let docs = dir.path().join("docs");
-        std::fs::create_dir_all(&docs).unwrap();
-        std::fs::write(
-            docs.join("a_intro.txt"),
-            "This memo describes the office move.\n",
-        )
-        .unwrap();
-        std::fs::write(
-            docs.join("b_notes.txt"),
-            "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
-        )
-        .unwrap();
-        std::fs::write(
-            docs.join("c_misc.txt"),
-            "Lunch options and parking spaces.\n",
-        )
-        .unwrap();
-        let f = Fixture { dir };
-        let o = f.rlm(&["index", "docs", "--store", "store"], &[]);
-        assert!(o.status.success(), "index failed: {}", stderr(&o));
-        f
+        let dir = common::indexed_docs(&[
+            ("a_intro.txt", "This memo describes the office move.\n"),
+            (
+                "b_notes.txt",
+                "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
+            ),
+            ("c_misc.txt", "Lunch options and parking spaces.\n"),
+        ]);
+        Fixture { dir }
     }
 
     fn path(&self, name: &str) -> PathBuf {

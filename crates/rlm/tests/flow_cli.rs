@@ -15,19 +15,14 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let docs = dir.path().join("docs");
-        std::fs::create_dir_all(&docs).unwrap();
-        std::fs::write(
-            docs.join("alexis.txt"),
-            "Alexis Torres, resume.\n\nSkills: Python, Rust and SQL.\n\nHobbies: chess.\n",
-        )
-        .unwrap();
-        std::fs::write(docs.join("memo.txt"), "The office moves in March.\n").unwrap();
-        let f = Fixture { dir };
-        let o = f.rlm(&["index", "docs", "--store", "store"], &[]);
-        assert!(o.status.success(), "index failed: {}", stderr(&o));
-        f
+        let dir = common::indexed_docs(&[
+            (
+                "alexis.txt",
+                "Alexis Torres, resume.\n\nSkills: Python, Rust and SQL.\n\nHobbies: chess.\n",
+            ),
+            ("memo.txt", "The office moves in March.\n"),
+        ]);
+        Fixture { dir }
     }
 
     fn rlm(&self, args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -89,3 +89,16 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// A temporary directory with `docs/<name>` files indexed into `store`.
+pub fn indexed_docs(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).expect("docs folder");
+    for (name, text) in files {
+        std::fs::write(docs.join(name), text).expect("document written");
+    }
+    let o = rlm(dir.path(), &["index", "docs", "--store", "store"], &[]);
+    assert!(o.status.success(), "index failed: {}", stderr(&o));
+    dir
+}
