@@ -31,7 +31,7 @@ use crate::corpus::{ContextShape, Corpus};
 use crate::parse::{self, FinalDirective, RepeatDetector};
 use crate::prompts::{self, render};
 use crate::session::{Finding, SessionState};
-use crate::trace::{CallPurpose, Trace, TraceEvent, TraceMessage};
+use crate::trace::{CallPurpose, DeltaStream, Trace, TraceEvent, TraceMessage};
 
 /// Engine settings beyond the budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -677,10 +677,15 @@ impl RunCtx {
                 })
                 .collect(),
         });
-        let mut req = ChatRequest::new(role, messages.to_vec()).at_depth(depth);
+        let deltas = DeltaStream::new(self.trace.clone(), agent, depth);
+        let mut req = ChatRequest::new(role, messages.to_vec())
+            .at_depth(depth)
+            .streaming_to(deltas.sink());
         req.temperature = opts.temperature;
         req.model = opts.model;
-        match self.llm.chat(req).await {
+        let result = self.llm.chat(req).await;
+        deltas.flush();
+        match result {
             Ok(resp) => {
                 let u = &resp.usage;
                 self.budget.record(

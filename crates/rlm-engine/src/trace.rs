@@ -121,6 +121,20 @@ pub enum TraceEvent {
         /// Latency in milliseconds.
         latency_ms: u64,
     },
+    /// A piece of a model reply while it is generated (providers that
+    /// stream: the local model; a replayed stream arrives as one piece). The
+    /// pieces of one attempt add up to the [`TraceEvent::LlmResponse`] text;
+    /// a higher `attempt` voids what earlier attempts streamed.
+    LlmDelta {
+        /// Agent id.
+        agent: String,
+        /// Depth of the agent.
+        depth: u32,
+        /// 1-based attempt of the call (retries start over).
+        attempt: u32,
+        /// The new text.
+        text: String,
+    },
     /// A model call failed (after the model layer's retries).
     LlmError {
         /// Agent id.
@@ -272,6 +286,7 @@ impl TraceEvent {
         match self {
             TraceEvent::LlmRequest { agent, .. }
             | TraceEvent::LlmResponse { agent, .. }
+            | TraceEvent::LlmDelta { agent, .. }
             | TraceEvent::LlmError { agent, .. }
             | TraceEvent::Cell { agent, .. }
             | TraceEvent::CellOutput { agent, .. }
@@ -372,6 +387,85 @@ impl Trace {
     /// True when nothing was emitted.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Turns a model call's streamed text into [`TraceEvent::LlmDelta`] events,
+/// a few per second rather than one per token: pieces are held until a line
+/// ends, 64 bytes gather or 150 ms pass. [`DeltaStream::flush`] emits the
+/// rest; call it when the call returns, before its response event.
+#[derive(Clone)]
+pub(crate) struct DeltaStream {
+    trace: std::sync::Arc<Trace>,
+    agent: String,
+    depth: u32,
+    pending: std::sync::Arc<Mutex<PendingDelta>>,
+}
+
+struct PendingDelta {
+    attempt: u32,
+    text: String,
+    since: Instant,
+}
+
+impl DeltaStream {
+    const FLUSH_BYTES: usize = 64;
+    const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(150);
+
+    /// A stream for the calls of `agent` at `depth`.
+    pub(crate) fn new(trace: std::sync::Arc<Trace>, agent: &str, depth: u32) -> Self {
+        DeltaStream {
+            trace,
+            agent: agent.to_string(),
+            depth,
+            pending: std::sync::Arc::new(Mutex::new(PendingDelta {
+                attempt: 1,
+                text: String::new(),
+                since: Instant::now(),
+            })),
+        }
+    }
+
+    /// The sink to put on the model request.
+    pub(crate) fn sink(&self) -> rlm_llm::TokenSink {
+        let stream = self.clone();
+        rlm_llm::TokenSink::new(move |delta| stream.push(delta.attempt, delta.text))
+    }
+
+    fn push(&self, attempt: u32, text: &str) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if attempt != p.attempt {
+            self.emit(&mut p);
+            p.attempt = attempt;
+        }
+        if p.text.is_empty() {
+            p.since = Instant::now();
+        }
+        p.text.push_str(text);
+        if text.contains('\n')
+            || p.text.len() >= Self::FLUSH_BYTES
+            || p.since.elapsed() >= Self::FLUSH_AFTER
+        {
+            self.emit(&mut p);
+        }
+    }
+
+    /// Emits whatever is still held.
+    pub(crate) fn flush(&self) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        self.emit(&mut p);
+    }
+
+    fn emit(&self, p: &mut PendingDelta) {
+        if p.text.is_empty() {
+            return;
+        }
+        self.trace.emit(TraceEvent::LlmDelta {
+            agent: self.agent.clone(),
+            depth: self.depth,
+            attempt: p.attempt,
+            text: std::mem::take(&mut p.text),
+        });
     }
 }
 
@@ -569,6 +663,69 @@ pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The (attempt, text) of every delta event emitted so far.
+    fn deltas(rx: &mut broadcast::Receiver<TraceRecord>) -> Vec<(u32, String)> {
+        let mut out = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            if let TraceEvent::LlmDelta {
+                agent,
+                depth,
+                attempt,
+                text,
+            } = r.event
+            {
+                assert_eq!((agent.as_str(), depth), ("0.1", 1));
+                out.push((attempt, text));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn streamed_tokens_reach_the_trace_in_lines_and_add_up_to_the_reply() {
+        let trace = std::sync::Arc::new(Trace::new());
+        let mut rx = trace.subscribe();
+        let stream = DeltaStream::new(trace.clone(), "0.1", 1);
+        let sink = stream.sink();
+        for piece in ["x = ", "len(", "context)", "\n", "print", "(x)"] {
+            sink.send(piece);
+        }
+        // One event per finished line; the unfinished line waits for more.
+        assert_eq!(deltas(&mut rx), vec![(1, "x = len(context)\n".to_string())]);
+        stream.flush();
+        assert_eq!(deltas(&mut rx), vec![(1, "print(x)".to_string())]);
+        stream.flush();
+        assert!(deltas(&mut rx).is_empty(), "nothing held, nothing emitted");
+
+        // Long text without a newline goes out in pieces of about 64 bytes.
+        for _ in 0..20 {
+            sink.send("abcdefgh");
+        }
+        stream.flush();
+        let long = deltas(&mut rx);
+        assert!(long.len() >= 2, "{long:?}");
+        assert_eq!(
+            long.iter().map(|d| d.1.as_str()).collect::<String>(),
+            "abcdefgh".repeat(20)
+        );
+    }
+
+    #[test]
+    fn a_retry_flushes_the_failed_attempt_and_numbers_the_new_one() {
+        let trace = std::sync::Arc::new(Trace::new());
+        let mut rx = trace.subscribe();
+        let stream = DeltaStream::new(trace.clone(), "0.1", 1);
+        let sink = stream.sink();
+        sink.send("partial");
+        sink.start_attempt(2);
+        sink.send("whole reply");
+        stream.flush();
+        assert_eq!(
+            deltas(&mut rx),
+            vec![(1, "partial".to_string()), (2, "whole reply".to_string())]
+        );
+    }
 
     fn sample() -> Vec<TraceEvent> {
         vec![

@@ -211,7 +211,14 @@ impl Provider for ReplayProvider {
             let n = served.entry(key).or_insert(0);
             let index = indices[(*n).min(indices.len() - 1)];
             *n += 1;
-            Ok(self.entries[index].reply.clone())
+            drop(served);
+            let reply = self.entries[index].reply.clone();
+            // A recorded stream replays as one delta: the text is the same,
+            // its timing was never recorded.
+            if let Some(sink) = &request.on_token {
+                sink.send(&reply.text);
+            }
+            Ok(reply)
         })
     }
 

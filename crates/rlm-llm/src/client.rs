@@ -103,6 +103,7 @@ impl LlmClient {
             temperature: request.temperature.or(role.temperature),
             max_output_tokens: request.max_output_tokens.or(role.max_output_tokens),
             stop: request.stop.clone(),
+            on_token: request.on_token.clone(),
         }
     }
 
@@ -194,6 +195,9 @@ impl LlmClient {
                     .acquire()
                     .await
                     .expect("the semaphore is never closed");
+                if let Some(sink) = &request.on_token {
+                    sink.start_attempt(attempt);
+                }
                 self.attempt(request).await
             };
             let err = match result {

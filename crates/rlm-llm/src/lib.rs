@@ -32,6 +32,7 @@ mod config;
 mod error;
 mod pricing;
 pub mod provider;
+mod stream;
 pub mod tokens;
 mod types;
 mod usage;
@@ -49,6 +50,7 @@ pub use config::{
 pub use error::LlmError;
 pub use pricing::{ContextWindows, Price, PriceTable};
 pub use provider::{BoxFuture, Provider};
+pub use stream::{TokenDelta, TokenSink};
 pub use types::{
     ChatRequest, ChatResponse, FinishReason, Message, ModelReply, ModelRequest, ModelRole,
     ReportedUsage, Role, Usage,

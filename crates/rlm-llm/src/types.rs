@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::stream::TokenSink;
+
 /// Who wrote a message in a chat transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -103,6 +105,9 @@ pub struct ChatRequest {
     /// Depth of the calling agent in the RLM call tree (0 = root); used for
     /// accounting only.
     pub depth: u32,
+    /// Receives the reply's text as it is generated, where the provider
+    /// streams (the local model); others deliver only the whole reply.
+    pub on_token: Option<TokenSink>,
 }
 
 impl ChatRequest {
@@ -160,6 +165,12 @@ impl ChatRequest {
         self.depth = depth;
         self
     }
+
+    /// Streams the reply's text into `sink` as it is generated.
+    pub fn streaming_to(mut self, sink: TokenSink) -> Self {
+        self.on_token = Some(sink);
+        self
+    }
 }
 
 /// A fully resolved request as a provider sends it: the model is named and the
@@ -180,6 +191,10 @@ pub struct ModelRequest {
     /// Stop sequences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// Where a streaming provider sends text as it is generated. Not part of
+    /// the request's identity: never serialized, never hashed.
+    #[serde(skip)]
+    pub on_token: Option<TokenSink>,
 }
 
 /// Why the model stopped generating.

@@ -16,6 +16,7 @@ fn request(prompt: &str, max_tokens: u32) -> GenerateRequest {
         max_tokens: Some(max_tokens),
         temperature: Some(0.0),
         stop: vec![],
+        on_text: None,
     }
 }
 

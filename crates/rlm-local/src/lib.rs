@@ -19,6 +19,7 @@ pub mod catalog;
 mod error;
 pub mod gguf;
 pub mod pull;
+mod stream;
 
 #[cfg(feature = "llama")]
 mod llama;
@@ -34,6 +35,7 @@ pub use llama::{Finish, GenerateRequest, Generation, LocalModel, LocalModelOptio
 pub use pull::{
     PULL_LOCK_FILE, PullOptions, PullOutcome, PullProgress, PullSource, SilentProgress, pull,
 };
+pub use stream::TextSink;
 
 /// Environment variable naming the GGUF the `local` provider runs.
 pub const LOCAL_MODEL_ENV: &str = "RLM_LOCAL_MODEL";

@@ -26,6 +26,7 @@ use tokio::sync::oneshot;
 
 use crate::LocalError;
 use crate::gguf::read_header;
+use crate::stream::{StreamCursor, TextSink};
 
 /// Settings of the local model. [`LocalModelOptions::from_env`] reads the
 /// `RLM_LOCAL_*` variables.
@@ -126,7 +127,7 @@ pub struct Turn {
 }
 
 /// A chat completion request for the local model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct GenerateRequest {
     /// The conversation, rendered with the model's own chat template.
     pub turns: Vec<Turn>,
@@ -137,6 +138,9 @@ pub struct GenerateRequest {
     pub temperature: Option<f32>,
     /// Generation ends before any of these strings.
     pub stop: Vec<String>,
+    /// Receives the text as it is generated (whole characters, never part
+    /// of a stop string); the pieces add up to [`Generation::text`].
+    pub on_text: Option<TextSink>,
 }
 
 /// Why generation ended.
@@ -315,6 +319,8 @@ struct Slot {
     reused: usize,
     /// Generated tokens decoded into the cache (all but a final unfed one).
     fed_output: Vec<LlamaToken>,
+    /// What of `output` went to the request's [`TextSink`].
+    streamed: StreamCursor,
 }
 
 /// A sequence between requests. Its cache keeps the tokens of the last
@@ -520,6 +526,7 @@ fn worker(
                 fed: reused,
                 reused,
                 fed_output: Vec::new(),
+                streamed: StreamCursor::default(),
                 next: None,
                 logits_at: None,
                 output: Vec::new(),
@@ -607,6 +614,17 @@ fn worker(
                     Outcome::Continue
                 }
             };
+            if let Some(sink) = &slot.job.request.on_text {
+                let text = match outcome {
+                    Outcome::Continue => {
+                        slot.streamed.advance(&slot.output, &slot.job.request.stop)
+                    }
+                    Outcome::Done(_) => slot.streamed.finish(&slot.output),
+                };
+                if let Some(text) = text {
+                    sink.send(&text);
+                }
+            }
             if let Outcome::Done(finish) = outcome {
                 finished.push((index, finish));
             }

@@ -4,9 +4,10 @@
 
 #![cfg(feature = "llama")]
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rlm_local::{GenerateRequest, LocalModel, LocalModelOptions, Turn};
+use rlm_local::{GenerateRequest, LocalModel, LocalModelOptions, TextSink, Turn};
 
 fn request(question: &str) -> GenerateRequest {
     GenerateRequest {
@@ -23,6 +24,7 @@ fn request(question: &str) -> GenerateRequest {
         max_tokens: Some(64),
         temperature: Some(0.0),
         stop: vec![],
+        on_text: None,
     }
 }
 
@@ -106,26 +108,55 @@ async fn the_real_model_answers_alone_and_in_parallel() {
         "Say hello in Spanish.",
         "What is 10 * 10?",
     ];
-    let answers = futures_join(&model, &questions).await;
+    let (answers, streamed) = futures_join(&model, &questions).await;
     let wall = started.elapsed();
     let out: u32 = answers.iter().map(|g| g.output_tokens).sum();
     eprintln!(
         "parallel x4: {out} output tokens in {wall:?} ({:.1} tok/s aggregate)",
         out as f64 / wall.as_secs_f64()
     );
-    for (q, a) in questions.iter().zip(&answers) {
-        eprintln!("  {q} -> {:?}", a.text);
+    for ((q, a), pieces) in questions.iter().zip(&answers).zip(&streamed) {
+        let pieces = pieces.lock().unwrap();
+        eprintln!(
+            "  {q} -> {:?} (streamed in {} pieces)",
+            a.text,
+            pieces.len()
+        );
         assert!(!a.text.trim().is_empty());
+        // Every parallel sequence streams its own text, exactly.
+        assert_eq!(pieces.concat(), a.text);
+        assert!(pieces.len() as u32 <= a.output_tokens, "{pieces:?}");
     }
+    let pieces: usize = streamed.iter().map(|p| p.lock().unwrap().len()).sum();
+    assert!(pieces > questions.len(), "answers streamed token by token");
     assert!(answers[1].text.contains("Paris"), "{:?}", answers[1].text);
 }
 
-async fn futures_join(model: &LocalModel, questions: &[&str]) -> Vec<rlm_local::Generation> {
+type Pieces = Arc<Mutex<Vec<String>>>;
+
+/// The four questions at once, each streaming into its own list of pieces.
+async fn futures_join(
+    model: &LocalModel,
+    questions: &[&str],
+) -> (Vec<rlm_local::Generation>, Vec<Pieces>) {
+    let streamed: Vec<Pieces> = (0..4).map(|_| Pieces::default()).collect();
+    let streaming = |i: usize| {
+        let pieces = streamed[i].clone();
+        GenerateRequest {
+            on_text: Some(TextSink::new(move |t| {
+                pieces.lock().unwrap().push(t.to_string())
+            })),
+            ..request(questions[i])
+        }
+    };
     let (a, b, c, d) = tokio::join!(
-        model.generate(request(questions[0])),
-        model.generate(request(questions[1])),
-        model.generate(request(questions[2])),
-        model.generate(request(questions[3])),
+        model.generate(streaming(0)),
+        model.generate(streaming(1)),
+        model.generate(streaming(2)),
+        model.generate(streaming(3)),
     );
-    vec![a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()]
+    (
+        vec![a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()],
+        streamed,
+    )
 }

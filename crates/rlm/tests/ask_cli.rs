@@ -430,3 +430,90 @@ fn trace_commands_reject_bad_files() {
         stderr(&o)
     );
 }
+
+/// A recorded run replays offline; the replayed replies stream into the
+/// trace (one piece per reply), `--stream` prints the root's text as it
+/// comes, and `trace show` folds the pieces into the reply line.
+#[test]
+fn ask_replays_a_recording_and_streams_the_replies() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(needle_script());
+    let o = ask(
+        &f,
+        &server,
+        &[
+            "What is the secret code?",
+            "--store",
+            "store",
+            "--record",
+            "run.cassette",
+            "--trace",
+            "live.jsonl",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Over plain HTTP the replies arrive whole: no pieces in the trace.
+    let live = std::fs::read_to_string(f.path("live.jsonl")).unwrap();
+    assert!(!live.contains("\"llm_delta\""), "{live}");
+    drop(server);
+
+    let o = f.rlm(
+        &[
+            "ask",
+            "What is the secret code?",
+            "--store",
+            "store",
+            "--replay",
+            "run.cassette",
+            "--trace",
+            "replay.jsonl",
+            "--stream",
+            "--json",
+        ],
+        &[
+            ("RLM_PRIMARY_MODEL", "root-model"),
+            ("RLM_SUB_MODEL", "sub-model"),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["answer"].as_str().unwrap().contains("4721"), "{v}");
+    // --stream: the root's code reached stderr before the reply was done.
+    let err = stderr(&o);
+    let code_at = err.find("re.findall").expect(&err);
+    assert!(code_at < err.find("model replied").expect(&err), "{err}");
+
+    let records = rlm_engine::trace::read_trace(&f.path("replay.jsonl")).unwrap();
+    let mut streamed = String::new();
+    let mut replies = String::new();
+    for r in &records {
+        match &r.event {
+            rlm_engine::TraceEvent::LlmDelta {
+                agent,
+                attempt,
+                text,
+                ..
+            } => {
+                assert_eq!((agent.as_str(), *attempt), ("0", 1));
+                streamed.push_str(text);
+            }
+            rlm_engine::TraceEvent::LlmResponse { text, .. } => {
+                // Every piece of a reply comes before the reply itself.
+                assert_eq!(streamed.len(), replies.len() + text.len());
+                replies.push_str(text);
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        replies.contains("FINAL(The secret code is 4721"),
+        "{replies}"
+    );
+    assert_eq!(streamed, replies);
+
+    let show = f.rlm(&["trace", "show", "replay.jsonl"], &[]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    let text = stdout(&show);
+    assert!(text.contains("first text after"), "{text}");
+    assert!(!text.contains("llm_delta"), "{text}");
+}

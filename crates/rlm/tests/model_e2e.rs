@@ -1,7 +1,7 @@
 //! End to end on the real local model: index a small corpus with one planted
 //! fact, `rlm ask` about it with `RLM_PROVIDER=local`, and check that the
-//! loop ran to completion (an answer committed, a complete trace, exact
-//! token accounting at zero cost).
+//! loop ran to completion (an answer committed, a complete trace with every
+//! reply streamed into it, exact token accounting at zero cost).
 //!
 //! Runs only with `--features local-model` and when the model file is
 //! present (`rlm model pull`, or `RLM_LOCAL_MODEL`); otherwise it is skipped
@@ -105,6 +105,34 @@ fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
         types.contains(&"final") || v["partial"] == true,
         "either FINAL was committed or the engine synthesized a partial answer: {types:?}"
     );
+    // The replies streamed into the trace while they were generated: per
+    // agent, the pieces since its request add up to each reply.
+    let mut pending: std::collections::HashMap<&str, String> = Default::default();
+    let mut pieces = 0;
+    for e in &events {
+        let agent = e["agent"].as_str().unwrap_or_default();
+        match e["type"].as_str() {
+            Some("llm_request") => {
+                pending.insert(agent, String::new());
+            }
+            Some("llm_delta") => {
+                pieces += 1;
+                pending
+                    .entry(agent)
+                    .or_default()
+                    .push_str(e["text"].as_str().unwrap());
+            }
+            Some("llm_response") => {
+                let streamed = pending.remove(agent).unwrap_or_default();
+                assert_eq!(streamed, e["text"].as_str().unwrap(), "agent {agent}");
+            }
+            _ => {}
+        }
+    }
+    let replies = types.iter().filter(|t| **t == "llm_response").count();
+    assert!(pieces > replies, "{pieces} pieces for {replies} replies");
+    eprintln!("{replies} replies streamed in {pieces} pieces");
+
     let right = answer.contains("8316");
     eprintln!("planted fact found: {right}");
 }

@@ -1,11 +1,14 @@
 //! Provider `local`: the embedded model. A GGUF runs in this process through
 //! llama.cpp (`rlm-local`); usage is counted by the model's own tokenizer and
-//! costs nothing. Parallel requests are decoded together in one batch.
+//! costs nothing. Parallel requests are decoded together in one batch, and
+//! each streams its text to the request's [`crate::TokenSink`].
 
 use std::path::PathBuf;
 use std::sync::Once;
 
-use rlm_local::{Finish, GenerateRequest, LocalError, LocalModel, LocalModelOptions, Turn};
+use rlm_local::{
+    Finish, GenerateRequest, LocalError, LocalModel, LocalModelOptions, TextSink, Turn,
+};
 
 use crate::config::LlmConfig;
 use crate::error::LlmError;
@@ -88,6 +91,10 @@ impl Provider for LocalProvider {
                     max_tokens: request.max_output_tokens,
                     temperature: request.temperature,
                     stop: request.stop.clone(),
+                    on_text: request
+                        .on_token
+                        .clone()
+                        .map(|sink| TextSink::new(move |text: &str| sink.send(text))),
                 })
                 .await
                 .map_err(|e| match e {

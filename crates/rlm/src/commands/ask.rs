@@ -74,6 +74,9 @@ pub struct AskArgs {
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Print the root model's replies on stderr while they are generated (the local model streams; hosted models arrive whole).
+    #[arg(long, conflicts_with = "quiet")]
+    pub stream: bool,
     #[command(flatten)]
     pub llm: LlmFlags,
 }
@@ -226,7 +229,8 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         let corpus = Arc::new(Corpus::load(store)?);
         let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), 1).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
-        let progress = (!args.quiet).then(|| tokio::spawn(render_progress(trace.subscribe())));
+        let progress =
+            (!args.quiet).then(|| tokio::spawn(render_progress(trace.subscribe(), args.stream)));
         let c2 = cancel.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
@@ -380,21 +384,55 @@ struct Progress {
     in_flight: i64,
     tokens: u64,
     cost: f64,
+    /// The end of the root's reply being generated, for the spinner.
+    live: String,
+    live_attempt: u32,
 }
 
 impl Progress {
     fn line(&self) -> String {
-        format!(
+        let mut line = format!(
             "turn {} · depth {} · cells {} · sub-calls in flight {} · {} tokens · ${:.4}",
             self.turn, self.depth, self.cells, self.in_flight, self.tokens, self.cost
-        )
+        );
+        if let Some(last) = self.live.lines().rev().find(|l| !l.trim().is_empty()) {
+            line.push_str(" ▸ ");
+            line.push_str(tail_chars(last.trim(), 60));
+        }
+        line
+    }
+
+    /// Adds streamed text of the root's reply; a new attempt starts over.
+    fn stream(&mut self, attempt: u32, text: &str) {
+        if attempt != self.live_attempt {
+            self.live.clear();
+            self.live_attempt = attempt;
+        }
+        self.live.push_str(text);
+        let keep = self.live.len().saturating_sub(400);
+        if keep > 0 {
+            let cut = (keep..self.live.len())
+                .find(|&i| self.live.is_char_boundary(i))
+                .unwrap_or(self.live.len());
+            self.live.drain(..cut);
+        }
     }
 }
 
-/// Renders trace events on stderr until the run finishes.
-async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>) {
+/// The last `n` characters of `s`.
+fn tail_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().rev().nth(n.saturating_sub(1)) {
+        Some((i, _)) if n > 0 => &s[i..],
+        _ if n == 0 => "",
+        _ => s,
+    }
+}
+
+/// Renders trace events on stderr until the run finishes; with `stream`,
+/// the root's replies too, as they are generated (instead of a spinner).
+async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>, stream: bool) {
     let tty = std::io::stderr().is_terminal();
-    let bar = tty.then(|| {
+    let bar = (tty && !stream).then(|| {
         let b = ProgressBar::new_spinner();
         b.set_style(
             ProgressStyle::with_template("{spinner} {elapsed} {msg}")
@@ -403,9 +441,19 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>) 
         b.enable_steady_tick(Duration::from_millis(120));
         b
     });
+    use std::sync::atomic::Ordering::Relaxed;
+    // Streamed text ends mid-line; a progress line starts on its own.
+    let mid_line = std::sync::atomic::AtomicBool::new(false);
     let say = |line: String| match &bar {
         Some(b) => b.println(line),
-        None => eprintln!("{line}"),
+        None => {
+            let sep = if mid_line.swap(false, Relaxed) {
+                "\n"
+            } else {
+                ""
+            };
+            eprintln!("{sep}{line}");
+        }
     };
     let mut p = Progress::default();
     loop {
@@ -431,11 +479,30 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>) 
                 depth,
                 iteration,
                 ..
-            } if *iteration > 0 => {
+            } => {
                 p.depth = p.depth.max(*depth);
                 if agent == "0" {
-                    p.turn = *iteration;
+                    if *iteration > 0 {
+                        p.turn = *iteration;
+                    }
+                    p.live.clear();
+                    p.live_attempt = 1;
                 }
+            }
+            TraceEvent::LlmDelta {
+                agent,
+                attempt,
+                text,
+                ..
+            } if agent == "0" => {
+                if stream {
+                    if *attempt != p.live_attempt {
+                        say(format!("[{secs:6.1}s] [0] retrying; the reply starts over"));
+                    }
+                    eprint!("{text}");
+                    mid_line.store(!text.ends_with('\n'), Relaxed);
+                }
+                p.stream(*attempt, text);
             }
             TraceEvent::LlmResponse {
                 agent,
@@ -447,6 +514,9 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>) 
             } => {
                 p.tokens += input_tokens + output_tokens;
                 p.cost += cost_usd.unwrap_or(0.0);
+                if agent == "0" {
+                    p.live.clear();
+                }
                 if !agent.contains('.') || !tty {
                     say(format!(
                         "[{secs:6.1}s] [{agent}] model replied: {input_tokens} in / {output_tokens} out, {latency_ms} ms"

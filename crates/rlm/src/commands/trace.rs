@@ -170,8 +170,24 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let width = if args.full { usize::MAX } else { 120 };
+    // Per agent: when its pending request was sent, and when its first
+    // streamed text arrived (time to first token, shown on the reply line).
+    let mut sent_at: std::collections::HashMap<&str, u64> = Default::default();
+    let mut first_text: std::collections::HashMap<&str, u64> = Default::default();
     for r in &records {
         let t = format!("{:7.2}s", r.t_ms as f64 / 1000.0);
+        match &r.event {
+            TraceEvent::LlmRequest { agent, .. } => {
+                sent_at.insert(agent, r.t_ms);
+                first_text.remove(agent.as_str());
+            }
+            // Streamed pieces add up to the reply, which is shown whole.
+            TraceEvent::LlmDelta { agent, .. } => {
+                first_text.entry(agent).or_insert(r.t_ms);
+                continue;
+            }
+            _ => {}
+        }
         let line = match &r.event {
             TraceEvent::RunStarted {
                 run_id,
@@ -214,11 +230,18 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                 cached_input_tokens,
                 latency_ms,
                 ..
-            } => format!(
-                "{t} {}[{agent}] reply {input_tokens} in ({cached_input_tokens} cached) / {output_tokens} out, {latency_ms} ms: {}",
-                indent(agent),
-                clip(text, width)
-            ),
+            } => {
+                let first = match (first_text.get(agent.as_str()), sent_at.get(agent.as_str())) {
+                    (Some(f), Some(s)) => format!(", first text after {} ms", f.saturating_sub(*s)),
+                    _ => String::new(),
+                };
+                format!(
+                    "{t} {}[{agent}] reply {input_tokens} in ({cached_input_tokens} cached) / {output_tokens} out, {latency_ms} ms{first}: {}",
+                    indent(agent),
+                    clip(text, width)
+                )
+            }
+            TraceEvent::LlmDelta { .. } => continue,
             TraceEvent::LlmError { agent, message, .. } => format!(
                 "{t} {}[{agent}] MODEL ERROR: {}",
                 indent(agent),
