@@ -440,6 +440,16 @@ impl Engine {
         &self.config
     }
 
+    /// The same model client and sandbox pool with other settings (a
+    /// request's own budgets, say).
+    pub fn with_config(&self, config: EngineConfig) -> Engine {
+        Engine {
+            llm: self.llm.clone(),
+            pool: self.pool.clone(),
+            config,
+        }
+    }
+
     /// Answers a question over `corpus`. Errors only when no answer can be
     /// attempted at all (empty question or corpus, sandbox unavailable);
     /// budgets, caps, model failures and cancellation give a partial answer.

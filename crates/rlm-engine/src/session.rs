@@ -45,6 +45,19 @@ pub struct SessionState {
 }
 
 /// The session database of one store.
+/// One line of [`SessionStore::list`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    /// The session's name.
+    pub name: String,
+    /// Questions answered in it.
+    pub turns: u64,
+    /// Findings kept.
+    pub findings: u64,
+    /// When its last turn was saved (RFC 3339 UTC).
+    pub updated_at: String,
+}
+
 #[derive(Debug)]
 pub struct SessionStore {
     conn: Connection,
@@ -142,6 +155,45 @@ impl SessionStore {
     }
 
     /// Appends a finished question and the findings it added, atomically.
+    /// Every session with at least one turn, most recently used first.
+    pub fn list(&self) -> Result<Vec<SessionSummary>, String> {
+        let err = |e: rusqlite::Error| format!("cannot list sessions: {e}");
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT t.session, COUNT(*), MAX(t.created_at),
+                        (SELECT COUNT(*) FROM findings f WHERE f.session = t.session)
+                 FROM turns t GROUP BY t.session ORDER BY MAX(t.id) DESC",
+            )
+            .map_err(err)?;
+        st.query_map([], |r| {
+            Ok(SessionSummary {
+                name: r.get(0)?,
+                turns: r.get::<_, i64>(1)? as u64,
+                updated_at: r.get(2)?,
+                findings: r.get::<_, i64>(3)? as u64,
+            })
+        })
+        .map_err(err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)
+    }
+
+    /// Deletes a session's turns and findings; false if it had none.
+    pub fn delete(&mut self, name: &str) -> Result<bool, String> {
+        validate_session_name(name)?;
+        let err = |e: rusqlite::Error| format!("cannot delete session {name:?}: {e}");
+        let tx = self.conn.transaction().map_err(err)?;
+        let turns = tx
+            .execute("DELETE FROM turns WHERE session = ?1", params![name])
+            .map_err(err)?;
+        let findings = tx
+            .execute("DELETE FROM findings WHERE session = ?1", params![name])
+            .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(turns + findings > 0)
+    }
+
     pub fn append(
         &mut self,
         name: &str,
@@ -205,6 +257,18 @@ mod tests {
         assert_eq!(st.findings.len(), 1);
         assert_eq!(st.findings[0].source.as_deref(), Some("[[doc:0]]"));
         assert!(dir.path().join(SESSIONS_FILE).is_file());
+
+        // Listed newest first, with counts; deleting one keeps the other.
+        let mut s = s;
+        let list = s.list().unwrap();
+        let names: Vec<_> = list.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["other", "case-1"]);
+        assert_eq!((list[1].turns, list[1].findings), (1, 1));
+        assert!(s.delete("case-1").unwrap());
+        assert!(!s.delete("case-1").unwrap(), "already gone");
+        assert!(s.load("case-1").unwrap().history.is_empty());
+        assert_eq!(s.list().unwrap().len(), 1);
+        assert!(s.delete("bad name").is_err());
     }
 
     #[test]

@@ -317,13 +317,22 @@ pub struct TraceRecord {
     pub event: TraceEvent,
 }
 
-/// The event stream of one run: JSONL file (optional) plus a broadcast channel.
+/// The event stream of one run: JSONL file (optional) plus a broadcast channel,
+/// and optionally the whole history in memory (for late subscribers: the
+/// server's event stream replays a run from its first event).
 #[derive(Debug)]
 pub struct Trace {
     started: Instant,
     seq: AtomicU64,
-    file: Mutex<Option<BufWriter<File>>>,
+    sink: Mutex<Sinks>,
     tx: broadcast::Sender<TraceRecord>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct Sinks {
+    file: Option<BufWriter<File>>,
+    history: Option<Vec<TraceRecord>>,
 }
 
 impl Default for Trace {
@@ -339,8 +348,9 @@ impl Trace {
         Trace {
             started: Instant::now(),
             seq: AtomicU64::new(0),
-            file: Mutex::new(None),
+            sink: Mutex::new(Sinks::default()),
             tx,
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -348,8 +358,39 @@ impl Trace {
     pub fn to_file(path: &Path) -> std::io::Result<Self> {
         let f = File::create(path)?;
         let t = Self::new();
-        *t.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(BufWriter::new(f));
+        t.sinks().file = Some(BufWriter::new(f));
         Ok(t)
+    }
+
+    /// Also keeps every event in memory, for [`Trace::records_from`].
+    pub fn with_history(self) -> Self {
+        self.sinks().history.get_or_insert_with(Vec::new);
+        self
+    }
+
+    fn sinks(&self) -> std::sync::MutexGuard<'_, Sinks> {
+        self.sink.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The kept events from sequence number `from` on (empty without
+    /// [`Trace::with_history`]).
+    pub fn records_from(&self, from: usize) -> Vec<TraceRecord> {
+        match &self.sinks().history {
+            Some(h) => h.get(from..).unwrap_or_default().to_vec(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Resolves at the next event (or [`Trace::wake`]). Enable it before
+    /// checking for new events so none slips between check and wait.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// Wakes everyone waiting in [`Trace::changed`] (e.g. when the run's
+    /// state changed without an event).
+    pub fn wake(&self) {
+        self.changed.notify_waiters();
     }
 
     /// Subscribes to live events (for progress rendering or SSE).
@@ -359,24 +400,30 @@ impl Trace {
 
     /// Records an event.
     pub fn emit(&self, event: TraceEvent) {
+        // Numbered under the lock: file, history and subscribers see the
+        // events in sequence order even when agents emit concurrently.
+        let mut sinks = self.sinks();
         let rec = TraceRecord {
             seq: self.seq.fetch_add(1, Ordering::SeqCst),
             t_ms: self.started.elapsed().as_millis() as u64,
             ts: now_rfc3339(),
             event,
         };
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(w) = file.as_mut()
+        if let Some(w) = sinks.file.as_mut()
             && let Ok(line) = serde_json::to_string(&rec)
         {
             // Flush per line: a killed run keeps every event up to the kill.
             let ok = writeln!(w, "{line}").and_then(|_| w.flush());
             if ok.is_err() {
-                *file = None; // Disk full or similar: stop writing, keep running.
+                sinks.file = None; // Disk full or similar: stop writing, keep running.
             }
         }
-        drop(file);
+        if let Some(h) = sinks.history.as_mut() {
+            h.push(rec.clone());
+        }
         let _ = self.tx.send(rec);
+        drop(sinks);
+        self.changed.notify_waiters();
     }
 
     /// Events emitted so far.

@@ -43,6 +43,8 @@ enum Command {
     Ask(Box<commands::ask::AskArgs>),
     /// Show a run's trace as a tree, or export it (`rlm trace show FILE`).
     Trace(commands::trace::TraceArgs),
+    /// Serve the HTTP API (steps streamed over SSE, sessions, OpenAPI) and the web UI.
+    Serve(Box<commands::serve::ServeArgs>),
     /// Reproducible benchmarks (`rlm bench index`).
     Bench(commands::bench::BenchArgs),
     /// The embedded local model: `rlm model pull`, `rlm model list`.
@@ -59,6 +61,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Repl(args) => commands::repl::repl(args),
         Command::Ask(args) => commands::ask::ask(*args),
         Command::Trace(args) => commands::trace::run(args),
+        Command::Serve(args) => commands::serve::serve(*args),
         Command::Bench(args) => commands::bench::bench(args),
         Command::Model(args) => commands::model::run(args),
     }

@@ -82,7 +82,7 @@ pub struct AskArgs {
 }
 
 /// The worker: `$RLM_SANDBOX_WORKER` if set, else this `rlm` binary's hidden subcommand.
-fn worker_command() -> anyhow::Result<WorkerCommand> {
+pub(crate) fn worker_command() -> anyhow::Result<WorkerCommand> {
     if std::env::var_os(WORKER_ENV).is_some_and(|v| !v.is_empty()) {
         return Ok(WorkerCommand::locate()?);
     }
@@ -141,7 +141,7 @@ fn engine_config(args: &AskArgs) -> anyhow::Result<EngineConfig> {
 
 /// The query embedder of a store with embeddings (the model it was embedded
 /// with); `None`, with a one-line warning, when it cannot be loaded.
-fn query_embedder(
+pub(crate) fn query_embedder(
     store: &rlm_corpus::Store,
     llm: &rlm_llm::LlmConfig,
     config: Option<&std::path::Path>,

@@ -4,4 +4,5 @@ pub mod corpus;
 pub mod llm;
 pub mod model;
 pub mod repl;
+pub mod serve;
 pub mod trace;

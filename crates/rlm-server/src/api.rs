@@ -1,0 +1,357 @@
+//! The HTTP surface: thin handlers over [`crate::App`].
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use futures_util::stream::{self, Stream, StreamExt};
+use rlm_engine::TraceRecord;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::app::{App, AskBody, Run, read_saved_trace};
+use crate::error::ApiError;
+
+/// The web UI: one self-contained page.
+pub const INDEX_HTML: &str = include_str!("../ui/index.html");
+
+/// Every route of the API and the UI.
+pub fn router(app: Arc<App>) -> Router {
+    let body_limit = app.limits().max_body_bytes;
+    Router::new()
+        .route("/", get(index))
+        .route("/api/info", get(info))
+        .route("/api/openapi.json", get(openapi))
+        .route("/api/runs", get(list_runs).post(start_run))
+        .route("/api/chat", axum::routing::post(chat))
+        .route("/api/runs/{id}", get(get_run).delete(cancel_run))
+        .route("/api/runs/{id}/events", get(run_events))
+        .route("/api/sessions", get(list_sessions))
+        .route(
+            "/api/sessions/{name}",
+            get(get_session).delete(delete_session),
+        )
+        .route("/api/chunks/{id}", get(get_chunk))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(app)
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+async fn index() -> Html<&'static str> {
+    Html(INDEX_HTML)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint; GET /api/openapi.json lists them")
+}
+
+async fn openapi() -> Json<Value> {
+    Json(crate::openapi::document())
+}
+
+async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
+    let stats = app
+        .store()
+        .stats()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let c = app.engine().config();
+    let b = &c.budget;
+    Ok(Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "store": {
+            "path": app.store().dir().display().to_string(),
+            "documents": stats.documents,
+            "chunks": stats.chunks,
+            "bytes": stats.bytes,
+            "chars": stats.chars,
+        },
+        "models": {"root": c.root_model, "sub": c.sub_model},
+        "defaults": {
+            "flow": if c.flows.rlm_enabled { c.flows.rlm_flow.as_str() } else { "rag" },
+            "rlm_enabled": c.flows.rlm_enabled,
+            "rlm_flow": c.flows.rlm_flow.as_str(),
+            "inspector": c.flows.inspector.as_str(),
+            "citations": c.citation_policy,
+            "max_llm_calls": b.max_llm_calls,
+            "max_iterations": b.root_iterations,
+            "max_depth": b.max_depth,
+            "max_cost_usd": b.max_cost_usd,
+            "max_wall_secs": b.wall_clock.as_secs_f64(),
+        },
+        "flows": ["repl", "pipeline", "rag", "auto"],
+        "inspectors": ["iterative", "per-chunk", "hypothesis", "repl"],
+        "limits": {
+            "max_question_chars": app.limits().max_question_chars,
+            "max_concurrent_runs": app.limits().max_concurrent_runs,
+            "max_body_bytes": app.limits().max_body_bytes,
+        },
+    })))
+}
+
+/// The JSON body, or a 400/413/415 that says what was wrong with it.
+fn ask_body(body: Result<Json<AskBody>, JsonRejection>) -> ApiResult<AskBody> {
+    match body {
+        Ok(Json(b)) => Ok(b),
+        Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            message: "send the question as JSON with Content-Type: application/json".into(),
+        }),
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: "the request body is larger than the server accepts (1 MiB by default)".into(),
+        }),
+        Err(e) => {
+            let text = e.body_text();
+            // axum's prefixes say nothing serde's message does not.
+            let detail = [
+                "Failed to deserialize the JSON body into the target type: ",
+                "Failed to parse the request body as JSON: ",
+            ]
+            .iter()
+            .find_map(|p| text.strip_prefix(p))
+            .unwrap_or(&text);
+            Err(ApiError::bad_request(format!(
+                "invalid request body: {detail}; send {{\"question\": \"...\"}} plus optional settings (AskBody in GET /api/openapi.json)"
+            )))
+        }
+    }
+}
+
+async fn start_run(
+    State(app): State<Arc<App>>,
+    body: Result<Json<AskBody>, JsonRejection>,
+) -> ApiResult<Response> {
+    let run = app.start_run(ask_body(body)?)?;
+    let id = run.view().id;
+    let location = format!("/api/runs/{id}");
+    let body = json!({
+        "id": id,
+        "status": "running",
+        "url": location,
+        "events": format!("/api/runs/{id}/events"),
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, location)],
+        Json(body),
+    )
+        .into_response())
+}
+
+async fn chat(
+    State(app): State<Arc<App>>,
+    body: Result<Json<AskBody>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let run = app.start_run(ask_body(body)?)?;
+    // A client that hangs up cancels its question rather than leaving it
+    // running unobserved.
+    let guard = CancelOnDrop(Some((app.clone(), run.view().id)));
+    wait_finished(&run).await;
+    std::mem::forget(guard);
+    Ok(Json(
+        serde_json::to_value(run.view()).unwrap_or(Value::Null),
+    ))
+}
+
+struct CancelOnDrop(Option<(Arc<App>, String)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some((app, id)) = self.0.take() {
+            let _ = app.cancel(&id);
+        }
+    }
+}
+
+async fn wait_finished(run: &Run) {
+    loop {
+        let changed = run.trace.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if run.finished() {
+            return;
+        }
+        changed.await;
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    limit: Option<usize>,
+}
+
+async fn list_runs(
+    State(app): State<Arc<App>>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    Ok(Json(json!({"runs": app.list_runs(limit)})))
+}
+
+async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let view = app.run_view(&id)?;
+    Ok(Json(serde_json::to_value(view).unwrap_or(Value::Null)))
+}
+
+async fn cancel_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Response> {
+    let view = app.cancel(&id)?;
+    Ok((StatusCode::ACCEPTED, Json(view)).into_response())
+}
+
+/// Where an event stream is.
+struct Cursor {
+    app: Arc<App>,
+    run: Option<Arc<Run>>,
+    /// Next sequence number to send.
+    next: usize,
+    /// Events of a run read back from disk, still to send.
+    saved: Option<std::vec::IntoIter<TraceRecord>>,
+    id: String,
+    done: bool,
+}
+
+async fn run_events(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    // Resuming: Last-Event-ID is the last sequence number the client saw.
+    let next = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(0, |seen| seen + 1);
+    let run = app.run(&id);
+    let saved = match &run {
+        Some(_) => None,
+        None => {
+            app.run_view(&id)?; // 404 for an unknown run
+            let records = app
+                .saved_trace(&id)
+                .map(|p| read_saved_trace(&p))
+                .unwrap_or_default();
+            Some(
+                records
+                    .into_iter()
+                    .skip(next)
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            )
+        }
+    };
+    let cursor = Cursor {
+        app,
+        run,
+        next,
+        saved,
+        id,
+        done: false,
+    };
+    let events = stream::unfold(cursor, |mut c| async move {
+        if c.done {
+            return None;
+        }
+        let batch = next_batch(&mut c).await;
+        Some((stream::iter(batch.into_iter().map(Ok)), c))
+    })
+    .flatten();
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// The next events to send: new trace events, or the closing `end` event.
+async fn next_batch(c: &mut Cursor) -> Vec<Event> {
+    if let Some(saved) = &mut c.saved {
+        let batch: Vec<Event> = saved.by_ref().take(256).map(trace_event).collect();
+        if !batch.is_empty() {
+            return batch;
+        }
+        c.done = true;
+        return vec![end_event(c.app.run_view(&c.id).ok())];
+    }
+    let Some(run) = c.run.clone() else {
+        c.done = true;
+        return Vec::new();
+    };
+    loop {
+        let changed = run.trace.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        // Finished is read before the events: the last events are then
+        // surely in the history when the run is seen as finished.
+        let finished = run.finished();
+        let records = run.trace.records_from(c.next);
+        if !records.is_empty() {
+            c.next += records.len();
+            return records.into_iter().map(trace_event).collect();
+        }
+        if finished {
+            c.done = true;
+            return vec![end_event(Some(run.view()))];
+        }
+        changed.await;
+    }
+}
+
+fn trace_event(r: TraceRecord) -> Event {
+    let id = r.seq.to_string();
+    Event::default()
+        .event("trace")
+        .id(id)
+        .data(serde_json::to_string(&r).unwrap_or_default())
+}
+
+fn end_event(view: Option<crate::app::RunView>) -> Event {
+    Event::default()
+        .event("end")
+        .data(serde_json::to_string(&view).unwrap_or_default())
+}
+
+async fn list_sessions(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!({"sessions": app.sessions()?})))
+}
+
+async fn get_session(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(
+        serde_json::to_value(app.session(&name)?).unwrap_or(Value::Null),
+    ))
+}
+
+async fn delete_session(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    app.delete_session(&name)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn get_chunk(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let chunk = app
+        .store()
+        .chunk(&id)
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "no chunk {id:?} in this store; chunk ids look like <document id>-<n>"
+            ))
+        })?;
+    let path = app
+        .store()
+        .document(&chunk.doc_id)
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map(|d| d.path);
+    let mut v = serde_json::to_value(&chunk).unwrap_or(Value::Null);
+    v["path"] = json!(path);
+    Ok(Json(v))
+}

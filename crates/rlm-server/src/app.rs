@@ -1,0 +1,649 @@
+//! The typed core under the handlers: the corpus, the engine, sessions and
+//! the runs (questions being answered or answered), with every limit the
+//! server enforces.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rlm_corpus::{Embedder, Store};
+use rlm_engine::session::{SessionSummary, validate_session_name};
+use rlm_engine::trace::{Trace, TraceRecord, now_rfc3339};
+use rlm_engine::{AskRequest, CancelToken, Flow};
+use rlm_engine::{CitationPolicy, Corpus, Engine, Inspector, SessionState, SessionStore, Turn};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// Limits the server enforces on every request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Runs in progress at once; more are refused with 429 (`RLM_SERVE_MAX_RUNS`, default 2).
+    pub max_concurrent_runs: usize,
+    /// Longest question in characters (default 20,000).
+    pub max_question_chars: usize,
+    /// Largest request body in bytes (default 1 MiB).
+    pub max_body_bytes: usize,
+    /// Finished runs kept in memory for `/api/runs`; older ones are read back
+    /// from `<store>/runs/` (default 200).
+    pub kept_runs: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_concurrent_runs: 2,
+            max_question_chars: 20_000,
+            max_body_bytes: 1 << 20,
+            kept_runs: 200,
+        }
+    }
+}
+
+/// What a client sends to ask a question (`POST /api/runs`, `POST /api/chat`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskBody {
+    /// The question.
+    pub question: String,
+    /// Session name: earlier turns and findings carry over, and this turn is saved.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// `repl`, `pipeline`, `rag` or `auto`; the server's default when absent.
+    #[serde(default)]
+    pub flow: Option<String>,
+    /// The RLM switch (seed 001): true → the configured RLM flow, false →
+    /// `rag`. Ignored when `flow` is given.
+    #[serde(default)]
+    pub use_rlm: Option<bool>,
+    /// Per-file inspector of the `pipeline` flow.
+    #[serde(default)]
+    pub inspector: Option<String>,
+    /// `strict` or `best_effort`.
+    #[serde(default)]
+    pub citations: Option<String>,
+    /// Model calls across the call tree.
+    #[serde(default)]
+    pub max_llm_calls: Option<u32>,
+    /// Model turns of the root agent.
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    /// Deepest agent level.
+    #[serde(default)]
+    pub max_depth: Option<u32>,
+    /// Cost cap in USD.
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock cap in seconds.
+    #[serde(default)]
+    pub max_wall_secs: Option<f64>,
+    /// Domain instructions for the system prompt (replaces the server's own).
+    #[serde(default)]
+    pub briefing: Option<String>,
+}
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Being answered.
+    Running,
+    /// Answered (possibly partially: see the answer's `partial`).
+    Done,
+    /// No answer could be attempted (see `error`).
+    Failed,
+    /// Stopped by `DELETE /api/runs/{id}`; the answer is what was gathered.
+    Cancelled,
+}
+
+/// A run as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    /// Run id.
+    pub id: String,
+    /// The question.
+    pub question: String,
+    /// Its session, if any.
+    pub session: Option<String>,
+    /// The flow asked for (`configured` when the server's default applies).
+    pub flow: String,
+    /// Where it is.
+    pub status: RunStatus,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    /// RFC 3339 UTC, once finished.
+    pub finished_at: Option<String>,
+    /// The answer (as `rlm ask --json` prints it), once finished.
+    pub answer: Option<Value>,
+    /// Why no answer could be attempted.
+    pub error: Option<String>,
+}
+
+/// A run's line in `GET /api/runs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Run id.
+    pub id: String,
+    /// The question.
+    pub question: String,
+    /// Its session.
+    pub session: Option<String>,
+    /// The flow asked for.
+    pub flow: String,
+    /// Where it is.
+    pub status: RunStatus,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    /// RFC 3339 UTC.
+    pub finished_at: Option<String>,
+    /// Whether the answer is partial (once finished).
+    pub partial: Option<bool>,
+}
+
+impl RunView {
+    fn summary(&self) -> RunSummary {
+        RunSummary {
+            id: self.id.clone(),
+            question: self.question.clone(),
+            session: self.session.clone(),
+            flow: self.flow.clone(),
+            status: self.status,
+            started_at: self.started_at.clone(),
+            finished_at: self.finished_at.clone(),
+            partial: self
+                .answer
+                .as_ref()
+                .and_then(|a| a.get("partial"))
+                .and_then(Value::as_bool),
+        }
+    }
+}
+
+/// A question being answered or answered, with its live trace.
+#[derive(Debug)]
+pub struct Run {
+    /// Its trace (whole history kept in memory for the event stream).
+    pub trace: Arc<Trace>,
+    cancel: CancelToken,
+    view: Mutex<RunView>,
+}
+
+impl Run {
+    /// The run as the API shows it now.
+    pub fn view(&self) -> RunView {
+        lock(&self.view).clone()
+    }
+
+    /// True once it finished (done, failed or cancelled).
+    pub fn finished(&self) -> bool {
+        lock(&self.view).status != RunStatus::Running
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Everything the handlers work with.
+pub struct App {
+    engine: Engine,
+    corpus: Arc<Corpus>,
+    store: Arc<Store>,
+    runs_dir: PathBuf,
+    sessions: Mutex<SessionStore>,
+    runs: Mutex<Runs>,
+    limits: Limits,
+    embedder: Option<Arc<dyn Embedder>>,
+    briefing: Option<String>,
+}
+
+#[derive(Default)]
+struct Runs {
+    by_id: HashMap<String, Arc<Run>>,
+    /// Ids, oldest first.
+    order: VecDeque<String>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("store", &self.store.dir())
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The name of the folder inside the store that keeps finished runs.
+pub const RUNS_DIR: &str = "runs";
+
+impl App {
+    /// A server over the store at `store`'s folder, answering with `engine`.
+    /// Opens (creating) `sessions.sqlite` and `runs/` in the store folder.
+    pub fn new(
+        engine: Engine,
+        store: Arc<Store>,
+        limits: Limits,
+        embedder: Option<Arc<dyn Embedder>>,
+        briefing: Option<String>,
+    ) -> Result<Self, String> {
+        let dir = store.dir().to_path_buf();
+        let corpus = Arc::new(Corpus::load(store.clone()).map_err(|e| e.to_string())?);
+        let sessions = SessionStore::open(&dir)?;
+        let runs_dir = dir.join(RUNS_DIR);
+        std::fs::create_dir_all(&runs_dir)
+            .map_err(|e| format!("cannot create {}: {e}", runs_dir.display()))?;
+        if limits.max_concurrent_runs == 0 {
+            return Err("the server must allow at least one run at a time".into());
+        }
+        Ok(App {
+            engine,
+            corpus,
+            store,
+            runs_dir,
+            sessions: Mutex::new(sessions),
+            runs: Mutex::new(Runs::default()),
+            limits,
+            embedder,
+            briefing,
+        })
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The engine with the server's default settings.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Documents and chunks of the corpus.
+    pub fn corpus(&self) -> &Corpus {
+        &self.corpus
+    }
+
+    /// Checks `body` and starts answering it in the background.
+    pub fn start_run(self: &Arc<Self>, body: AskBody) -> Result<Arc<Run>, ApiError> {
+        let prepared = self.prepare(&body)?;
+        let id = new_run_id();
+        let trace_path = self.runs_dir.join(format!("{id}.jsonl"));
+        let trace = Trace::to_file(&trace_path)
+            .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", trace_path.display())))?
+            .with_history();
+        let run = Arc::new(Run {
+            trace: Arc::new(trace),
+            cancel: CancelToken::new(),
+            view: Mutex::new(RunView {
+                id: id.clone(),
+                question: body.question.clone(),
+                session: body.session.clone(),
+                flow: prepared.flow.as_str().to_string(),
+                status: RunStatus::Running,
+                started_at: now_rfc3339(),
+                finished_at: None,
+                answer: None,
+                error: None,
+            }),
+        });
+        {
+            // Checked and registered under one lock: two requests cannot both
+            // take the last free place.
+            let mut runs = lock(&self.runs);
+            let running = runs.by_id.values().filter(|r| !r.finished()).count();
+            if running >= self.limits.max_concurrent_runs {
+                let _ = std::fs::remove_file(&trace_path);
+                return Err(ApiError::busy(format!(
+                    "the server is answering {running} questions already (limit {}); try again when one finishes, or raise RLM_SERVE_MAX_RUNS",
+                    self.limits.max_concurrent_runs
+                )));
+            }
+            runs.by_id.insert(id.clone(), run.clone());
+            runs.order.push_back(id);
+            self.forget_old_runs(&mut runs);
+        }
+        let app = self.clone();
+        let task_run = run.clone();
+        tokio::spawn(async move { app.answer(task_run, body, prepared).await });
+        Ok(run)
+    }
+
+    /// Validates a request into engine settings. Every problem is a 400
+    /// naming the field.
+    fn prepare(&self, body: &AskBody) -> Result<Prepared, ApiError> {
+        let question = body.question.trim();
+        if question.is_empty() {
+            return Err(ApiError::bad_request(
+                "the question is empty; send {\"question\": \"...\"}",
+            ));
+        }
+        let chars = body.question.chars().count();
+        if chars > self.limits.max_question_chars {
+            return Err(ApiError::bad_request(format!(
+                "the question has {chars} characters; the limit is {}",
+                self.limits.max_question_chars
+            )));
+        }
+        if let Some(name) = &body.session {
+            validate_session_name(name).map_err(ApiError::bad_request)?;
+        }
+        let mut config = self.engine.config().clone();
+        let flow = match (&body.flow, body.use_rlm) {
+            (Some(f), _) => f
+                .parse::<Flow>()
+                .map_err(|e| ApiError::bad_request(format!("flow: {e}")))?,
+            (None, Some(true)) => config.flows.rlm_flow,
+            (None, Some(false)) => Flow::Rag,
+            (None, None) => Flow::Configured,
+        };
+        let inspector = body
+            .inspector
+            .as_deref()
+            .map(|i| i.parse::<Inspector>())
+            .transpose()
+            .map_err(|e| ApiError::bad_request(format!("inspector: {e}")))?;
+        let citations = body
+            .citations
+            .as_deref()
+            .map(|c| c.parse::<CitationPolicy>())
+            .transpose()
+            .map_err(|e| ApiError::bad_request(format!("citations: {e}")))?;
+        if let Some(policy) = citations {
+            config.citation_policy = policy;
+        }
+        let b = &mut config.budget;
+        if let Some(n) = body.max_llm_calls {
+            b.max_llm_calls = n;
+            b.fit_reserve();
+        }
+        if let Some(n) = body.max_iterations {
+            b.root_iterations = n;
+        }
+        if let Some(n) = body.max_depth {
+            b.max_depth = n;
+        }
+        if let Some(usd) = body.max_cost_usd {
+            if !(usd.is_finite() && usd >= 0.0) {
+                return Err(ApiError::bad_request(format!(
+                    "max_cost_usd must be a number of dollars, 0 or more (got {usd})"
+                )));
+            }
+            b.max_cost_usd = Some(usd);
+        }
+        if let Some(secs) = body.max_wall_secs {
+            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                return Err(ApiError::bad_request(format!(
+                    "max_wall_secs must be more than 0 and at most 86400 (got {secs})"
+                )));
+            }
+            b.wall_clock = std::time::Duration::from_secs_f64(secs);
+        }
+        b.validate().map_err(ApiError::bad_request)?;
+        if body
+            .briefing
+            .as_ref()
+            .is_some_and(|t| t.len() > self.limits.max_body_bytes)
+        {
+            return Err(ApiError::bad_request("the briefing is too long"));
+        }
+        Ok(Prepared {
+            flow,
+            inspector,
+            citations,
+            config,
+        })
+    }
+
+    /// Runs the engine and records the outcome.
+    async fn answer(self: Arc<Self>, run: Arc<Run>, body: AskBody, prepared: Prepared) {
+        let session = match &body.session {
+            Some(name) => match lock(&self.sessions).load(name) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    self.finish(&run, RunStatus::Failed, None, Some(e));
+                    return;
+                }
+            },
+            None => None,
+        };
+        let mut req = AskRequest::new(body.question.clone());
+        req.flow = prepared.flow;
+        req.pipeline.inspector = prepared.inspector;
+        req.pipeline.citation_policy = prepared.citations;
+        req.pipeline.embedder = self.embedder.clone();
+        req.briefing = body.briefing.clone().or_else(|| self.briefing.clone());
+        req.session = session;
+        req.trace = run.trace.clone();
+        req.cancel = run.cancel.clone();
+        let engine = self.engine.with_config(prepared.config);
+        match engine.ask(self.corpus.clone(), req).await {
+            Ok(answer) => {
+                let mut error = None;
+                if let Some(name) = &body.session {
+                    let turn = Turn {
+                        question: body.question.clone(),
+                        answer: answer.answer.clone(),
+                        partial: answer.partial,
+                    };
+                    if let Err(e) = lock(&self.sessions).append(name, &turn, &answer.findings) {
+                        error = Some(format!("answered, but the session was not saved: {e}"));
+                    }
+                }
+                let status = if run.cancel.is_cancelled() {
+                    RunStatus::Cancelled
+                } else {
+                    RunStatus::Done
+                };
+                let value = serde_json::to_value(&answer).unwrap_or(Value::Null);
+                self.finish(&run, status, Some(value), error);
+            }
+            Err(e) => self.finish(&run, RunStatus::Failed, None, Some(e.to_string())),
+        }
+    }
+
+    fn finish(&self, run: &Run, status: RunStatus, answer: Option<Value>, error: Option<String>) {
+        let view = {
+            let mut v = lock(&run.view);
+            v.status = status;
+            v.finished_at = Some(now_rfc3339());
+            v.answer = answer;
+            v.error = error;
+            v.clone()
+        };
+        // Kept on disk so the run outlives the process; a failure to write
+        // loses only the after-restart view, never the answer.
+        let path = self.runs_dir.join(format!("{}.json", view.id));
+        if let Ok(text) = serde_json::to_vec_pretty(&view)
+            && let Err(e) = std::fs::write(&path, text)
+        {
+            eprintln!("rlm serve: cannot save {}: {e}", path.display());
+        }
+        run.trace.wake();
+    }
+
+    fn forget_old_runs(&self, runs: &mut Runs) {
+        while runs.order.len() > self.limits.kept_runs {
+            let Some(oldest) = runs.order.front().cloned() else {
+                break;
+            };
+            if runs.by_id.get(&oldest).is_some_and(|r| !r.finished()) {
+                break; // Never forget a run in progress.
+            }
+            runs.order.pop_front();
+            runs.by_id.remove(&oldest);
+        }
+    }
+
+    /// The run with `id`, if it is in memory.
+    pub fn run(&self, id: &str) -> Option<Arc<Run>> {
+        lock(&self.runs).by_id.get(id).cloned()
+    }
+
+    /// The run with `id`: in memory, else as saved in `runs/` when it finished.
+    pub fn run_view(&self, id: &str) -> Result<RunView, ApiError> {
+        if let Some(run) = self.run(id) {
+            return Ok(run.view());
+        }
+        self.saved_run(id)?
+            .ok_or_else(|| ApiError::not_found(unknown_run(id)))
+    }
+
+    fn saved_run(&self, id: &str) -> Result<Option<RunView>, ApiError> {
+        if !valid_run_id(id) {
+            return Ok(None);
+        }
+        let path = self.runs_dir.join(format!("{id}.json"));
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| ApiError::internal(format!("{} is damaged: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ApiError::internal(format!(
+                "cannot read {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+
+    /// The trace file of a run that is no longer in memory.
+    pub fn saved_trace(&self, id: &str) -> Option<PathBuf> {
+        let path = self.runs_dir.join(format!("{id}.jsonl"));
+        (valid_run_id(id) && path.is_file()).then_some(path)
+    }
+
+    /// Runs newest first: those in memory, then saved ones, up to `limit`.
+    pub fn list_runs(&self, limit: usize) -> Vec<RunSummary> {
+        let mut out: Vec<RunSummary> = {
+            let runs = lock(&self.runs);
+            runs.order
+                .iter()
+                .rev()
+                .filter_map(|id| runs.by_id.get(id))
+                .map(|r| r.view().summary())
+                .collect()
+        };
+        if out.len() < limit {
+            let mut saved = saved_run_files(&self.runs_dir);
+            saved.retain(|(id, _)| !out.iter().any(|r| &r.id == id));
+            saved.sort_by_key(|s| std::cmp::Reverse(s.1));
+            for (id, _) in saved.into_iter().take(limit - out.len()) {
+                if let Ok(Some(v)) = self.saved_run(&id) {
+                    out.push(v.summary());
+                }
+            }
+        }
+        out.truncate(limit);
+        out
+    }
+
+    /// Cancels a running run.
+    pub fn cancel(&self, id: &str) -> Result<RunView, ApiError> {
+        let run = match self.run(id) {
+            Some(r) => r,
+            None => {
+                return match self.saved_run(id)? {
+                    Some(_) => Err(ApiError::conflict(format!("run {id} already finished"))),
+                    None => Err(ApiError::not_found(unknown_run(id))),
+                };
+            }
+        };
+        if run.finished() {
+            return Err(ApiError::conflict(format!("run {id} already finished")));
+        }
+        run.cancel.cancel();
+        Ok(run.view())
+    }
+
+    /// Cancels every run in progress (server shutdown).
+    pub fn cancel_all(&self) {
+        for run in lock(&self.runs).by_id.values() {
+            if !run.finished() {
+                run.cancel.cancel();
+            }
+        }
+    }
+
+    /// Sessions, most recently used first.
+    pub fn sessions(&self) -> Result<Vec<SessionSummary>, ApiError> {
+        lock(&self.sessions).list().map_err(ApiError::internal)
+    }
+
+    /// One session's turns and findings.
+    pub fn session(&self, name: &str) -> Result<SessionState, ApiError> {
+        validate_session_name(name).map_err(ApiError::bad_request)?;
+        let state = lock(&self.sessions)
+            .load(name)
+            .map_err(ApiError::internal)?;
+        if state.history.is_empty() {
+            return Err(ApiError::not_found(format!(
+                "no session {name:?}: ask a question with \"session\": {name:?} to start it"
+            )));
+        }
+        Ok(state)
+    }
+
+    /// Deletes a session.
+    pub fn delete_session(&self, name: &str) -> Result<(), ApiError> {
+        validate_session_name(name).map_err(ApiError::bad_request)?;
+        match lock(&self.sessions).delete(name) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ApiError::not_found(format!("no session {name:?}"))),
+            Err(e) => Err(ApiError::internal(e)),
+        }
+    }
+}
+
+/// A request turned into engine settings.
+#[derive(Debug)]
+struct Prepared {
+    flow: Flow,
+    inspector: Option<Inspector>,
+    citations: Option<CitationPolicy>,
+    config: rlm_engine::EngineConfig,
+}
+
+fn unknown_run(id: &str) -> String {
+    format!("no run {id:?}; GET /api/runs lists the runs")
+}
+
+/// `r<ms since epoch, hex>-<random>`: sortable, unguessable enough to keep
+/// clients from tripping over each other, safe as a file name.
+fn new_run_id() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    format!("r{ms:x}-{:08x}", fastrand::u32(..))
+}
+
+/// Ids are used as file names: only what [`new_run_id`] makes.
+fn valid_run_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 40 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// (id, modified time) of the saved runs.
+fn saved_run_files(dir: &Path) -> Vec<(String, std::time::SystemTime)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".json")?.to_string();
+            let modified = e.metadata().ok()?.modified().ok()?;
+            valid_run_id(&id).then_some((id, modified))
+        })
+        .collect()
+}
+
+/// The events of a finished run, read back from its trace file.
+pub fn read_saved_trace(path: &Path) -> Vec<TraceRecord> {
+    rlm_engine::trace::read_trace(path).unwrap_or_default()
+}

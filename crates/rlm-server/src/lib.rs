@@ -1,0 +1,44 @@
+//! The HTTP face of `rlm` (`rlm serve`): a JSON API whose runs stream every
+//! step as server-sent events, sessions, an OpenAPI document, and the web UI
+//! served by the binary itself.
+//!
+//! - [`App`] is the typed core: the corpus, the engine, sessions (SQLite in
+//!   the store folder) and runs (kept in memory, saved to `<store>/runs/` as
+//!   they finish: the answer as JSON, the trace as JSONL), with the limits
+//!   of [`Limits`] enforced.
+//! - [`router`] maps the endpoints (see `API.md` / `GET /api/openapi.json`)
+//!   to thin handlers over it; [`serve`] runs it on a listener.
+//!
+//! ```no_run
+//! # async fn demo(engine: rlm_engine::Engine, store: std::sync::Arc<rlm_corpus::Store>) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! let app = Arc::new(rlm_server::App::new(engine, store, rlm_server::Limits::default(), None, None)?);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! rlm_server::serve(listener, app, std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+
+mod api;
+mod app;
+mod error;
+mod openapi;
+
+pub use api::{INDEX_HTML, router};
+pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunStatus, RunSummary, RunView};
+pub use error::ApiError;
+
+/// Serves the API and the UI on `listener` until `shutdown` resolves; runs
+/// in progress are cancelled then (their partial answers are saved).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: std::sync::Arc<App>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let cancel_app = app.clone();
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            cancel_app.cancel_all();
+        })
+        .await
+}

@@ -1,0 +1,560 @@
+//! The API on a real socket: a real store on disk, real sandbox workers, the
+//! scripted model server over real HTTP, a real HTTP client reading the
+//! server-sent events.
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use rlm_corpus::{IndexOptions, Store};
+use rlm_engine::{BudgetConfig, Engine, EngineConfig};
+use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
+use rlm_sandbox::{SandboxConfig, WorkerCommand, WorkerPool};
+use rlm_server::{App, Limits};
+use serde_json::{Value, json};
+
+/// The sandbox worker binary, built once if it is not there yet.
+fn worker() -> WorkerCommand {
+    static W: OnceLock<WorkerCommand> = OnceLock::new();
+    W.get_or_init(|| {
+        if let Ok(w) = WorkerCommand::locate() {
+            return w;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let status = std::process::Command::new(cargo)
+            .args(["build", "-p", "rlm-sandbox", "--bin", "rlm-sandbox-worker"])
+            .current_dir(root)
+            .status()
+            .expect("run cargo build for the sandbox worker");
+        assert!(status.success(), "building rlm-sandbox-worker failed");
+        WorkerCommand::locate().expect("rlm-sandbox-worker after building it")
+    })
+    .clone()
+}
+
+fn root() -> Matcher {
+    Matcher::system_contains("You are answering a question about a collection")
+}
+
+/// Finds the code with a regex, then answers citing the document.
+fn needle_script() -> Script {
+    Script::new()
+        .on(
+            root().and(Matcher::any_contains("REPL output")),
+            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
+        )
+        .on(
+            root(),
+            "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\n```",
+        )
+}
+
+/// A running server over a three-document store.
+struct Harness {
+    dir: tempfile::TempDir,
+    base: String,
+    http: reqwest::Client,
+    model: ScriptedServer,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Harness {
+    async fn start(script: Script, limits: Limits) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = dir.path().join("docs");
+        std::fs::create_dir_all(&docs).unwrap();
+        for (name, text) in [
+            ("a_intro.txt", "This memo describes the office move.\n"),
+            (
+                "b_notes.txt",
+                "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
+            ),
+            ("c_misc.txt", "Lunch options and parking spaces.\n"),
+        ] {
+            std::fs::write(docs.join(name), text).unwrap();
+        }
+        let store_dir = dir.path().join("store");
+        Store::index(&store_dir, &[docs], &IndexOptions::default(), &mut |_| {}).unwrap();
+        let model = ScriptedServer::start(script).await;
+        let mut h = Harness {
+            dir,
+            base: String::new(),
+            http: reqwest::Client::new(),
+            model,
+            stop: None,
+            task: None,
+        };
+        h.serve(limits).await;
+        h
+    }
+
+    /// (Re)starts the server over the same store.
+    async fn serve(&mut self, limits: Limits) {
+        let store = Arc::new(Store::open(&self.dir.path().join("store")).unwrap());
+        let config = EngineConfig {
+            budget: BudgetConfig::default(),
+            root_model: "root-model".into(),
+            sub_model: "sub-model".into(),
+            ..EngineConfig::default()
+        };
+        let pool = WorkerPool::new(SandboxConfig::new(worker()), 1)
+            .await
+            .unwrap();
+        let engine = Engine::new(Arc::new(self.model.client()), pool, config);
+        let app = Arc::new(App::new(engine, store, limits, None, None).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        self.base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        self.stop = Some(stop);
+        self.task = Some(tokio::spawn(rlm_server::serve(listener, app, async {
+            let _ = stopped.await;
+        })));
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(20), task)
+                .await
+                .expect("the server stops")
+                .unwrap()
+                .unwrap();
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(self.url(path)).send().await.unwrap();
+        status_json(r).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        status_json(r).await
+    }
+
+    async fn delete(&self, path: &str) -> (u16, Value) {
+        let r = self.http.delete(self.url(path)).send().await.unwrap();
+        status_json(r).await
+    }
+
+    /// Every SSE event of a run's stream until it closes: (event, id, data).
+    async fn events(&self, id: &str, last_seen: Option<u64>) -> Vec<(String, Option<u64>, Value)> {
+        let mut req = self.http.get(self.url(&format!("/api/runs/{id}/events")));
+        if let Some(n) = last_seen {
+            req = req.header("Last-Event-ID", n.to_string());
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        assert_eq!(
+            r.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        let mut body = r.bytes_stream();
+        let mut text = String::new();
+        let read = async {
+            while let Some(chunk) = body.next().await {
+                text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .expect("the stream closes when the run ends");
+        parse_sse(&text)
+    }
+}
+
+async fn status_json(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn parse_sse(text: &str) -> Vec<(String, Option<u64>, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut event = String::from("message");
+            let mut id = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    event = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                }
+            }
+            (!data.is_empty()).then(|| (event, id, serde_json::from_str(&data).unwrap()))
+        })
+        .collect()
+}
+
+fn error_message(v: &Value) -> &str {
+    v["error"]["message"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_streams_every_step_then_its_verified_answer_and_survives_a_restart() {
+    let mut h = Harness::start(needle_script(), Limits::default()).await;
+    let (status, info) = h.get("/api/info").await;
+    assert_eq!(status, 200);
+    assert_eq!(info["store"]["documents"], 3);
+    assert_eq!(info["models"]["root"], "root-model");
+    assert_eq!(info["defaults"]["flow"], "repl");
+
+    let (status, started) = h
+        .post("/api/runs", json!({"question": "What is the secret code?"}))
+        .await;
+    assert_eq!(status, 202, "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    assert_eq!(started["events"], format!("/api/runs/{id}/events"));
+
+    let events = h.events(&id, None).await;
+    let (last, trace) = events.split_last().unwrap();
+    assert_eq!(last.0, "end");
+    assert_eq!(last.2["status"], "done");
+    let answer = &last.2["answer"];
+    assert!(
+        answer["answer"].as_str().unwrap().contains("4721"),
+        "{answer}"
+    );
+    assert_eq!(answer["citations"][0]["status"], "verified");
+    // Every trace event, in order, numbered from 0, each with its SSE id.
+    for (i, (event, id, data)) in trace.iter().enumerate() {
+        assert_eq!(event, "trace");
+        assert_eq!(*id, Some(i as u64));
+        assert_eq!(data["seq"], i as u64);
+    }
+    let types: Vec<&str> = trace.iter().filter_map(|e| e.2["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"run_started"));
+    assert_eq!(types.last(), Some(&"run_finished"));
+    for t in [
+        "llm_request",
+        "llm_response",
+        "cell",
+        "cell_output",
+        "final",
+        "verification",
+    ] {
+        assert!(types.contains(&t), "{t} missing from {types:?}");
+    }
+
+    // The same run by id, and in the list.
+    let (status, view) = h.get(&format!("/api/runs/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(view["status"], "done");
+    assert_eq!(view["answer"]["answer"], answer["answer"]);
+    let (_, list) = h.get("/api/runs").await;
+    assert_eq!(list["runs"][0]["id"], id.as_str());
+    assert_eq!(list["runs"][0]["partial"], false);
+
+    // Resuming after event 3 sends the rest only.
+    let resumed = h.events(&id, Some(3)).await;
+    assert_eq!(resumed[0].1, Some(4));
+    assert_eq!(resumed.len(), events.len() - 4);
+
+    // A citation opens its chunk.
+    let doc_id = answer["citations"][0]["doc_id"].as_str().unwrap();
+    let chunk_id = answer["citations"][0]["chunk_id"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or(format!("{doc_id}-0"));
+    let (status, chunk) = h.get(&format!("/api/chunks/{chunk_id}")).await;
+    assert_eq!(status, 200, "{chunk}");
+    assert!(
+        chunk["text"]
+            .as_str()
+            .unwrap()
+            .contains("secret code is 4721")
+    );
+    assert!(chunk["path"].as_str().unwrap().ends_with("b_notes.txt"));
+
+    // After a restart the run is read back from the store folder.
+    h.shutdown().await;
+    assert!(
+        h.dir
+            .path()
+            .join("store/runs")
+            .join(format!("{id}.json"))
+            .is_file()
+    );
+    h.serve(Limits::default()).await;
+    let (status, view) = h.get(&format!("/api/runs/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(view["answer"]["answer"], answer["answer"]);
+    let replayed = h.events(&id, None).await;
+    assert_eq!(replayed.len(), events.len());
+    assert_eq!(replayed.last().unwrap().2["status"], "done");
+    let (_, list) = h.get("/api/runs").await;
+    assert_eq!(list["runs"][0]["id"], id.as_str());
+    let (status, cancel) = h.delete(&format!("/api/runs/{id}")).await;
+    assert_eq!(status, 409, "{cancel}");
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_keeps_sessions_that_can_be_listed_read_and_deleted() {
+    let mut h = Harness::start(needle_script(), Limits::default()).await;
+    for question in ["What is the secret code?", "Repeat the secret code."] {
+        let (status, view) = h
+            .post(
+                "/api/chat",
+                json!({"question": question, "session": "case-1"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{view}");
+        assert_eq!(view["status"], "done");
+        assert_eq!(view["session"], "case-1");
+    }
+    // The second question's prompt carried the first turn.
+    let last_root = h
+        .model
+        .requests()
+        .into_iter()
+        .rfind(|r| {
+            r.system()
+                .contains("You are answering a question about a collection")
+        })
+        .unwrap();
+    let seen: String = last_root
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert!(seen.contains("What is the secret code?"), "{seen}");
+
+    let (_, list) = h.get("/api/sessions").await;
+    assert_eq!(list["sessions"][0]["name"], "case-1");
+    assert_eq!(list["sessions"][0]["turns"], 2);
+    let (status, session) = h.get("/api/sessions/case-1").await;
+    assert_eq!(status, 200);
+    assert_eq!(session["history"][1]["question"], "Repeat the secret code.");
+
+    let r = h
+        .http
+        .delete(h.url("/api/sessions/case-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    let (status, v) = h.get("/api/sessions/case-1").await;
+    assert_eq!(status, 404);
+    assert!(error_message(&v).contains("no session"), "{v}");
+    let (status, _) = h.delete("/api/sessions/case-1").await;
+    assert_eq!(status, 404);
+    let (status, v) = h.get("/api/sessions/bad%20name").await;
+    assert_eq!(status, 400);
+    assert!(error_message(&v).contains("invalid session name"), "{v}");
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rlm_switch_off_answers_with_rag() {
+    let script = Script::new().respond_with(|r| {
+        let p = r.last_message();
+        let id = p.split("[chunk:").nth(1)?.split_once(']')?.0.to_string();
+        Some(Reply::text(format!(
+            "The secret code is 4721 [[chunk:{id} \"The secret code is 4721\"]]."
+        )))
+    });
+    let mut h = Harness::start(script, Limits::default()).await;
+    let (status, view) = h
+        .post(
+            "/api/chat",
+            json!({"question": "What is the secret code?", "use_rlm": false}),
+        )
+        .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["flow"], "rag");
+    assert_eq!(view["answer"]["flow_report"]["flow"], "rag");
+    assert!(view["answer"]["answer"].as_str().unwrap().contains("4721"));
+    assert_eq!(h.model.request_count(), 1, "rag is one model call");
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_server_refuses_more_runs_and_a_cancelled_run_is_partial() {
+    let slow = Script::new().otherwise(Reply::text("```repl\nprint(1)\n```").with_latency_ms(400));
+    let limits = Limits {
+        max_concurrent_runs: 1,
+        ..Limits::default()
+    };
+    let mut h = Harness::start(slow, limits).await;
+    let (status, started) = h.post("/api/runs", json!({"question": "Anything?"})).await;
+    assert_eq!(status, 202);
+    let id = started["id"].as_str().unwrap().to_string();
+
+    let r = h
+        .http
+        .post(h.url("/api/runs"))
+        .json(&json!({"question": "And this?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 429);
+    assert_eq!(r.headers()["retry-after"], "5");
+    let v: Value = r.json().await.unwrap();
+    assert!(error_message(&v).contains("limit 1"), "{v}");
+
+    let (status, view) = h.delete(&format!("/api/runs/{id}")).await;
+    assert_eq!(status, 202, "{view}");
+    let events = h.events(&id, None).await;
+    let end = &events.last().unwrap().2;
+    assert_eq!(end["status"], "cancelled");
+    assert_eq!(end["answer"]["partial"], true);
+    let (status, _) = h.delete(&format!("/api/runs/{id}")).await;
+    assert_eq!(status, 409, "cancelling twice");
+
+    // The place is free again.
+    let (status, _) = h.post("/api/runs", json!({"question": "Now?"})).await;
+    assert_eq!(status, 202);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_one_line_errors() {
+    let mut h = Harness::start(needle_script(), Limits::default()).await;
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"question": "  "}), "the question is empty"),
+        (
+            json!({"question": "x".repeat(20_001)}),
+            "the limit is 20000",
+        ),
+        (json!({"question": "q", "flow": "magic"}), "flow:"),
+        (json!({"question": "q", "inspector": "magic"}), "inspector:"),
+        (json!({"question": "q", "citations": "loose"}), "citations:"),
+        (
+            json!({"question": "q", "session": "a/b"}),
+            "invalid session name",
+        ),
+        (
+            json!({"question": "q", "max_wall_secs": -1}),
+            "max_wall_secs",
+        ),
+        (
+            json!({"question": "q", "max_cost_usd": -2.0}),
+            "max_cost_usd",
+        ),
+        (json!({"question": "q", "max_iterations": 0}), "at least 1"),
+        (
+            json!({"question": "q", "colour": "red"}),
+            "unknown field `colour`",
+        ),
+        (json!({"query": "q"}), "unknown field `query`"),
+        (json!({}), "missing field `question`"),
+    ];
+    for (body, expected) in cases {
+        let (status, v) = h.post("/api/runs", body.clone()).await;
+        assert_eq!(status, 400, "{body} → {v}");
+        assert!(error_message(&v).contains(expected), "{body} → {v}");
+    }
+    let r = h
+        .http
+        .post(h.url("/api/runs"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let r = h
+        .http
+        .post(h.url("/api/runs"))
+        .body("question=hi")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let r = h
+        .http
+        .post(h.url("/api/runs"))
+        .header("content-type", "application/json")
+        .body(format!("{{\"question\": \"{}\"}}", "x".repeat(2 << 20)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+
+    for path in [
+        "/api/runs/r0-00000000",
+        "/api/runs/r0-00000000/events",
+        "/api/runs/..%2F..%2Fetc%2Fpasswd",
+        "/api/chunks/nope-0",
+        "/api/nothing",
+    ] {
+        let (status, v) = h.get(path).await;
+        assert_eq!(status, 404, "{path} → {v}");
+        assert!(!error_message(&v).is_empty(), "{path} → {v}");
+    }
+    let (status, _) = h.delete("/api/runs/r0-00000000").await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        h.model.request_count(),
+        0,
+        "no bad request reached the model"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ui_and_the_openapi_document_are_served() {
+    let mut h = Harness::start(needle_script(), Limits::default()).await;
+    let r = h.http.get(h.url("/")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let page = r.text().await.unwrap();
+    assert!(page.contains("Orchestration"), "the RLM switch's panel");
+
+    let (status, doc) = h.get("/api/openapi.json").await;
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut paths: Vec<&str> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "/",
+            "/api/chat",
+            "/api/chunks/{id}",
+            "/api/info",
+            "/api/openapi.json",
+            "/api/runs",
+            "/api/runs/{id}",
+            "/api/runs/{id}/events",
+            "/api/sessions",
+            "/api/sessions/{name}",
+        ]
+    );
+    // Every documented path answers (no "no such endpoint").
+    for path in &paths {
+        let concrete = path.replace("{id}", "x-1").replace("{name}", "nobody");
+        let (_, v) = h.get(&concrete).await;
+        assert!(!error_message(&v).contains("no such endpoint"), "{path}");
+    }
+    h.shutdown().await;
+}

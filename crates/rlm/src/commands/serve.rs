@@ -1,0 +1,127 @@
+//! `rlm serve`: the HTTP API and the web UI over one store.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use rlm_engine::{Engine, SettingsFile};
+use rlm_sandbox::{SandboxConfig, WorkerPool};
+use rlm_server::{App, Limits};
+
+use super::ask::{query_embedder, worker_command};
+use super::corpus::StoreArg;
+use super::llm::LlmFlags;
+
+/// Arguments of `rlm serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Address to listen on; port 0 picks a free one (the first line on stdout says which).
+    #[arg(long, env = "RLM_SERVE_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Questions answered at once; more get 429 Too Many Requests.
+    #[arg(
+        long,
+        env = "RLM_SERVE_MAX_RUNS",
+        default_value_t = 2,
+        value_name = "N"
+    )]
+    pub max_runs: usize,
+    /// Longest accepted question, in characters.
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    pub max_question_chars: usize,
+    /// Domain instructions for every question's system prompt (seed 004's PROMPT.md); a request's own `briefing` replaces it.
+    #[arg(long, value_name = "FILE")]
+    pub briefing: Option<PathBuf>,
+    #[command(flatten)]
+    pub llm: LlmFlags,
+}
+
+/// `rlm serve`.
+pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.max_runs == 0 {
+        anyhow::bail!("--max-runs 0 would refuse every question; use 1 or more");
+    }
+    if args.max_question_chars == 0 {
+        anyhow::bail!("--max-question-chars must be 1 or more");
+    }
+    let settings = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut config = settings
+        .engine_config(|k| settings.lookup(k))
+        .map_err(anyhow::Error::msg)?;
+    let briefing = match &args.briefing {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read briefing {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let store = Arc::new(args.store.open()?);
+    let llm_config = args.llm.load()?;
+    let embedder = query_embedder(&store, &llm_config, args.llm.config.as_deref());
+    config.root_model = llm_config.root.model.clone();
+    config.sub_model = llm_config.sub.model.clone();
+    let client = rlm_llm::LlmClient::from_config(llm_config)?;
+    let limits = Limits {
+        max_concurrent_runs: args.max_runs,
+        max_question_chars: args.max_question_chars,
+        ..Limits::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), args.max_runs).await?;
+        let engine = Engine::new(Arc::new(client), pool, config);
+        let app = Arc::new(
+            App::new(engine, store, limits, embedder, briefing).map_err(anyhow::Error::msg)?,
+        );
+        let listener = tokio::net::TcpListener::bind(&args.addr)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on {}: is another server using it? pick another with --addr HOST:PORT",
+                    args.addr
+                )
+            })?;
+        let addr = listener.local_addr()?;
+        {
+            // The first stdout line is for scripts (and tests) that pick port 0.
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on http://{addr}")?;
+            out.flush()?;
+        }
+        eprintln!(
+            "rlm serve: web UI at http://{addr}/, API at http://{addr}/api (OpenAPI: /api/openapi.json); Ctrl-C stops"
+        );
+        rlm_server::serve(listener, app, shutdown_signal()).await?;
+        eprintln!("rlm serve: stopped");
+        anyhow::Ok(())
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
