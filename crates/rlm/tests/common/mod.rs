@@ -44,6 +44,8 @@ pub const CLEARED: &[&str] = &[
     "RLM_HUB_URL",
     "RLM_STORE",
     "RLM_SANDBOX_WORKER",
+    "RLM_SERVE_ADDR",
+    "RLM_SERVE_MAX_RUNS",
 ];
 
 /// `rlm args…` in `dir` with a clean environment plus `env`, stdin closed.
