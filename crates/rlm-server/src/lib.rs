@@ -6,7 +6,7 @@
 //!   the store folder) and runs (kept in memory, saved to `<store>/runs/` as
 //!   they finish: the answer as JSON, the trace as JSONL), with the limits
 //!   of [`Limits`] enforced.
-//! - [`router`] maps the endpoints (see `API.md` / `GET /api/openapi.json`)
+//! - [`router`] maps the endpoints (see `API.md` and `GET /api/openapi.json`)
 //!   to thin handlers over it; [`serve`] runs it on a listener.
 //!
 //! ```no_run
