@@ -169,6 +169,14 @@ pub(crate) fn query_embedder(
     }
 }
 
+/// The text of a `--briefing` file, if one was named.
+pub(crate) fn read_briefing(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    path.map(|p| {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read briefing {}", p.display()))
+    })
+    .transpose()
+}
+
 /// `rlm ask`.
 pub fn ask(args: AskArgs) -> anyhow::Result<()> {
     if args.question.trim().is_empty() {
@@ -186,13 +194,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
     };
     let config = engine_config(&args)?;
     let config_policy = config.citation_policy;
-    let briefing = match &args.briefing {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read briefing {}", p.display()))?,
-        ),
-        None => None,
-    };
+    let briefing = read_briefing(args.briefing.as_deref())?;
     let store = Arc::new(args.store.open()?);
     let mut sessions = match &args.session {
         Some(name) => {

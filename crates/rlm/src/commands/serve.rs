@@ -10,7 +10,7 @@ use rlm_engine::{Engine, SettingsFile};
 use rlm_sandbox::{SandboxConfig, WorkerPool};
 use rlm_server::{App, Limits};
 
-use super::ask::{query_embedder, worker_command};
+use super::ask::{query_embedder, read_briefing, worker_command};
 use super::corpus::StoreArg;
 use super::llm::LlmFlags;
 
@@ -52,13 +52,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = settings
         .engine_config(|k| settings.lookup(k))
         .map_err(anyhow::Error::msg)?;
-    let briefing = match &args.briefing {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read briefing {}", p.display()))?,
-        ),
-        None => None,
-    };
+    let briefing = read_briefing(args.briefing.as_deref())?;
     let store = Arc::new(args.store.open()?);
     let llm_config = args.llm.load()?;
     let embedder = query_embedder(&store, &llm_config, args.llm.config.as_deref());
