@@ -688,13 +688,14 @@ impl RunCtx {
                 .collect(),
         });
         let deltas = DeltaStream::new(self.trace.clone(), agent, depth);
+        let _closing = deltas.closer();
         let mut req = ChatRequest::new(role, messages.to_vec())
             .at_depth(depth)
             .streaming_to(deltas.sink());
         req.temperature = opts.temperature;
         req.model = opts.model;
         let result = self.llm.chat(req).await;
-        deltas.flush();
+        deltas.close();
         match result {
             Ok(resp) => {
                 let u = &resp.usage;

@@ -439,7 +439,7 @@ impl Trace {
 
 /// Turns a model call's streamed text into [`TraceEvent::LlmDelta`] events,
 /// a few per second rather than one per token: pieces are held until a line
-/// ends, 64 bytes gather or 150 ms pass. [`DeltaStream::flush`] emits the
+/// ends, 64 bytes gather or 150 ms pass. [`DeltaStream::close`] emits the
 /// rest; call it when the call returns, before its response event.
 #[derive(Clone)]
 pub(crate) struct DeltaStream {
@@ -453,6 +453,9 @@ struct PendingDelta {
     attempt: u32,
     text: String,
     since: Instant,
+    /// The call is over: text that still arrives (a withdrawn generation's
+    /// last token) belongs to no reply and is dropped.
+    closed: bool,
 }
 
 impl DeltaStream {
@@ -469,6 +472,7 @@ impl DeltaStream {
                 attempt: 1,
                 text: String::new(),
                 since: Instant::now(),
+                closed: false,
             })),
         }
     }
@@ -481,6 +485,9 @@ impl DeltaStream {
 
     fn push(&self, attempt: u32, text: &str) {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if p.closed {
+            return;
+        }
         if attempt != p.attempt {
             self.emit(&mut p);
             p.attempt = attempt;
@@ -497,10 +504,18 @@ impl DeltaStream {
         }
     }
 
-    /// Emits whatever is still held.
-    pub(crate) fn flush(&self) {
+    /// Emits whatever is still held and ignores anything streamed later.
+    /// Idempotent.
+    pub(crate) fn close(&self) {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         self.emit(&mut p);
+        p.closed = true;
+    }
+
+    /// Closes the stream when dropped: a call cancelled mid-generation
+    /// (wall clock, Ctrl-C) never returns to close it itself.
+    pub(crate) fn closer(&self) -> DeltaCloser {
+        DeltaCloser(self.clone())
     }
 
     fn emit(&self, p: &mut PendingDelta) {
@@ -513,6 +528,15 @@ impl DeltaStream {
             attempt: p.attempt,
             text: std::mem::take(&mut p.text),
         });
+    }
+}
+
+/// See [`DeltaStream::closer`].
+pub(crate) struct DeltaCloser(DeltaStream);
+
+impl Drop for DeltaCloser {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -740,16 +764,22 @@ mod tests {
         }
         // One event per finished line; the unfinished line waits for more.
         assert_eq!(deltas(&mut rx), vec![(1, "x = len(context)\n".to_string())]);
-        stream.flush();
+        stream.close();
         assert_eq!(deltas(&mut rx), vec![(1, "print(x)".to_string())]);
-        stream.flush();
+        stream.close();
         assert!(deltas(&mut rx).is_empty(), "nothing held, nothing emitted");
+        // A closed stream ignores text that still arrives.
+        sink.send("late\n");
+        assert!(deltas(&mut rx).is_empty());
+
+        let stream = DeltaStream::new(trace.clone(), "0.1", 1);
+        let sink = stream.sink();
 
         // Long text without a newline goes out in pieces of about 64 bytes.
         for _ in 0..20 {
             sink.send("abcdefgh");
         }
-        stream.flush();
+        stream.close();
         let long = deltas(&mut rx);
         assert!(long.len() >= 2, "{long:?}");
         assert_eq!(
@@ -767,7 +797,8 @@ mod tests {
         sink.send("partial");
         sink.start_attempt(2);
         sink.send("whole reply");
-        stream.flush();
+        drop(stream.closer());
+        sink.send("after the call");
         assert_eq!(
             deltas(&mut rx),
             vec![(1, "partial".to_string()), (2, "whole reply".to_string())]

@@ -614,7 +614,10 @@ fn worker(
                     Outcome::Continue
                 }
             };
-            if let Some(sink) = &slot.job.request.on_text {
+            // A withdrawn request's last token goes nowhere.
+            if let Some(sink) = &slot.job.request.on_text
+                && !slot.job.reply.is_closed()
+            {
                 let text = match outcome {
                     Outcome::Continue => {
                         slot.streamed.advance(&slot.output, &slot.job.request.stop)
