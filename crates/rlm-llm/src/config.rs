@@ -212,6 +212,11 @@ pub struct LlmConfig {
     /// True when `local` was chosen because nothing else was configured (no
     /// provider, key, base URL or replay cassette); the CLI says so once.
     pub local_auto_selected: bool,
+    /// Ask OpenAI-compatible servers to stream replies (server-sent events)
+    /// when the request has a token sink (`RLM_STREAM`, `[llm] stream`;
+    /// default on). The local model always streams; Anthropic replies arrive
+    /// whole.
+    pub stream: bool,
 }
 
 impl LlmConfig {
@@ -478,6 +483,18 @@ impl LlmConfig {
             )));
         }
 
+        let stream = match env("RLM_STREAM") {
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "on" | "true" | "yes" | "1" => true,
+                "off" | "false" | "no" | "0" => false,
+                _ => {
+                    return Err(LlmError::Config(format!(
+                        "RLM_STREAM='{v}' is not on or off"
+                    )));
+                }
+            },
+            None => file.stream.unwrap_or(true),
+        };
         let prices = local_prices(provider, &root, &sub, file.prices);
         let context_windows = local_windows(provider, &root, &sub, &env, file.context_windows)?;
         Ok(LlmConfig {
@@ -503,6 +520,7 @@ impl LlmConfig {
             config_file,
             local_model,
             local_auto_selected,
+            stream,
         })
     }
 }
@@ -569,6 +587,7 @@ struct LlmFile {
     #[serde(default)]
     context_windows: BTreeMap<String, u64>,
     local_model: Option<PathBuf>,
+    stream: Option<bool>,
 }
 
 /// `[llm.root]` / `[llm.sub]`.

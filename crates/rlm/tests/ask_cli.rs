@@ -431,9 +431,9 @@ fn trace_commands_reject_bad_files() {
     );
 }
 
-/// A recorded run replays offline; the replayed replies stream into the
-/// trace (one piece per reply), `--stream` prints the root's text as it
-/// comes, and `trace show` folds the pieces into the reply line.
+/// A streamed run is recorded and replays offline; the replayed replies
+/// stream into the trace (one piece per reply), `--stream` prints the root's
+/// text as it comes, and `trace show` folds the pieces into the reply line.
 #[test]
 fn ask_replays_a_recording_and_streams_the_replies() {
     let f = Fixture::new();
@@ -452,9 +452,9 @@ fn ask_replays_a_recording_and_streams_the_replies() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    // Over plain HTTP the replies arrive whole: no pieces in the trace.
+    // The scripted OpenAI-compatible server streams: pieces in the trace.
     let live = std::fs::read_to_string(f.path("live.jsonl")).unwrap();
-    assert!(!live.contains("\"llm_delta\""), "{live}");
+    assert!(live.contains("\"llm_delta\""), "{live}");
     drop(server);
 
     let o = f.rlm(

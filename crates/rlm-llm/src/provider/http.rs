@@ -59,6 +59,23 @@ pub(crate) async fn exchange(
     })
 }
 
+/// Sends `request` and returns the response of a 2xx answer unread (for
+/// streaming); any other status is read and mapped like [`exchange`] does.
+pub(crate) async fn open(
+    request: reqwest::RequestBuilder,
+    url: &str,
+    target: Target<'_>,
+) -> Result<reqwest::Response, LlmError> {
+    let response = request.send().await.map_err(|e| send_error(&e, url))?;
+    let status = response.status().as_u16();
+    if (200..300).contains(&status) {
+        return Ok(response);
+    }
+    let headers = response.headers().clone();
+    let body = response.bytes().await.unwrap_or_default();
+    Err(status_error(status, &headers, &body, url, &target))
+}
+
 /// The error text and its causes on one line.
 pub(crate) fn chain(err: &dyn std::error::Error) -> String {
     let mut msg = err.to_string();

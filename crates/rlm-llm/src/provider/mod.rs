@@ -59,13 +59,13 @@ pub fn http_provider(config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> 
         })?;
     let http = http::client(config.timeout)?;
     Ok(match config.provider {
-        ProviderKind::OpenAi => Box::new(OpenAiProvider::openai(http, &config.base_url, key)),
-        ProviderKind::Azure => Box::new(OpenAiProvider::azure(
-            http,
-            &config.base_url,
-            key,
-            &config.azure_api_version,
-        )),
+        ProviderKind::OpenAi => Box::new(
+            OpenAiProvider::openai(http, &config.base_url, key).with_streaming(config.stream),
+        ),
+        ProviderKind::Azure => Box::new(
+            OpenAiProvider::azure(http, &config.base_url, key, &config.azure_api_version)
+                .with_streaming(config.stream),
+        ),
         ProviderKind::Anthropic => Box::new(AnthropicProvider::new(
             http,
             &config.base_url,

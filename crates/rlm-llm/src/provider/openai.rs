@@ -22,6 +22,7 @@ pub struct OpenAiProvider {
     base_url: String,
     key: ApiKey,
     flavor: Flavor,
+    stream: bool,
 }
 
 impl OpenAiProvider {
@@ -32,6 +33,7 @@ impl OpenAiProvider {
             base_url: base_url.trim_end_matches('/').to_string(),
             key,
             flavor: Flavor::OpenAi,
+            stream: false,
         }
     }
 
@@ -45,7 +47,14 @@ impl OpenAiProvider {
             flavor: Flavor::Azure {
                 api_version: api_version.to_string(),
             },
+            stream: false,
         }
+    }
+
+    /// Streams replies (server-sent events) for requests with a token sink.
+    pub fn with_streaming(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
     }
 
     fn chat_url(&self, model: &str) -> String {
@@ -158,6 +167,170 @@ pub(crate) fn parse_reply(
     })
 }
 
+/// Reads a streamed Chat Completions answer: `data: {chunk}` lines until
+/// `data: [DONE]`, passing each piece of content to `sink`. A server that
+/// ignored `stream` and answered with one JSON body is read as such.
+async fn read_stream(
+    provider: &str,
+    requested_model: &str,
+    mut response: reqwest::Response,
+    sink: &crate::TokenSink,
+) -> Result<ModelReply, LlmError> {
+    let is_sse = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let truncated = |detail: String| LlmError::TruncatedResponse {
+        provider: provider.to_string(),
+        detail,
+    };
+    if !is_sse {
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| truncated(http::chain(&e)))?;
+        let body: Value =
+            serde_json::from_slice(&bytes).map_err(|e| LlmError::MalformedResponse {
+                provider: provider.to_string(),
+                detail: format!(
+                    "{e}; body starts: {}",
+                    http::snippet(&String::from_utf8_lossy(&bytes))
+                ),
+            })?;
+        let reply = parse_reply(provider, requested_model, &body)?;
+        sink.send(&reply.text);
+        return Ok(reply);
+    }
+    let mut stream = ChunkStream::default();
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| truncated(http::chain(&e)))?;
+        let Some(chunk) = chunk else { break };
+        pending.extend_from_slice(&chunk);
+        // Events end at a newline; a line may arrive in pieces.
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            if stream.line(provider, line.trim_end_matches(['\r', '\n']), sink)? {
+                return stream.finish(provider, requested_model);
+            }
+        }
+    }
+    let rest = String::from_utf8_lossy(&pending).into_owned();
+    if stream.line(provider, rest.trim(), sink)? || stream.finish_reason.is_some() {
+        // Some servers end the stream after the last chunk without [DONE].
+        return stream.finish(provider, requested_model);
+    }
+    Err(truncated(
+        "the event stream ended before the reply was complete".into(),
+    ))
+}
+
+/// What a streamed answer has said so far.
+#[derive(Default)]
+struct ChunkStream {
+    text: String,
+    finish_reason: Option<String>,
+    model: Option<String>,
+    usage: Option<ReportedUsage>,
+    chunks: usize,
+}
+
+impl ChunkStream {
+    /// Takes one line of the event stream; true at `data: [DONE]`.
+    fn line(
+        &mut self,
+        provider: &str,
+        line: &str,
+        sink: &crate::TokenSink,
+    ) -> Result<bool, LlmError> {
+        let Some(data) = line.strip_prefix("data:") else {
+            return Ok(false); // comments, `event:`, `id:`, blank separators
+        };
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| LlmError::MalformedResponse {
+            provider: provider.to_string(),
+            detail: format!("stream chunk is not JSON ({e}): {}", http::snippet(data)),
+        })?;
+        if let Some(err) = chunk.get("error") {
+            let message = err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("error in the event stream");
+            return Err(LlmError::Server {
+                provider: provider.to_string(),
+                status: 500,
+                retry_after: None,
+                message: http::snippet(message),
+            });
+        }
+        self.chunks += 1;
+        if let Some(m) = chunk.get("model").and_then(Value::as_str) {
+            self.model.get_or_insert_with(|| m.to_string());
+        }
+        if let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        {
+            if let Some(piece) = choice
+                .get("delta")
+                .and_then(|d| d.get("content"))
+                .and_then(Value::as_str)
+            {
+                self.text.push_str(piece);
+                sink.send(piece);
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(reason.to_string());
+            }
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+            let input = u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
+            let output = u
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let cached = u
+                .get("prompt_tokens_details")
+                .and_then(|d| d.get("cached_tokens"))
+                .and_then(Value::as_u64);
+            if input > 0 || output > 0 {
+                self.usage = Some(ReportedUsage {
+                    input_tokens: input,
+                    output_tokens: output,
+                    cached_tokens: cached,
+                });
+            }
+        }
+        Ok(false)
+    }
+
+    fn finish(self, provider: &str, requested_model: &str) -> Result<ModelReply, LlmError> {
+        if self.chunks == 0 {
+            return Err(LlmError::NoChoices {
+                provider: provider.to_string(),
+            });
+        }
+        Ok(ModelReply {
+            text: self.text,
+            finish_reason: FinishReason::from_wire(self.finish_reason.as_deref()),
+            model: self.model.unwrap_or_else(|| requested_model.to_string()),
+            usage: self.usage,
+        })
+    }
+}
+
 /// Parses a `/models` listing (`data[].id`), shared with Anthropic.
 pub(crate) fn parse_model_list(provider: &str, body: &Value) -> Result<Vec<String>, LlmError> {
     let data = body
@@ -185,15 +358,23 @@ impl Provider for OpenAiProvider {
     ) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         Box::pin(async move {
             let url = self.chat_url(&request.model);
-            let builder = self
-                .authorize(self.http.post(&url))
-                .json_body(&self.body(request));
+            let mut body = self.body(request);
+            let sink = request.on_token.as_ref().filter(|_| self.stream);
+            if sink.is_some() {
+                body["stream"] = json!(true);
+                body["stream_options"] = json!({"include_usage": true});
+            }
+            let builder = self.authorize(self.http.post(&url)).json_body(&body);
             let target = Target {
                 provider: self.provider_name(),
                 model: Some(&request.model),
             };
-            let body = http::exchange(builder, &url, target).await?;
-            parse_reply(self.provider_name(), &request.model, &body)
+            let Some(sink) = sink else {
+                let body = http::exchange(builder, &url, target).await?;
+                return parse_reply(self.provider_name(), &request.model, &body);
+            };
+            let response = http::open(builder, &url, target).await?;
+            read_stream(self.provider_name(), &request.model, response, sink).await
         })
     }
 

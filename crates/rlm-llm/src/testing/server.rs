@@ -457,7 +457,14 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
             None,
         ),
         Ok(reply) => match reply.outcome {
-            Ok(ref text) => success(api, &received, text, &reply, false),
+            Ok(ref text) => {
+                let answer = success(api, &received, text, &reply, false);
+                if api != WireApi::Anthropic && received.body["stream"] == true {
+                    as_event_stream(answer, &received.body)
+                } else {
+                    answer
+                }
+            }
             Err(fault) => match act_out(api, &received, fault, kill).await {
                 Some(r) => r,
                 None => return plain(500, "unreachable"),
@@ -654,6 +661,54 @@ fn success(
         }
     };
     json_response(200, &body, &[])
+}
+
+/// A Chat Completions answer as OpenAI streams it: `chat.completion.chunk`
+/// events carrying the text a word at a time, the finish reason, the usage
+/// (when the request asked with `stream_options.include_usage`), `[DONE]`.
+fn as_event_stream(answer: Response<ScriptBody>, request: &Value) -> Response<ScriptBody> {
+    let bytes = answer.into_body().data.unwrap_or_default();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let choice = &body["choices"][0];
+    let text = choice["message"]["content"].as_str().unwrap_or_default();
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": body["id"], "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    // Words with their following whitespace: the pieces add up to the text.
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() && text[i + c.len_utf8()..].starts_with(|n: char| !n.is_whitespace()) {
+            let end = i + c.len_utf8();
+            events.push(chunk(json!({"content": &text[start..end]}), Value::Null));
+            start = end;
+        }
+    }
+    if start < text.len() {
+        events.push(chunk(json!({"content": &text[start..]}), Value::Null));
+    }
+    events.push(chunk(json!({}), choice["finish_reason"].clone()));
+    if request["stream_options"]["include_usage"] == true && !body["usage"].is_null() {
+        events.push(
+            json!({"id": body["id"], "object": "chat.completion.chunk", "created": 0,
+                           "model": body["model"], "choices": [], "usage": body["usage"]}),
+        );
+    }
+    let mut sse = String::new();
+    for e in &events {
+        sse.push_str(&format!("data: {e}\n\n"));
+    }
+    sse.push_str("data: [DONE]\n\n");
+    let mut r = Response::new(ScriptBody::full(Bytes::from(sse)));
+    r.headers_mut().insert(
+        "content-type",
+        "text/event-stream".parse().expect("valid header"),
+    );
+    r
 }
 
 async fn act_out(
