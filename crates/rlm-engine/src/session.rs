@@ -14,7 +14,7 @@ pub const SESSIONS_FILE: &str = "sessions.sqlite";
 pub const MAX_SESSION_NAME: usize = 64;
 
 /// One earlier question of a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Turn {
     /// The question.
     pub question: String,
@@ -22,6 +22,10 @@ pub struct Turn {
     pub answer: String,
     /// Whether that answer was partial.
     pub partial: bool,
+    /// The answer's citations as they were verified then (empty for turns
+    /// saved before citations were kept).
+    #[serde(default)]
+    pub citations: Vec<crate::Citation>,
 }
 
 /// A fact recorded with `add_finding`.
@@ -106,6 +110,19 @@ impl SessionStore {
              CREATE INDEX IF NOT EXISTS findings_session ON findings(session, id);",
         )
         .map_err(|e| format!("cannot initialize {}: {e}", path.display()))?;
+        // Files from before citations were kept gain the column; their turns
+        // keep working with none.
+        let has_citations: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('turns') WHERE name = 'citations'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if has_citations == 0 {
+            conn.execute_batch("ALTER TABLE turns ADD COLUMN citations TEXT")
+                .map_err(|e| format!("cannot upgrade {}: {e}", path.display()))?;
+        }
         Ok(SessionStore { conn, path })
     }
 
@@ -120,14 +137,20 @@ impl SessionStore {
         let err = |e: rusqlite::Error| format!("cannot read session {name:?}: {e}");
         let mut st = self
             .conn
-            .prepare("SELECT question, answer, partial FROM turns WHERE session = ?1 ORDER BY id")
+            .prepare(
+                "SELECT question, answer, partial, citations FROM turns WHERE session = ?1 ORDER BY id",
+            )
             .map_err(err)?;
         let history = st
             .query_map(params![name], |r| {
+                let citations: Option<String> = r.get(3)?;
                 Ok(Turn {
                     question: r.get(0)?,
                     answer: r.get(1)?,
                     partial: r.get::<_, i64>(2)? != 0,
+                    citations: citations
+                        .and_then(|c| serde_json::from_str(&c).ok())
+                        .unwrap_or_default(),
                 })
             })
             .map_err(err)?
@@ -204,9 +227,10 @@ impl SessionStore {
         let now = crate::trace::now_rfc3339();
         let err = |e: rusqlite::Error| format!("cannot save session {name:?}: {e}");
         let tx = self.conn.transaction().map_err(err)?;
+        let citations = serde_json::to_string(&turn.citations).map_err(|e| e.to_string())?;
         tx.execute(
-            "INSERT INTO turns (session, question, answer, partial, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![name, turn.question, turn.answer, turn.partial as i64, now],
+            "INSERT INTO turns (session, question, answer, partial, created_at, citations) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![name, turn.question, turn.answer, turn.partial as i64, now, citations],
         )
         .map_err(err)?;
         for f in new_findings {
@@ -235,10 +259,17 @@ mod tests {
                 ..Default::default()
             }
         );
+        let cited: crate::Citation = serde_json::from_value(serde_json::json!({
+            "marker": "[[doc:0 \"a1\"]]", "answer_offset": 3, "kind": "doc", "id": "0",
+            "quote": "a1", "chunk_id": "d-0", "doc_id": "d", "doc_index": 0, "path": "docs/a.txt",
+            "byte_start": 0, "byte_end": 2, "status": "verified", "detail": null
+        }))
+        .unwrap();
         let t = Turn {
             question: "q1".into(),
-            answer: "a1".into(),
+            answer: "a1 [[doc:0 \"a1\"]]".into(),
             partial: false,
+            citations: vec![cited],
         };
         s.append(
             "case-1",
@@ -269,6 +300,28 @@ mod tests {
         assert!(s.load("case-1").unwrap().history.is_empty());
         assert_eq!(s.list().unwrap().len(), 1);
         assert!(s.delete("bad name").is_err());
+    }
+
+    #[test]
+    fn a_file_from_before_citations_were_kept_is_upgraded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let conn = Connection::open(dir.path().join(SESSIONS_FILE)).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE turns (id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL,
+                     question TEXT NOT NULL, answer TEXT NOT NULL, partial INTEGER NOT NULL,
+                     created_at TEXT NOT NULL);
+                 INSERT INTO turns (session, question, answer, partial, created_at)
+                     VALUES ('old', 'q', 'a', 0, '2026-01-01T00:00:00.000Z');",
+            )
+            .unwrap();
+        }
+        let mut s = SessionStore::open(dir.path()).unwrap();
+        let old = s.load("old").unwrap();
+        assert_eq!(old.history.len(), 1, "nothing stored is lost");
+        assert!(old.history[0].citations.is_empty());
+        s.append("old", &Turn::default(), &[]).unwrap();
+        assert_eq!(s.load("old").unwrap().history.len(), 2);
     }
 
     #[test]

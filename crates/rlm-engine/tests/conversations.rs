@@ -1202,6 +1202,7 @@ async fn session_history_and_briefing_reach_the_model() {
             question: "first question?".into(),
             answer: "first answer".into(),
             partial: false,
+            citations: vec![],
         }],
         findings: vec![rlm_engine::Finding {
             text: "an old finding".into(),

@@ -430,6 +430,7 @@ impl App {
                         question: body.question.clone(),
                         answer: answer.answer.clone(),
                         partial: answer.partial,
+                        citations: answer.citations.clone(),
                     };
                     if let Err(e) = lock(&self.sessions).append(name, &turn, &answer.findings) {
                         error = Some(format!("answered, but the session was not saved: {e}"));

@@ -344,6 +344,8 @@ async fn chat_keeps_sessions_that_can_be_listed_read_and_deleted() {
     let (status, session) = h.get("/api/sessions/case-1").await;
     assert_eq!(status, 200);
     assert_eq!(session["history"][1]["question"], "Repeat the secret code.");
+    // Each turn keeps its verified citations.
+    assert_eq!(session["history"][0]["citations"][0]["status"], "verified");
 
     let r = h
         .http

@@ -589,6 +589,14 @@ fn ask_with_live_steps_citation_and_session() {
         b.text("#messages .user")
             .contains("What is the secret code?")
     );
+    // The history keeps the verified citations: the chip still opens its chunk.
+    assert!(
+        b.find(chip).is_some(),
+        "no verified chip in the history: {}",
+        b.page_text()
+    );
+    b.click(chip);
+    b.wait_text("#chunk-text", "secret code is 4721");
 }
 
 #[test]

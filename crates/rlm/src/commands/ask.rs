@@ -263,6 +263,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
             question: args.question.clone(),
             answer: answer.answer.clone(),
             partial: answer.partial,
+            citations: answer.citations.clone(),
         };
         s.append(name, &turn, &answer.findings)
             .map_err(anyhow::Error::msg)?;
