@@ -21,6 +21,7 @@ pub struct AnthropicProvider {
     base_url: String,
     key: ApiKey,
     version: String,
+    stream: bool,
 }
 
 impl AnthropicProvider {
@@ -31,7 +32,14 @@ impl AnthropicProvider {
             base_url: base_url.trim_end_matches('/').to_string(),
             key,
             version: version.to_string(),
+            stream: false,
         }
+    }
+
+    /// Streams replies (server-sent events) for requests with a token sink.
+    pub fn with_streaming(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
     }
 
     fn headers(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -119,6 +127,85 @@ pub(crate) fn parse_reply(requested_model: &str, body: &Value) -> Result<ModelRe
     })
 }
 
+/// What a streamed Messages answer has said so far: `message_start`
+/// (model, input usage), `content_block_delta` (text), `message_delta`
+/// (stop reason, output usage), `message_stop` (the end).
+#[derive(Default)]
+struct MessageStream {
+    text: String,
+    model: Option<String>,
+    stop_reason: Option<String>,
+    /// The usage object of `message_start`, updated by `message_delta`.
+    usage: Option<Value>,
+    started: bool,
+}
+
+impl MessageStream {
+    /// Takes one event; true at `message_stop`.
+    fn event(&mut self, event: &Value, sink: &crate::TokenSink) -> Result<bool, LlmError> {
+        match event.get("type").and_then(Value::as_str) {
+            Some("message_start") => {
+                self.started = true;
+                let message = &event["message"];
+                self.model = message["model"].as_str().map(str::to_string);
+                self.usage = message.get("usage").cloned();
+            }
+            Some("content_block_delta") => {
+                if event["delta"]["type"] == "text_delta"
+                    && let Some(text) = event["delta"]["text"].as_str()
+                {
+                    self.text.push_str(text);
+                    sink.send(text);
+                }
+            }
+            Some("message_delta") => {
+                if let Some(reason) = event["delta"]["stop_reason"].as_str() {
+                    self.stop_reason = Some(reason.to_string());
+                }
+                if let (Some(Value::Object(usage)), Some(Value::Object(more))) =
+                    (self.usage.as_mut(), event.get("usage"))
+                {
+                    for (k, v) in more {
+                        usage.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            Some("message_stop") => return Ok(true),
+            Some("error") => {
+                let message = event["error"]["message"]
+                    .as_str()
+                    .unwrap_or("error in the event stream");
+                return Err(LlmError::Server {
+                    provider: "anthropic".into(),
+                    status: 500,
+                    retry_after: None,
+                    message: http::snippet(message),
+                });
+            }
+            _ => {} // ping, content_block_start/stop
+        }
+        Ok(false)
+    }
+
+    /// The reply, read like a whole Messages body.
+    fn finish(self, requested_model: &str) -> Result<ModelReply, LlmError> {
+        if !self.started {
+            return Err(LlmError::NoChoices {
+                provider: "anthropic".into(),
+            });
+        }
+        let mut body = json!({
+            "content": [{"type": "text", "text": self.text}],
+            "stop_reason": self.stop_reason,
+            "model": self.model.as_deref().unwrap_or(requested_model),
+        });
+        if let Some(usage) = self.usage {
+            body["usage"] = usage;
+        }
+        parse_reply(requested_model, &body)
+    }
+}
+
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
         "anthropic"
@@ -134,15 +221,35 @@ impl Provider for AnthropicProvider {
     ) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         Box::pin(async move {
             let url = format!("{}/messages", self.base_url);
-            let builder = self
-                .headers(self.http.post(&url))
-                .json_body(&Self::body(request));
+            let mut body = Self::body(request);
+            let sink = request.on_token.as_ref().filter(|_| self.stream);
+            if sink.is_some() {
+                body["stream"] = json!(true);
+            }
+            let builder = self.headers(self.http.post(&url)).json_body(&body);
             let target = Target {
                 provider: "anthropic",
                 model: Some(&request.model),
             };
-            let body = http::exchange(builder, &url, target).await?;
-            parse_reply(&request.model, &body)
+            let Some(sink) = sink else {
+                let body = http::exchange(builder, &url, target).await?;
+                return parse_reply(&request.model, &body);
+            };
+            let response = http::open(builder, &url, target).await?;
+            let mut stream = MessageStream::default();
+            let streamed = http::read_stream(response, "anthropic", |data| {
+                stream.event(&http::event_json("anthropic", data)?, sink)
+            })
+            .await?;
+            match streamed {
+                http::Streamed::Whole(body) => {
+                    let reply = parse_reply(&request.model, &body)?;
+                    sink.send(&reply.text);
+                    Ok(reply)
+                }
+                http::Streamed::Events { ended: true } => stream.finish(&request.model),
+                http::Streamed::Events { ended: false } => Err(http::cut_short("anthropic")),
+            }
         })
     }
 

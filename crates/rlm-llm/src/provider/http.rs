@@ -76,6 +76,85 @@ pub(crate) async fn open(
     Err(status_error(status, &headers, &body, url, &target))
 }
 
+/// How a streamed answer arrived.
+pub(crate) enum Streamed {
+    /// The server ignored the request to stream and sent one JSON body.
+    Whole(Value),
+    /// Server-sent events were read; true when the handler saw the end.
+    Events { ended: bool },
+}
+
+/// Reads a 2xx answer to a streaming request: the `data:` payload of every
+/// server-sent event goes to `on_data` (which returns true at the stream's
+/// end marker); a plain JSON body is returned whole.
+pub(crate) async fn read_stream(
+    mut response: reqwest::Response,
+    provider: &str,
+    mut on_data: impl FnMut(&str) -> Result<bool, LlmError>,
+) -> Result<Streamed, LlmError> {
+    let truncated = |e: reqwest::Error| LlmError::TruncatedResponse {
+        provider: provider.to_string(),
+        detail: chain(&e),
+    };
+    let is_sse = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_sse {
+        let bytes = response.bytes().await.map_err(truncated)?;
+        return serde_json::from_slice(&bytes)
+            .map(Streamed::Whole)
+            .map_err(|e| LlmError::MalformedResponse {
+                provider: provider.to_string(),
+                detail: format!(
+                    "{e}; body starts: {}",
+                    snippet(&String::from_utf8_lossy(&bytes))
+                ),
+            });
+    }
+    let mut pending: Vec<u8> = Vec::new();
+    let mut line_done = |line: &[u8]| -> Result<bool, LlmError> {
+        let line = String::from_utf8_lossy(line);
+        match line.trim_end_matches(['\r', '\n']).strip_prefix("data:") {
+            Some(data) if !data.trim().is_empty() => on_data(data.trim()),
+            // Comments, `event:`, `id:` and blank separators carry nothing we need.
+            _ => Ok(false),
+        }
+    };
+    loop {
+        let Some(chunk) = response.chunk().await.map_err(truncated)? else {
+            break;
+        };
+        pending.extend_from_slice(&chunk);
+        // Lines end at a newline; one may arrive in pieces.
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            if line_done(&line)? {
+                return Ok(Streamed::Events { ended: true });
+            }
+        }
+    }
+    let ended = line_done(&pending)?;
+    Ok(Streamed::Events { ended })
+}
+
+/// A streamed answer that stopped before its end.
+pub(crate) fn cut_short(provider: &str) -> LlmError {
+    LlmError::TruncatedResponse {
+        provider: provider.to_string(),
+        detail: "the event stream ended before the reply was complete".into(),
+    }
+}
+
+/// A JSON payload of an event stream.
+pub(crate) fn event_json(provider: &str, data: &str) -> Result<Value, LlmError> {
+    serde_json::from_str(data).map_err(|e| LlmError::MalformedResponse {
+        provider: provider.to_string(),
+        detail: format!("stream event is not JSON ({e}): {}", snippet(data)),
+    })
+}
+
 /// The error text and its causes on one line.
 pub(crate) fn chain(err: &dyn std::error::Error) -> String {
     let mut msg = err.to_string();

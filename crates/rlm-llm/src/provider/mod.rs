@@ -66,12 +66,10 @@ pub fn http_provider(config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> 
             OpenAiProvider::azure(http, &config.base_url, key, &config.azure_api_version)
                 .with_streaming(config.stream),
         ),
-        ProviderKind::Anthropic => Box::new(AnthropicProvider::new(
-            http,
-            &config.base_url,
-            key,
-            &config.anthropic_version,
-        )),
+        ProviderKind::Anthropic => Box::new(
+            AnthropicProvider::new(http, &config.base_url, key, &config.anthropic_version)
+                .with_streaming(config.stream),
+        ),
         ProviderKind::Local => return local_provider(config),
     })
 }

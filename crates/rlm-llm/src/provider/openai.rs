@@ -173,61 +173,30 @@ pub(crate) fn parse_reply(
 async fn read_stream(
     provider: &str,
     requested_model: &str,
-    mut response: reqwest::Response,
+    response: reqwest::Response,
     sink: &crate::TokenSink,
 ) -> Result<ModelReply, LlmError> {
-    let is_sse = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    let truncated = |detail: String| LlmError::TruncatedResponse {
-        provider: provider.to_string(),
-        detail,
-    };
-    if !is_sse {
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| truncated(http::chain(&e)))?;
-        let body: Value =
-            serde_json::from_slice(&bytes).map_err(|e| LlmError::MalformedResponse {
-                provider: provider.to_string(),
-                detail: format!(
-                    "{e}; body starts: {}",
-                    http::snippet(&String::from_utf8_lossy(&bytes))
-                ),
-            })?;
-        let reply = parse_reply(provider, requested_model, &body)?;
-        sink.send(&reply.text);
-        return Ok(reply);
-    }
     let mut stream = ChunkStream::default();
-    let mut pending: Vec<u8> = Vec::new();
-    loop {
-        let chunk = response
-            .chunk()
-            .await
-            .map_err(|e| truncated(http::chain(&e)))?;
-        let Some(chunk) = chunk else { break };
-        pending.extend_from_slice(&chunk);
-        // Events end at a newline; a line may arrive in pieces.
-        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            if stream.line(provider, line.trim_end_matches(['\r', '\n']), sink)? {
-                return stream.finish(provider, requested_model);
-            }
+    let streamed = http::read_stream(response, provider, |data| {
+        if data == "[DONE]" {
+            return Ok(true);
         }
-    }
-    let rest = String::from_utf8_lossy(&pending).into_owned();
-    if stream.line(provider, rest.trim(), sink)? || stream.finish_reason.is_some() {
+        stream.chunk(provider, &http::event_json(provider, data)?, sink)?;
+        Ok(false)
+    })
+    .await?;
+    match streamed {
+        http::Streamed::Whole(body) => {
+            let reply = parse_reply(provider, requested_model, &body)?;
+            sink.send(&reply.text);
+            Ok(reply)
+        }
         // Some servers end the stream after the last chunk without [DONE].
-        return stream.finish(provider, requested_model);
+        http::Streamed::Events { ended } if ended || stream.finish_reason.is_some() => {
+            stream.finish(provider, requested_model)
+        }
+        http::Streamed::Events { .. } => Err(http::cut_short(provider)),
     }
-    Err(truncated(
-        "the event stream ended before the reply was complete".into(),
-    ))
 }
 
 /// What a streamed answer has said so far.
@@ -241,27 +210,13 @@ struct ChunkStream {
 }
 
 impl ChunkStream {
-    /// Takes one line of the event stream; true at `data: [DONE]`.
-    fn line(
+    /// Takes one chunk of the stream.
+    fn chunk(
         &mut self,
         provider: &str,
-        line: &str,
+        chunk: &Value,
         sink: &crate::TokenSink,
-    ) -> Result<bool, LlmError> {
-        let Some(data) = line.strip_prefix("data:") else {
-            return Ok(false); // comments, `event:`, `id:`, blank separators
-        };
-        let data = data.trim();
-        if data == "[DONE]" {
-            return Ok(true);
-        }
-        if data.is_empty() {
-            return Ok(false);
-        }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| LlmError::MalformedResponse {
-            provider: provider.to_string(),
-            detail: format!("stream chunk is not JSON ({e}): {}", http::snippet(data)),
-        })?;
+    ) -> Result<(), LlmError> {
         if let Some(err) = chunk.get("error") {
             let message = err
                 .get("message")
@@ -313,7 +268,7 @@ impl ChunkStream {
                 });
             }
         }
-        Ok(false)
+        Ok(())
     }
 
     fn finish(self, provider: &str, requested_model: &str) -> Result<ModelReply, LlmError> {

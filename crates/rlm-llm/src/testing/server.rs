@@ -459,10 +459,10 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
         Ok(reply) => match reply.outcome {
             Ok(ref text) => {
                 let answer = success(api, &received, text, &reply, false);
-                if api != WireApi::Anthropic && received.body["stream"] == true {
-                    as_event_stream(answer, &received.body)
-                } else {
-                    answer
+                match (api, received.body["stream"] == true) {
+                    (_, false) => answer,
+                    (WireApi::Anthropic, true) => as_message_events(answer),
+                    (_, true) => as_event_stream(answer, &received.body),
                 }
             }
             Err(fault) => match act_out(api, &received, fault, kill).await {
@@ -679,17 +679,8 @@ fn as_event_stream(answer: Response<ScriptBody>, request: &Value) -> Response<Sc
         json!({"role": "assistant", "content": ""}),
         Value::Null,
     )];
-    // Words with their following whitespace: the pieces add up to the text.
-    let mut start = 0;
-    for (i, c) in text.char_indices() {
-        if c.is_whitespace() && text[i + c.len_utf8()..].starts_with(|n: char| !n.is_whitespace()) {
-            let end = i + c.len_utf8();
-            events.push(chunk(json!({"content": &text[start..end]}), Value::Null));
-            start = end;
-        }
-    }
-    if start < text.len() {
-        events.push(chunk(json!({"content": &text[start..]}), Value::Null));
+    for piece in word_pieces(text) {
+        events.push(chunk(json!({"content": piece}), Value::Null));
     }
     events.push(chunk(json!({}), choice["finish_reason"].clone()));
     if request["stream_options"]["include_usage"] == true && !body["usage"].is_null() {
@@ -703,6 +694,71 @@ fn as_event_stream(answer: Response<ScriptBody>, request: &Value) -> Response<Sc
         sse.push_str(&format!("data: {e}\n\n"));
     }
     sse.push_str("data: [DONE]\n\n");
+    event_stream_response(sse)
+}
+
+/// A Messages answer as Anthropic streams it: `message_start` (input
+/// usage), a text block whose deltas carry the text a word at a time,
+/// `message_delta` (stop reason, output usage), `message_stop`.
+fn as_message_events(answer: Response<ScriptBody>) -> Response<ScriptBody> {
+    let bytes = answer.into_body().data.unwrap_or_default();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let text = body["content"][0]["text"].as_str().unwrap_or_default();
+    let mut start = body.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    if let Some(usage) = start.get_mut("usage") {
+        usage["output_tokens"] = json!(1);
+    }
+    let mut events = vec![
+        (
+            "message_start",
+            json!({"type": "message_start", "message": start}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        ("ping", json!({"type": "ping"})),
+    ];
+    for piece in word_pieces(text) {
+        events.push(("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}})));
+    }
+    events.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    let mut delta = json!({"type": "message_delta", "delta": {"stop_reason": body["stop_reason"], "stop_sequence": null}});
+    if !body["usage"].is_null() {
+        delta["usage"] = json!({"output_tokens": body["usage"]["output_tokens"]});
+    }
+    events.push(("message_delta", delta));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    let sse: String = events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect();
+    event_stream_response(sse)
+}
+
+/// Words with their following whitespace: the pieces add up to `text`.
+fn word_pieces(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        let end = i + c.len_utf8();
+        if c.is_whitespace() && text[end..].starts_with(|n: char| !n.is_whitespace()) {
+            pieces.push(&text[start..end]);
+            start = end;
+        }
+    }
+    if start < text.len() {
+        pieces.push(&text[start..]);
+    }
+    pieces
+}
+
+fn event_stream_response(sse: String) -> Response<ScriptBody> {
     let mut r = Response::new(ScriptBody::full(Bytes::from(sse)));
     r.headers_mut().insert(
         "content-type",

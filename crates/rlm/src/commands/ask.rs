@@ -74,7 +74,7 @@ pub struct AskArgs {
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Print the root model's replies on stderr while they are generated (Anthropic replies arrive whole).
+    /// Print the root model's replies on stderr while they are generated.
     #[arg(long, conflicts_with = "quiet")]
     pub stream: bool,
     #[command(flatten)]
