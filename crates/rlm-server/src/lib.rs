@@ -34,7 +34,13 @@ pub async fn serve(
     app: std::sync::Arc<App>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     let cancel_app = app.clone();
+    // Events are small writes: without TCP_NODELAY, Nagle's algorithm and
+    // delayed ACKs hold each for ~40 ms.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router(app))
         .with_graceful_shutdown(async move {
             shutdown.await;
