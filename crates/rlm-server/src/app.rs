@@ -28,6 +28,10 @@ pub struct Limits {
     /// Finished runs kept in memory for `/api/runs`; older ones are read back
     /// from `<store>/runs/` (default 200).
     pub kept_runs: usize,
+    /// Finished runs kept on disk in `<store>/runs/` (answer and trace); the
+    /// oldest beyond this are deleted as new ones finish (`--keep-runs`,
+    /// default 1,000).
+    pub saved_runs: usize,
 }
 
 impl Default for Limits {
@@ -37,6 +41,7 @@ impl Default for Limits {
             max_question_chars: 20_000,
             max_body_bytes: 1 << 20,
             kept_runs: 200,
+            saved_runs: 1000,
         }
     }
 }
@@ -235,6 +240,9 @@ impl App {
             .map_err(|e| format!("cannot create {}: {e}", runs_dir.display()))?;
         if limits.max_concurrent_runs == 0 {
             return Err("the server must allow at least one run at a time".into());
+        }
+        if limits.saved_runs == 0 {
+            return Err("the server must keep at least one finished run on disk".into());
         }
         Ok(App {
             engine,
@@ -466,6 +474,27 @@ impl App {
             eprintln!("rlm serve: cannot save {}: {e}", path.display());
         }
         run.trace.wake();
+        self.prune_saved_runs();
+    }
+
+    /// Deletes the oldest saved runs beyond [`Limits::saved_runs`], never one
+    /// still in memory and running.
+    fn prune_saved_runs(&self) {
+        let mut saved = saved_run_files(&self.runs_dir);
+        if saved.len() <= self.limits.saved_runs {
+            return;
+        }
+        saved.sort_by_key(|s| s.1);
+        let excess = saved.len() - self.limits.saved_runs;
+        for (id, _) in saved.into_iter().take(excess) {
+            if self.run(&id).is_some_and(|r| !r.finished()) {
+                continue;
+            }
+            lock(&self.runs).by_id.remove(&id);
+            for ext in ["json", "jsonl"] {
+                let _ = std::fs::remove_file(self.runs_dir.join(format!("{id}.{ext}")));
+            }
+        }
     }
 
     fn forget_old_runs(&self, runs: &mut Runs) {

@@ -560,3 +560,35 @@ async fn the_ui_and_the_openapi_document_are_served() {
     }
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_newest_saved_runs_are_kept_on_disk() {
+    let limits = Limits {
+        saved_runs: 2,
+        ..Limits::default()
+    };
+    let mut h = Harness::start(needle_script(), limits).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, view) = h
+            .post("/api/chat", json!({"question": "What is the secret code?"}))
+            .await;
+        assert_eq!(status, 200, "{view}");
+        ids.push(view["id"].as_str().unwrap().to_string());
+        // Distinct modification times order the runs.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let runs = h.dir.path().join("store/runs");
+    let (status, _) = h.get(&format!("/api/runs/{}", ids[0])).await;
+    assert_eq!(status, 404, "the oldest run is gone");
+    assert!(!runs.join(format!("{}.json", ids[0])).exists());
+    assert!(!runs.join(format!("{}.jsonl", ids[0])).exists());
+    for id in &ids[1..] {
+        let (status, _) = h.get(&format!("/api/runs/{id}")).await;
+        assert_eq!(status, 200);
+        assert!(runs.join(format!("{id}.jsonl")).is_file());
+    }
+    let (_, list) = h.get("/api/runs").await;
+    assert_eq!(list["runs"].as_array().unwrap().len(), 2);
+    h.shutdown().await;
+}

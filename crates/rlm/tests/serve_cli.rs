@@ -130,6 +130,18 @@ fn serve_start_errors_are_one_line_and_say_what_to_do() {
 
     let o = rlm(
         dir.path(),
+        &["serve", "--store", "store", "--keep-runs", "0"],
+        &env,
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--keep-runs must be 1 or more"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = rlm(
+        dir.path(),
         &["serve", "--store", "store", "--briefing", "missing.md"],
         &env,
     );

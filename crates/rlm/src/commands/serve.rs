@@ -33,6 +33,9 @@ pub struct ServeArgs {
     /// Longest accepted question, in characters.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub max_question_chars: usize,
+    /// Finished runs kept on disk in <store>/runs/ (answer and trace); older ones are deleted.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub keep_runs: usize,
     /// Domain instructions for every question's system prompt (seed 004's PROMPT.md); a request's own `briefing` replaces it.
     #[arg(long, value_name = "FILE")]
     pub briefing: Option<PathBuf>,
@@ -44,6 +47,11 @@ pub struct ServeArgs {
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.max_runs == 0 {
         anyhow::bail!("--max-runs 0 would refuse every question; use 1 or more");
+    }
+    if args.keep_runs == 0 {
+        anyhow::bail!(
+            "--keep-runs must be 1 or more (the last run's answer is read back from disk)"
+        );
     }
     if args.max_question_chars == 0 {
         anyhow::bail!("--max-question-chars must be 1 or more");
@@ -62,6 +70,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let limits = Limits {
         max_concurrent_runs: args.max_runs,
         max_question_chars: args.max_question_chars,
+        saved_runs: args.keep_runs,
         ..Limits::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
