@@ -400,7 +400,6 @@ struct Outcome {
     partial_reason: Option<String>,
 }
 
-/// Prefix of the stop reason when a model call failed after retries.
 /// Temperature after the same reply (or a stuck turn) `streak` times in a
 /// row: a small model at low temperature repeats itself word for word.
 fn raised_temperature(streak: u32) -> f32 {
@@ -411,6 +410,7 @@ fn raised_temperature(streak: u32) -> f32 {
 /// with a condition that never matches and read silence as "try again".
 const NO_OUTPUT: &str = "(no output: the cell printed nothing. If it searched for something, nothing matched: check upper/lower case, try fewer or other words, or print(search(\"keywords\")))";
 
+/// Prefix of the stop reason when a model call failed after retries.
 const MODEL_FAILED: &str = "the model call failed: ";
 
 /// Per-call overrides of the role's settings.

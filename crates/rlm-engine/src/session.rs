@@ -48,7 +48,6 @@ pub struct SessionState {
     pub findings: Vec<Finding>,
 }
 
-/// The session database of one store.
 /// One line of [`SessionStore::list`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionSummary {
@@ -62,6 +61,7 @@ pub struct SessionSummary {
     pub updated_at: String,
 }
 
+/// The session database of one store.
 #[derive(Debug)]
 pub struct SessionStore {
     conn: Connection,
@@ -177,7 +177,6 @@ impl SessionStore {
         })
     }
 
-    /// Appends a finished question and the findings it added, atomically.
     /// Every session with at least one turn, most recently used first.
     pub fn list(&self) -> Result<Vec<SessionSummary>, String> {
         let err = |e: rusqlite::Error| format!("cannot list sessions: {e}");
@@ -217,6 +216,7 @@ impl SessionStore {
         Ok(turns + findings > 0)
     }
 
+    /// Appends a finished question and the findings it added, atomically.
     pub fn append(
         &mut self,
         name: &str,
