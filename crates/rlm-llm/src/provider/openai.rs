@@ -205,7 +205,9 @@ struct ChunkStream {
     text: String,
     finish_reason: Option<String>,
     model: Option<String>,
-    usage: Option<ReportedUsage>,
+    /// The `usage` object of the chunk that carried one (the last, with
+    /// `stream_options.include_usage`).
+    usage: Option<Value>,
     chunks: usize,
 }
 
@@ -251,38 +253,26 @@ impl ChunkStream {
             }
         }
         if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-            let input = u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
-            let output = u
-                .get("completion_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            let cached = u
-                .get("prompt_tokens_details")
-                .and_then(|d| d.get("cached_tokens"))
-                .and_then(Value::as_u64);
-            if input > 0 || output > 0 {
-                self.usage = Some(ReportedUsage {
-                    input_tokens: input,
-                    output_tokens: output,
-                    cached_tokens: cached,
-                });
-            }
+            self.usage = Some(u.clone());
         }
         Ok(())
     }
 
+    /// The reply, read like a whole Chat Completions body.
     fn finish(self, provider: &str, requested_model: &str) -> Result<ModelReply, LlmError> {
         if self.chunks == 0 {
             return Err(LlmError::NoChoices {
                 provider: provider.to_string(),
             });
         }
-        Ok(ModelReply {
-            text: self.text,
-            finish_reason: FinishReason::from_wire(self.finish_reason.as_deref()),
-            model: self.model.unwrap_or_else(|| requested_model.to_string()),
-            usage: self.usage,
-        })
+        let mut body = json!({
+            "choices": [{"message": {"content": self.text}, "finish_reason": self.finish_reason}],
+            "model": self.model.as_deref().unwrap_or(requested_model),
+        });
+        if let Some(usage) = self.usage {
+            body["usage"] = usage;
+        }
+        parse_reply(provider, requested_model, &body)
     }
 }
 
