@@ -131,7 +131,7 @@ async fn start_run(
     body: Result<Json<AskBody>, JsonRejection>,
 ) -> ApiResult<Response> {
     let run = app.start_run(ask_body(body)?)?;
-    let id = run.view().id;
+    let id = run.view().run.id;
     let location = format!("/api/runs/{id}");
     let body = json!({
         "id": id,
@@ -154,7 +154,7 @@ async fn chat(
     let run = app.start_run(ask_body(body)?)?;
     // A client that hangs up cancels its question rather than leaving it
     // running unobserved.
-    let guard = CancelOnDrop(Some((app.clone(), run.view().id)));
+    let guard = CancelOnDrop(Some((app.clone(), run.view().run.id)));
     wait_finished(&run).await;
     std::mem::forget(guard);
     Ok(Json(

@@ -102,9 +102,9 @@ pub enum RunStatus {
     Cancelled,
 }
 
-/// A run as the API shows it.
+/// What every view of a run says about it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunView {
+pub struct RunInfo {
     /// Run id.
     pub id: String,
     /// The question.
@@ -119,6 +119,14 @@ pub struct RunView {
     pub started_at: String,
     /// RFC 3339 UTC, once finished.
     pub finished_at: Option<String>,
+}
+
+/// A run as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    /// Id, question, status, times.
+    #[serde(flatten)]
+    pub run: RunInfo,
     /// The answer (as `rlm ask --json` prints it), once finished.
     pub answer: Option<Value>,
     /// Why no answer could be attempted.
@@ -128,20 +136,9 @@ pub struct RunView {
 /// A run's line in `GET /api/runs`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
-    /// Run id.
-    pub id: String,
-    /// The question.
-    pub question: String,
-    /// Its session.
-    pub session: Option<String>,
-    /// The flow asked for.
-    pub flow: String,
-    /// Where it is.
-    pub status: RunStatus,
-    /// RFC 3339 UTC.
-    pub started_at: String,
-    /// RFC 3339 UTC.
-    pub finished_at: Option<String>,
+    /// Id, question, status, times.
+    #[serde(flatten)]
+    pub run: RunInfo,
     /// Whether the answer is partial (once finished).
     pub partial: Option<bool>,
 }
@@ -149,13 +146,7 @@ pub struct RunSummary {
 impl RunView {
     fn summary(&self) -> RunSummary {
         RunSummary {
-            id: self.id.clone(),
-            question: self.question.clone(),
-            session: self.session.clone(),
-            flow: self.flow.clone(),
-            status: self.status,
-            started_at: self.started_at.clone(),
-            finished_at: self.finished_at.clone(),
+            run: self.run.clone(),
             partial: self
                 .answer
                 .as_ref()
@@ -182,7 +173,7 @@ impl Run {
 
     /// True once it finished (done, failed or cancelled).
     pub fn finished(&self) -> bool {
-        lock(&self.view).status != RunStatus::Running
+        lock(&self.view).run.status != RunStatus::Running
     }
 }
 
@@ -289,13 +280,15 @@ impl App {
             trace: Arc::new(trace),
             cancel: CancelToken::new(),
             view: Mutex::new(RunView {
-                id: id.clone(),
-                question: body.question.clone(),
-                session: body.session.clone(),
-                flow: prepared.flow.as_str().to_string(),
-                status: RunStatus::Running,
-                started_at: now_rfc3339(),
-                finished_at: None,
+                run: RunInfo {
+                    id: id.clone(),
+                    question: body.question.clone(),
+                    session: body.session.clone(),
+                    flow: prepared.flow.as_str().to_string(),
+                    status: RunStatus::Running,
+                    started_at: now_rfc3339(),
+                    finished_at: None,
+                },
                 answer: None,
                 error: None,
             }),
@@ -459,15 +452,15 @@ impl App {
     fn finish(&self, run: &Run, status: RunStatus, answer: Option<Value>, error: Option<String>) {
         let view = {
             let mut v = lock(&run.view);
-            v.status = status;
-            v.finished_at = Some(now_rfc3339());
+            v.run.status = status;
+            v.run.finished_at = Some(now_rfc3339());
             v.answer = answer;
             v.error = error;
             v.clone()
         };
         // Kept on disk so the run outlives the process; a failure to write
         // loses only the after-restart view, never the answer.
-        let path = self.runs_dir.join(format!("{}.json", view.id));
+        let path = self.runs_dir.join(format!("{}.json", view.run.id));
         if let Ok(text) = serde_json::to_vec_pretty(&view)
             && let Err(e) = std::fs::write(&path, text)
         {
@@ -560,7 +553,7 @@ impl App {
         };
         if out.len() < limit {
             let mut saved = saved_run_files(&self.runs_dir);
-            saved.retain(|(id, _)| !out.iter().any(|r| &r.id == id));
+            saved.retain(|(id, _)| !out.iter().any(|r| &r.run.id == id));
             saved.sort_by_key(|s| std::cmp::Reverse(s.1));
             for (id, _) in saved.into_iter().take(limit - out.len()) {
                 if let Ok(Some(v)) = self.saved_run(&id) {

@@ -24,7 +24,7 @@ mod error;
 mod openapi;
 
 pub use api::{INDEX_HTML, router};
-pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunStatus, RunSummary, RunView};
+pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunInfo, RunStatus, RunSummary, RunView};
 pub use error::ApiError;
 
 /// Serves the API and the UI on `listener` until `shutdown` resolves; runs
