@@ -35,6 +35,9 @@ pub mod replay;
 mod session;
 pub mod worker;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 pub use hints::add_hint;
 /// The counting global allocator a worker process must install (re-exported so
 /// binaries that host the worker subcommand need no direct monty dependency).

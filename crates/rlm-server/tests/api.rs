@@ -2,37 +2,16 @@
 //! scripted model server over real HTTP, a real HTTP client reading the
 //! server-sent events.
 
-use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use rlm_corpus::{IndexOptions, Store};
 use rlm_engine::{BudgetConfig, Engine, EngineConfig};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
-use rlm_sandbox::{SandboxConfig, WorkerCommand, WorkerPool};
+use rlm_sandbox::{SandboxConfig, WorkerPool};
 use rlm_server::{App, Limits};
 use serde_json::{Value, json};
-
-/// The sandbox worker binary, built once if it is not there yet.
-fn worker() -> WorkerCommand {
-    static W: OnceLock<WorkerCommand> = OnceLock::new();
-    W.get_or_init(|| {
-        if let Ok(w) = WorkerCommand::locate() {
-            return w;
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let status = std::process::Command::new(cargo)
-            .args(["build", "-p", "rlm-sandbox", "--bin", "rlm-sandbox-worker"])
-            .current_dir(root)
-            .status()
-            .expect("run cargo build for the sandbox worker");
-        assert!(status.success(), "building rlm-sandbox-worker failed");
-        WorkerCommand::locate().expect("rlm-sandbox-worker after building it")
-    })
-    .clone()
-}
 
 fn root() -> Matcher {
     Matcher::system_contains("You are answering a question about a collection")
@@ -100,7 +79,7 @@ impl Harness {
             sub_model: "sub-model".into(),
             ..EngineConfig::default()
         };
-        let pool = WorkerPool::new(SandboxConfig::new(worker()), 1)
+        let pool = WorkerPool::new(SandboxConfig::new(rlm_sandbox::testing::worker()), 1)
             .await
             .unwrap();
         let engine = Engine::new(Arc::new(self.model.client()), pool, config);

@@ -2,8 +2,8 @@
 //! model server over real HTTP.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use rlm_corpus::{IndexOptions, Store};
 use rlm_engine::{
@@ -14,22 +14,7 @@ use rlm_sandbox::{SandboxConfig, WorkerCommand, WorkerPool};
 
 /// The sandbox worker binary, built once if it is not there yet.
 pub fn worker() -> WorkerCommand {
-    static W: OnceLock<WorkerCommand> = OnceLock::new();
-    W.get_or_init(|| {
-        if let Ok(w) = WorkerCommand::locate() {
-            return w;
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let status = std::process::Command::new(cargo)
-            .args(["build", "-p", "rlm-sandbox", "--bin", "rlm-sandbox-worker"])
-            .current_dir(root)
-            .status()
-            .expect("run cargo build for the sandbox worker");
-        assert!(status.success(), "building rlm-sandbox-worker failed");
-        WorkerCommand::locate().expect("rlm-sandbox-worker after building it")
-    })
-    .clone()
+    rlm_sandbox::testing::worker()
 }
 
 /// A store built from `(file name, text)` pairs.
