@@ -1,13 +1,14 @@
 //! Finding the files to index, with ripgrep's ignore rules.
 
 use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
 
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
 
 use crate::error::CorpusError;
 use crate::extract::SkipReason;
-use crate::store::{IndexOptions, IndexProgress, mtime_ns};
+use crate::store::{IndexOptions, IndexProgress};
 
 /// A file found by the walk.
 #[derive(Debug, Clone)]
@@ -169,4 +170,13 @@ fn error_path(e: &ignore::Error) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Modification time in nanoseconds since the epoch (0 when unknown).
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }

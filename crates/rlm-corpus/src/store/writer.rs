@@ -1,114 +1,30 @@
-//! The on-disk store: documents and chunks in SQLite, chunk text in tantivy.
-//!
-//! Atomicity: one indexing run is one SQLite transaction plus one tantivy
-//! commit. Both record a *generation* number; SQLite commits first. If the
-//! process dies between the two commits, the generations disagree on the next
-//! open and the full-text index is rebuilt from SQLite, which holds every
-//! document's text. If it dies before the SQLite commit, neither changed.
+//! Writing a store: walk → extract → chunk → commit, under the store's
+//! exclusive write lock. Reading is in `reader.rs`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::Instant;
 
 use rayon::prelude::*;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
+use super::{
+    DB_FILE, FORMAT_VERSION, FTS_DIR, SCHEMA, Store, StoreStats, check_version, chunk_id,
+    document_id, open_db,
+};
 use crate::chunk::{ChunkSpan, DEFAULT_CHUNK_CHARS, MIN_CHUNK_CHARS, chunk_text};
 use crate::error::CorpusError;
 use crate::extract::{DocKind, Extracted, Extraction, SkipReason, extract};
 use crate::fts::{FtsChunk, FullText};
 use crate::walk::{FileEntry, walk};
 
-/// The store format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
-const DB_FILE: &str = "store.sqlite";
-const FTS_DIR: &str = "fulltext";
 const LOCK_FILE: &str = "write.lock";
 /// Files are read and extracted in batches of about this many bytes, which
 /// bounds the memory of one indexing run independently of corpus size.
 const BATCH_BYTES: u64 = 32 * 1024 * 1024;
-
-/// A document of the corpus.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Document {
-    /// Stable id, derived from `path`.
-    pub id: String,
-    /// Corpus-relative path: the indexed folder's name, then the path inside it.
-    pub path: String,
-    /// How the text was extracted.
-    pub kind: DocKind,
-    /// Size of the file in bytes.
-    pub size_bytes: u64,
-    /// Characters of extracted text.
-    pub chars: u64,
-    /// BLAKE3 hash of the file's bytes (hex).
-    pub hash: String,
-    /// First heading, HTML title, or file name.
-    pub title: String,
-    /// Number of chunks.
-    pub chunk_count: u32,
-}
-
-/// An ordered piece of a document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Chunk {
-    /// Stable id: `<document id>-<ordinal>`.
-    pub id: String,
-    /// The document it belongs to.
-    pub doc_id: String,
-    /// Position in the document, 0-based and contiguous.
-    pub ordinal: u32,
-    /// Byte offset of the chunk in the document's extracted text.
-    pub byte_start: u64,
-    /// Byte offset one past the chunk's end.
-    pub byte_end: u64,
-    /// 1-based first line.
-    pub line_start: u32,
-    /// 1-based last line.
-    pub line_end: u32,
-    /// 1-based PDF page.
-    pub page: Option<u32>,
-    /// Nearest Markdown section heading.
-    pub heading: Option<String>,
-    /// The chunk's text.
-    pub text: String,
-}
-
-/// One search result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SearchHit {
-    /// The chunk found.
-    pub chunk_id: String,
-    /// Its document.
-    pub doc_id: String,
-    /// The document's corpus-relative path.
-    pub path: String,
-    /// The chunk's ordinal in its document.
-    pub ordinal: u32,
-    /// BM25 score.
-    pub score: f32,
-    /// A short excerpt with matched terms marked `**like this**`.
-    pub snippet: String,
-    /// The chunk's full text.
-    pub text: String,
-}
-
-/// Totals of a store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoreStats {
-    /// Documents.
-    pub documents: u64,
-    /// Chunks.
-    pub chunks: u64,
-    /// Bytes of the original files.
-    pub bytes: u64,
-    /// Characters of extracted text.
-    pub chars: u64,
-}
 
 /// Options of an indexing run.
 #[derive(Debug, Clone)]
@@ -192,31 +108,6 @@ pub struct IndexReport {
     pub elapsed_ms: u64,
 }
 
-/// An open store.
-pub struct Store {
-    dir: PathBuf,
-    db: Mutex<Connection>,
-    fts: FullText,
-    /// Chunk vectors loaded for vector search (see `vector.rs`).
-    pub(crate) vectors: crate::vector::VectorCache,
-}
-
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("dir", &self.dir).finish()
-    }
-}
-
-/// Stable document id for a corpus-relative path.
-pub fn document_id(path: &str) -> String {
-    blake3::hash(path.as_bytes()).to_hex()[..16].to_string()
-}
-
-/// Chunk id for a document id and ordinal.
-pub fn chunk_id(doc_id: &str, ordinal: u32) -> String {
-    format!("{doc_id}-{ordinal}")
-}
-
 /// The exclusive write lock of a store, released on drop.
 pub(crate) struct WriteLock {
     _file: File,
@@ -252,7 +143,7 @@ impl WriteLock {
     }
 
     /// True when another process holds the lock now.
-    fn is_held(dir: &Path) -> bool {
+    pub(crate) fn is_held(dir: &Path) -> bool {
         let Ok(file) = File::open(dir.join(LOCK_FILE)) else {
             return false;
         };
@@ -271,84 +162,6 @@ fn not_writable(dir: &Path, source: std::io::Error) -> CorpusError {
         path: dir.to_path_buf(),
         source,
     }
-}
-
-fn open_db(dir: &Path) -> Result<Connection, CorpusError> {
-    let conn = Connection::open(dir.join(DB_FILE))?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    Ok(conn)
-}
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (
-    id TEXT PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,
-    root TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    size_bytes INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    chars INTEGER NOT NULL,
-    hash TEXT NOT NULL,
-    title TEXT NOT NULL,
-    chunk_count INTEGER NOT NULL,
-    lossy INTEGER NOT NULL,
-    text TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    id TEXT PRIMARY KEY,
-    doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
-    ordinal INTEGER NOT NULL,
-    byte_start INTEGER NOT NULL,
-    byte_end INTEGER NOT NULL,
-    line_start INTEGER NOT NULL,
-    line_end INTEGER NOT NULL,
-    page INTEGER,
-    heading TEXT
-);
-CREATE UNIQUE INDEX IF NOT EXISTS chunks_by_doc ON chunks(doc_id, ordinal);
-";
-
-fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, CorpusError> {
-    Ok(conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-        .optional()?)
-}
-
-fn check_version(dir: &Path, conn: &Connection) -> Result<u64, CorpusError> {
-    let has_meta: bool = conn.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
-        [],
-        |r| r.get(0),
-    )?;
-    let version = if has_meta {
-        read_meta(conn, "format_version")?
-    } else {
-        None
-    };
-    let Some(version) = version else {
-        return Err(CorpusError::NotAStore(dir.to_path_buf()));
-    };
-    let found: u32 = version.parse().unwrap_or(0);
-    if found != FORMAT_VERSION {
-        let hint = if found > FORMAT_VERSION {
-            "it was written by a newer rlm; upgrade rlm to read it"
-        } else {
-            "it was written by an older rlm; re-create it with `rlm index <paths> --store <new folder>`"
-        };
-        return Err(CorpusError::FormatVersion {
-            path: dir.to_path_buf(),
-            found,
-            expected: FORMAT_VERSION,
-            hint,
-        });
-    }
-    Ok(read_meta(conn, "generation")?
-        .and_then(|g| g.parse().ok())
-        .unwrap_or(0))
 }
 
 /// A file read and extracted during indexing.
@@ -374,43 +187,6 @@ struct Known {
 }
 
 impl Store {
-    /// Opens an existing store for reading and searching.
-    pub fn open(dir: &Path) -> Result<Store, CorpusError> {
-        if !dir.join(DB_FILE).is_file() {
-            return Err(CorpusError::NotAStore(dir.to_path_buf()));
-        }
-        let conn = open_db(dir)?;
-        let generation = check_version(dir, &conn)?;
-        let fts = FullText::open_or_create(&dir.join(FTS_DIR))?;
-        let store = Store {
-            dir: dir.to_path_buf(),
-            db: Mutex::new(conn),
-            fts,
-            vectors: Default::default(),
-        };
-        if store.fts.committed_generation()? != Some(generation) && !WriteLock::is_held(dir) {
-            // An earlier run died between its two commits: repair if we can
-            // take the lock. If we cannot write, searches still work on the
-            // older full-text index.
-            if let Ok(lock) = WriteLock::acquire(dir) {
-                store.rebuild_fulltext(generation)?;
-                drop(lock);
-            }
-        }
-        Ok(store)
-    }
-
-    /// The store folder.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
-        // A poisoned lock only means another thread panicked mid-query;
-        // SQLite itself is still consistent.
-        self.db.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Indexes `paths` into the store at `dir`, creating it when absent.
     pub fn index(
         dir: &Path,
@@ -611,19 +387,16 @@ impl Store {
         test_pause("between_commits");
         writer.commit(next)?;
         fts.reload()?;
-        let store = Store {
-            dir: dir.to_path_buf(),
-            db: Mutex::new(conn),
-            fts,
-            vectors: Default::default(),
-        };
+        let store = Store::from_parts(dir, conn, fts);
         report.totals = Some(store.stats()?);
         drop(lock);
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
     }
 
-    fn rebuild_fulltext(&self, generation: u64) -> Result<(), CorpusError> {
+    /// Rebuilds the full-text index from the documents in SQLite and
+    /// records `generation` in it (the caller holds the write lock).
+    pub(super) fn rebuild_fulltext(&self, generation: u64) -> Result<(), CorpusError> {
         let mut writer = self.fts.writer()?;
         writer.delete_all()?;
         {
@@ -633,178 +406,6 @@ impl Store {
         writer.commit(generation)?;
         self.fts.reload()
     }
-
-    /// Totals of the store.
-    pub fn stats(&self) -> Result<StoreStats, CorpusError> {
-        let conn = self.db();
-        let (documents, bytes, chars, chunks): (i64, i64, i64, i64) = conn.query_row(
-            "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(chars), 0),
-                    coalesce(sum(chunk_count), 0) FROM documents",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )?;
-        Ok(StoreStats {
-            documents: documents as u64,
-            chunks: chunks as u64,
-            bytes: bytes as u64,
-            chars: chars as u64,
-        })
-    }
-
-    /// All documents, ordered by path.
-    pub fn documents(&self) -> Result<Vec<Document>, CorpusError> {
-        let conn = self.db();
-        let mut stmt = conn.prepare(&format!("{DOC_SELECT} ORDER BY path"))?;
-        let docs = stmt
-            .query_map([], row_to_document)?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(docs)
-    }
-
-    /// The document with this id.
-    pub fn document(&self, doc_id: &str) -> Result<Option<Document>, CorpusError> {
-        let conn = self.db();
-        Ok(conn
-            .query_row(
-                &format!("{DOC_SELECT} WHERE id = ?1"),
-                [doc_id],
-                row_to_document,
-            )
-            .optional()?)
-    }
-
-    /// The document with this corpus-relative path.
-    pub fn document_by_path(&self, path: &str) -> Result<Option<Document>, CorpusError> {
-        let conn = self.db();
-        Ok(conn
-            .query_row(
-                &format!("{DOC_SELECT} WHERE path = ?1"),
-                [path],
-                row_to_document,
-            )
-            .optional()?)
-    }
-
-    /// The whole extracted text of a document.
-    pub fn document_text(&self, doc_id: &str) -> Result<String, CorpusError> {
-        let conn = self.db();
-        conn.query_row("SELECT text FROM documents WHERE id = ?1", [doc_id], |r| {
-            r.get(0)
-        })
-        .optional()?
-        .ok_or_else(|| CorpusError::UnknownId(doc_id.to_string()))
-    }
-
-    /// A document's chunks in order.
-    pub fn chunks_of(&self, doc_id: &str) -> Result<Vec<Chunk>, CorpusError> {
-        let text = self.document_text(doc_id)?;
-        let conn = self.db();
-        let mut stmt = conn.prepare(&format!(
-            "{CHUNK_SELECT} WHERE doc_id = ?1 ORDER BY ordinal"
-        ))?;
-        let chunks = stmt
-            .query_map([doc_id], |r| row_to_chunk(r, &text))?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(chunks)
-    }
-
-    /// The chunk with this id.
-    pub fn chunk(&self, chunk_id: &str) -> Result<Option<Chunk>, CorpusError> {
-        let conn = self.db();
-        // Only the chunk's bytes are read from the document, not the whole text.
-        let sql =
-            "SELECT c.id, c.doc_id, c.ordinal, c.byte_start, c.byte_end, c.line_start,
-                    c.line_end, c.page, c.heading,
-                    CAST(substr(CAST(d.text AS BLOB), c.byte_start + 1, c.byte_end - c.byte_start) AS TEXT)
-             FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1";
-        Ok(conn
-            .query_row(sql, [chunk_id], |r| {
-                let mut c = row_to_chunk(r, "")?;
-                c.text = r.get(9)?;
-                Ok(c)
-            })
-            .optional()?)
-    }
-
-    /// The text of a document between two byte offsets.
-    pub fn slice(&self, doc_id: &str, start: u64, end: u64) -> Result<String, CorpusError> {
-        let text = self.document_text(doc_id)?;
-        let bad = || CorpusError::BadRange {
-            doc_id: doc_id.to_string(),
-            start,
-            end,
-            len: text.len() as u64,
-        };
-        let (s, e) = (
-            usize::try_from(start).map_err(|_| bad())?,
-            usize::try_from(end).map_err(|_| bad())?,
-        );
-        text.get(s..e).map(str::to_string).ok_or_else(bad)
-    }
-
-    /// The `k` best chunks for `query` by BM25.
-    pub fn search(&self, query: &str, k: usize) -> Result<Vec<SearchHit>, CorpusError> {
-        if query.trim().is_empty() {
-            return Err(CorpusError::EmptyQuery);
-        }
-        Ok(self
-            .fts
-            .search(query, k)?
-            .into_iter()
-            .map(|h| SearchHit {
-                chunk_id: h.chunk_id,
-                doc_id: h.doc_id,
-                path: h.path,
-                ordinal: h.ordinal,
-                score: h.score,
-                snippet: h.snippet,
-                text: h.text,
-            })
-            .collect())
-    }
-
-    /// Number of chunks in the full-text index (equals `stats().chunks` when consistent).
-    pub fn indexed_chunks(&self) -> u64 {
-        self.fts.num_chunks()
-    }
-}
-
-const DOC_SELECT: &str =
-    "SELECT id, path, kind, size_bytes, chars, hash, title, chunk_count FROM documents";
-const CHUNK_SELECT: &str = "SELECT id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading FROM chunks";
-
-fn row_to_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
-    let kind: String = r.get(2)?;
-    Ok(Document {
-        id: r.get(0)?,
-        path: r.get(1)?,
-        kind: DocKind::parse(&kind).unwrap_or(DocKind::Text),
-        size_bytes: r.get::<_, i64>(3)? as u64,
-        chars: r.get::<_, i64>(4)? as u64,
-        hash: r.get(5)?,
-        title: r.get(6)?,
-        chunk_count: r.get::<_, i64>(7)? as u32,
-    })
-}
-
-fn row_to_chunk(r: &rusqlite::Row<'_>, doc_text: &str) -> rusqlite::Result<Chunk> {
-    let byte_start = r.get::<_, i64>(3)? as u64;
-    let byte_end = r.get::<_, i64>(4)? as u64;
-    Ok(Chunk {
-        id: r.get(0)?,
-        doc_id: r.get(1)?,
-        ordinal: r.get::<_, i64>(2)? as u32,
-        byte_start,
-        byte_end,
-        line_start: r.get::<_, i64>(5)? as u32,
-        line_end: r.get::<_, i64>(6)? as u32,
-        page: r.get::<_, Option<i64>>(7)?.map(|p| p as u32),
-        heading: r.get(8)?,
-        text: doc_text
-            .get(byte_start as usize..byte_end as usize)
-            .unwrap_or_default()
-            .to_string(),
-    })
 }
 
 fn load_known(conn: &Connection) -> Result<HashMap<String, Known>, CorpusError> {
@@ -1003,13 +604,4 @@ fn test_pause(stage: &str) {
         eprintln!("rlm: test pause at {stage}");
         std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap_or(0)));
     }
-}
-
-/// Modification time in nanoseconds since the epoch (0 when unknown).
-pub(crate) fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
 }

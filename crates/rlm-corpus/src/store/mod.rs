@@ -1,0 +1,241 @@
+//! The on-disk store: documents and chunks in SQLite, chunk text in tantivy.
+//!
+//! Writing is kept apart from reading, as in tantivy: `writer.rs` walks the
+//! paths, extracts and chunks the files and commits them under the store's
+//! write lock ([`Store::index`]); `reader.rs` answers lookups and searches on
+//! an open store. This module holds what both share: the [`Store`] handle, opening
+//! a store, the schema and its format-version check, and the row types.
+//!
+//! Atomicity: one indexing run is one SQLite transaction plus one tantivy
+//! commit. Both record a *generation* number; SQLite commits first. If the
+//! process dies between the two commits, the generations disagree on the next
+//! open and the full-text index is rebuilt from SQLite, which holds every
+//! document's text. If it dies before the SQLite commit, neither changed.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use crate::error::CorpusError;
+use crate::extract::DocKind;
+use crate::fts::FullText;
+
+mod reader;
+mod writer;
+
+pub use reader::SearchHit;
+pub(crate) use writer::WriteLock;
+pub use writer::{IndexOptions, IndexProgress, IndexReport};
+
+/// The store format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+const DB_FILE: &str = "store.sqlite";
+const FTS_DIR: &str = "fulltext";
+
+/// A document of the corpus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    /// Stable id, derived from `path`.
+    pub id: String,
+    /// Corpus-relative path: the indexed folder's name, then the path inside it.
+    pub path: String,
+    /// How the text was extracted.
+    pub kind: DocKind,
+    /// Size of the file in bytes.
+    pub size_bytes: u64,
+    /// Characters of extracted text.
+    pub chars: u64,
+    /// BLAKE3 hash of the file's bytes (hex).
+    pub hash: String,
+    /// First heading, HTML title, or file name.
+    pub title: String,
+    /// Number of chunks.
+    pub chunk_count: u32,
+}
+
+/// An ordered piece of a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// Stable id: `<document id>-<ordinal>`.
+    pub id: String,
+    /// The document it belongs to.
+    pub doc_id: String,
+    /// Position in the document, 0-based and contiguous.
+    pub ordinal: u32,
+    /// Byte offset of the chunk in the document's extracted text.
+    pub byte_start: u64,
+    /// Byte offset one past the chunk's end.
+    pub byte_end: u64,
+    /// 1-based first line.
+    pub line_start: u32,
+    /// 1-based last line.
+    pub line_end: u32,
+    /// 1-based PDF page.
+    pub page: Option<u32>,
+    /// Nearest Markdown section heading.
+    pub heading: Option<String>,
+    /// The chunk's text.
+    pub text: String,
+}
+
+/// Totals of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// Documents.
+    pub documents: u64,
+    /// Chunks.
+    pub chunks: u64,
+    /// Bytes of the original files.
+    pub bytes: u64,
+    /// Characters of extracted text.
+    pub chars: u64,
+}
+
+/// An open store.
+pub struct Store {
+    dir: PathBuf,
+    db: Mutex<Connection>,
+    fts: FullText,
+    /// Chunk vectors loaded for vector search (see `vector.rs`).
+    pub(crate) vectors: crate::vector::VectorCache,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish()
+    }
+}
+
+/// Stable document id for a corpus-relative path.
+pub fn document_id(path: &str) -> String {
+    blake3::hash(path.as_bytes()).to_hex()[..16].to_string()
+}
+
+/// Chunk id for a document id and ordinal.
+pub fn chunk_id(doc_id: &str, ordinal: u32) -> String {
+    format!("{doc_id}-{ordinal}")
+}
+
+fn open_db(dir: &Path) -> Result<Connection, CorpusError> {
+    let conn = Connection::open(dir.join(DB_FILE))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    root TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    chars INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    title TEXT NOT NULL,
+    chunk_count INTEGER NOT NULL,
+    lossy INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY,
+    doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    byte_start INTEGER NOT NULL,
+    byte_end INTEGER NOT NULL,
+    line_start INTEGER NOT NULL,
+    line_end INTEGER NOT NULL,
+    page INTEGER,
+    heading TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS chunks_by_doc ON chunks(doc_id, ordinal);
+";
+
+fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, CorpusError> {
+    Ok(conn
+        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()?)
+}
+
+fn check_version(dir: &Path, conn: &Connection) -> Result<u64, CorpusError> {
+    let has_meta: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+        [],
+        |r| r.get(0),
+    )?;
+    let version = if has_meta {
+        read_meta(conn, "format_version")?
+    } else {
+        None
+    };
+    let Some(version) = version else {
+        return Err(CorpusError::NotAStore(dir.to_path_buf()));
+    };
+    let found: u32 = version.parse().unwrap_or(0);
+    if found != FORMAT_VERSION {
+        let hint = if found > FORMAT_VERSION {
+            "it was written by a newer rlm; upgrade rlm to read it"
+        } else {
+            "it was written by an older rlm; re-create it with `rlm index <paths> --store <new folder>`"
+        };
+        return Err(CorpusError::FormatVersion {
+            path: dir.to_path_buf(),
+            found,
+            expected: FORMAT_VERSION,
+            hint,
+        });
+    }
+    Ok(read_meta(conn, "generation")?
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0))
+}
+
+impl Store {
+    /// Opens an existing store for reading and searching.
+    pub fn open(dir: &Path) -> Result<Store, CorpusError> {
+        if !dir.join(DB_FILE).is_file() {
+            return Err(CorpusError::NotAStore(dir.to_path_buf()));
+        }
+        let conn = open_db(dir)?;
+        let generation = check_version(dir, &conn)?;
+        let fts = FullText::open_or_create(&dir.join(FTS_DIR))?;
+        let store = Store::from_parts(dir, conn, fts);
+        if store.fts.committed_generation()? != Some(generation) && !WriteLock::is_held(dir) {
+            // An earlier run died between its two commits: repair if we can
+            // take the lock. If we cannot write, searches still work on the
+            // older full-text index.
+            if let Ok(lock) = WriteLock::acquire(dir) {
+                store.rebuild_fulltext(generation)?;
+                drop(lock);
+            }
+        }
+        Ok(store)
+    }
+
+    /// The store folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
+        // A poisoned lock only means another thread panicked mid-query;
+        // SQLite itself is still consistent.
+        self.db.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A store handle over an open database and full-text index.
+    fn from_parts(dir: &Path, conn: Connection, fts: FullText) -> Store {
+        Store {
+            dir: dir.to_path_buf(),
+            db: Mutex::new(conn),
+            fts,
+            vectors: Default::default(),
+        }
+    }
+}
