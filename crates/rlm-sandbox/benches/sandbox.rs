@@ -72,7 +72,7 @@ fn corpus(bytes: usize) -> String {
     s
 }
 
-async fn cell_time(s: &mut Session, code: &str) -> (Duration, String) {
+async fn cell_time(s: &mut Interpreter, code: &str) -> (Duration, String) {
     let h = Arc::new(NoHost);
     let r = s.run_cell(code, &h).await.expect("cell runs");
     if let Some(e) = &r.error {
@@ -100,19 +100,19 @@ fn python(code: &str, path: &std::path::Path) -> Option<(Duration, String)> {
 #[tokio::main]
 async fn main() {
     let cfg = config();
-    let empty = SessionSpec::new();
+    let empty = InterpreterSpec::new();
     let mut rows: Vec<(String, String, String)> = Vec::new();
 
-    // Cold start: spawn a worker and start an empty session.
+    // Cold start: spawn a worker and start an empty interpreter.
     let mut cold = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
-        let s = Session::start(&cfg, &empty).await.unwrap();
+        let s = Interpreter::start(&cfg, &empty).await.unwrap();
         cold.push(t.elapsed());
         s.close().await;
     }
     rows.push((
-        "worker cold start (spawn + empty session), median of 20".into(),
+        "worker cold start (spawn + empty interpreter), median of 20".into(),
         ms(median(cold)),
         String::new(),
     ));
@@ -125,18 +125,18 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let t = Instant::now();
-        let s = pool.start_session(&empty).await.unwrap();
+        let s = pool.start_interpreter(&empty).await.unwrap();
         warm.push(t.elapsed());
         s.close().await;
     }
     rows.push((
-        "session start from the warm pool, median of 20".into(),
+        "interpreter start from the warm pool, median of 20".into(),
         ms(median(warm)),
         String::new(),
     ));
 
     // Empty cell round trip.
-    let mut s = Session::start(&cfg, &empty).await.unwrap();
+    let mut s = Interpreter::start(&cfg, &empty).await.unwrap();
     let h = Arc::new(NoHost);
     for _ in 0..100 {
         s.run_cell("pass", &h).await.unwrap();
@@ -158,17 +158,17 @@ async fn main() {
     // Context loading into a warm worker.
     for mb in [10usize, 100] {
         let text = corpus(mb * 1_000_000);
-        let spec = SessionSpec::new().input("context", InputValue::Text(text));
+        let spec = InterpreterSpec::new().input("context", InputValue::Text(text));
         let mut times = Vec::new();
         for _ in 0..3 {
             let w = Worker::spawn(&cfg).await.unwrap();
             let t = Instant::now();
-            let s = w.start_session(&cfg, &spec).await.unwrap();
+            let s = w.start_interpreter(&cfg, &spec).await.unwrap();
             times.push(t.elapsed());
             s.close().await;
         }
         let t = Instant::now();
-        let s = Session::start(&cfg, &spec).await.unwrap();
+        let s = Interpreter::start(&cfg, &spec).await.unwrap();
         let total = t.elapsed();
         s.close().await;
         rows.push((
@@ -183,10 +183,10 @@ async fn main() {
     let docs: Vec<String> = (0..500)
         .map(|i| big[i * 100_000..(i + 1) * 100_000].to_string())
         .collect();
-    let spec = SessionSpec::new()
+    let spec = InterpreterSpec::new()
         .input("context", InputValue::Text(big.clone()))
         .input("docs", InputValue::TextList(docs));
-    let mut s = Session::start(&cfg, &spec).await.unwrap();
+    let mut s = Interpreter::start(&cfg, &spec).await.unwrap();
     let (t_str, _) = cell_time(
         &mut s,
         "n = 0\nfor i in range(500):\n    n += len(context[i * 100000 + 50000:i * 100000 + 51000])\nn",
@@ -214,8 +214,8 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ctx.txt");
     std::fs::write(&path, &text).unwrap();
-    let spec = SessionSpec::new().input("context", InputValue::Text(text));
-    let mut s = Session::start(&cfg, &spec).await.unwrap();
+    let spec = InterpreterSpec::new().input("context", InputValue::Text(text));
+    let mut s = Interpreter::start(&cfg, &spec).await.unwrap();
     cell_time(&mut s, "import re").await;
     for (label, code) in [
         (

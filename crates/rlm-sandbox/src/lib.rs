@@ -2,8 +2,8 @@
 //!
 //! Python runs in [monty](https://github.com/pydantic/monty) inside a separate
 //! worker process (memory-limited, killed on timeout, crash-isolated). The
-//! parent starts a [`Session`] with named inputs (`context`, `documents`, ...)
-//! and host function names, runs cells with [`Session::run_cell`], and answers
+//! parent starts an [`Interpreter`] with named inputs (`context`, `documents`, ...)
+//! and host function names, runs cells with [`Interpreter::run_cell`], and answers
 //! the host calls Python makes through a [`HostHandler`]. The sandbox knows
 //! nothing about models: `llm_query`, `FINAL`, ... are whatever the handler does.
 //!
@@ -18,33 +18,35 @@
 //!     }
 //! }
 //! let config = SandboxConfig::new(WorkerCommand::locate()?);
-//! let spec = SessionSpec::new()
+//! let spec = InterpreterSpec::new()
 //!     .input("context", InputValue::Text("hello world".into()))
 //!     .function("llm_query", HostFunctionKind::Sync);
-//! let mut session = Session::start(&config, &spec).await?;
-//! let result = session.run_cell("print(llm_query(context[:5]))", &Arc::new(Echo)).await?;
+//! let mut interp = Interpreter::start(&config, &spec).await?;
+//! let result = interp.run_cell("print(llm_query(context[:5]))", &Arc::new(Echo)).await?;
 //! assert_eq!(result.stdout, "llm_query was called\n");
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 mod convert;
 mod hints;
+mod interpreter;
 mod names;
 pub mod protocol;
 pub mod replay;
-mod session;
 pub mod worker;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use hints::add_hint;
+pub use interpreter::{
+    CellError, CellResult, DEFAULT_TRUNCATE_CHARS, DocumentRecord, HostCall, HostError,
+    HostFunctionKind, HostHandler, InputValue, Interpreter, InterpreterSpec, Piece,
+    RLM_WORKER_SUBCOMMAND, SandboxConfig, SandboxError, SourceDocument, TextSource, WORKER_BIN,
+    WORKER_ENV, Worker, WorkerCommand, WorkerPool, truncate_output, worker_beside,
+};
 /// The counting global allocator a worker process must install (re-exported so
 /// binaries that host the worker subcommand need no direct monty dependency).
 pub use monty_alloc::LimitedAllocator;
-pub use session::{
-    CellError, CellResult, DEFAULT_TRUNCATE_CHARS, DocumentRecord, HostCall, HostError,
-    HostFunctionKind, HostHandler, InputValue, Piece, RLM_WORKER_SUBCOMMAND, SandboxConfig,
-    SandboxError, Session, SessionSpec, SourceDocument, TextSource, WORKER_BIN, WORKER_ENV, Worker,
-    WorkerCommand, WorkerPool, truncate_output, worker_beside,
-};

@@ -74,7 +74,7 @@ pub fn read_frame(input: &mut impl Read) -> io::Result<Option<Frame>> {
     Ok(Some(Frame { header, blobs }))
 }
 
-/// How a session input is shaped on the wire. Strings are blob indices.
+/// How an interpreter input is shaped on the wire. Strings are blob indices.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireInput {
@@ -139,7 +139,7 @@ pub struct WireDocument {
     pub text_blob: usize,
 }
 
-/// Per-session settings sent with `Start`.
+/// Per-interpreter settings sent with `Start`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WireLimits {
     /// Interpreter time per cell, in milliseconds.
@@ -156,13 +156,13 @@ pub struct WireLimits {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToWorker {
-    /// Begin a session with these inputs and host functions.
+    /// Start the interpreter with these inputs and host functions.
     Start {
         /// Named inputs.
         inputs: Vec<(String, WireInput)>,
         /// Host functions: (name, awaitable).
         functions: Vec<(String, bool)>,
-        /// Limits for every cell of the session.
+        /// Limits for every cell of the interpreter.
         limits: WireLimits,
     },
     /// Run one cell.
@@ -223,7 +223,7 @@ pub enum FromWorker {
         /// The monty version compiled in.
         monty_version: String,
     },
-    /// The session started (inputs loaded).
+    /// The interpreter started (inputs loaded).
     Started,
     /// A `SetVar` was applied.
     VarSet,

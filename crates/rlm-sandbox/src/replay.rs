@@ -1,4 +1,4 @@
-//! Replays real model-written REPL sessions through the sandbox and compares
+//! Replays real model-written REPL trajectories through the sandbox and compares
 //! each cell with what CPython printed (`tests/data/`, see `REPLAY_DATA.md`).
 //!
 //! The synthetic contexts and stub host functions reproduce
@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::session::{
-    HostCall, HostError, HostFunctionKind, HostHandler, InputValue, SandboxConfig, SandboxError,
-    Session, SessionSpec,
+use crate::interpreter::{
+    HostCall, HostError, HostFunctionKind, HostHandler, InputValue, Interpreter, InterpreterSpec,
+    SandboxConfig, SandboxError,
 };
 
 /// Characters of stdout the CPython reference kept per cell.
@@ -326,10 +326,10 @@ fn match_csv_head(row: &str) -> Option<(String, String)> {
         .then(|| (g2.to_string(), g3.to_string()))
 }
 
-/// One recorded session.
+/// One recorded trajectory: the cells a model wrote in one run.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Trajectory {
-    /// Session id.
+    /// Trajectory id.
     pub id: String,
     /// Harness family: `verifiers`, `fastrlm`, `rlm_repo` (or `dspy`, unsupported here).
     pub family: String,
@@ -371,7 +371,7 @@ pub struct RecordedCell {
 /// What CPython did with a cell.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ReferenceCell {
-    /// Session id.
+    /// Trajectory id.
     pub id: String,
     /// Cell index.
     pub cell: usize,
@@ -391,7 +391,7 @@ pub struct ReferenceCell {
 /// The outcome of one cell in the sandbox, next to CPython's.
 #[derive(Debug, Clone)]
 pub struct CellOutcome {
-    /// Session id.
+    /// Trajectory id.
     pub id: String,
     /// Cell index.
     pub cell: usize,
@@ -405,7 +405,7 @@ pub struct CellOutcome {
     pub ran: bool,
     /// Whether the sandbox's stdout (first 2,000 chars) equals CPython's.
     pub same_stdout: bool,
-    /// The sandbox's error as `Type: message` (or the session error).
+    /// The sandbox's error as `Type: message` (or the interpreter error).
     pub error: Option<String>,
     /// The sandbox's stdout (first 2,000 characters).
     pub stdout: String,
@@ -534,7 +534,7 @@ fn cause_key(error: &str) -> String {
     char_prefix(&one_line[..cut], 110).to_string()
 }
 
-/// State shared by the stub host functions of one session.
+/// State shared by the stub host functions of one trajectory.
 struct Stubs {
     family: String,
     depth: u64,
@@ -593,11 +593,11 @@ impl HostHandler for Stubs {
     }
 }
 
-/// Builds the session of a trajectory the way `cpython_reference.py` does.
-fn session_for(rec: &Trajectory) -> Result<(SessionSpec, Stubs, Vec<String>), String> {
+/// Builds the interpreter spec of a trajectory the way `cpython_reference.py` does.
+fn spec_for(rec: &Trajectory) -> Result<(InterpreterSpec, Stubs, Vec<String>), String> {
     let mut rng = PyRandom::new(seed_of(&rec.id));
     let hints = rec.hints.clone().unwrap_or(Value::Null);
-    let mut spec = SessionSpec::new();
+    let mut spec = InterpreterSpec::new();
     let context: Option<InputValue>;
     let mut depth = 0;
     let mut short_guard = false;
@@ -750,7 +750,7 @@ async fn replay_one(
             elapsed,
         }
     };
-    let (spec, stubs, setup) = match session_for(rec) {
+    let (spec, stubs, setup) = match spec_for(rec) {
         Ok(x) => x,
         Err(e) => {
             for i in 0..rec.cells.len() {
@@ -766,7 +766,7 @@ async fn replay_one(
         }
     };
     let stubs = Arc::new(stubs);
-    let mut session = match Session::start(config, &spec).await {
+    let mut interp = match Interpreter::start(config, &spec).await {
         Ok(s) => s,
         Err(e) => {
             for i in 0..rec.cells.len() {
@@ -783,7 +783,7 @@ async fn replay_one(
     };
     let mut dead: Option<SandboxError> = None;
     for code in &setup {
-        if let Err(e) = session.run_cell(code, &stubs).await {
+        if let Err(e) = interp.run_cell(code, &stubs).await {
             dead = Some(e);
         }
     }
@@ -800,12 +800,12 @@ async fn replay_one(
         }
         if let Some(vars) = &cell.pre_vars {
             for (k, v) in vars {
-                if let Err(e) = session.set_var(k, v.clone()).await {
+                if let Err(e) = interp.set_var(k, v.clone()).await {
                     dead = Some(e);
                 }
             }
         }
-        match session.run_cell(&cell.code, &stubs).await {
+        match interp.run_cell(&cell.code, &stubs).await {
             Ok(r) => {
                 let mut stdout = r.stdout.clone();
                 if echoes(&rec.family)
@@ -836,7 +836,7 @@ async fn replay_one(
             }
         }
     }
-    session.close().await;
+    interp.close().await;
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The worker process: one monty REPL session driven over stdin/stdout.
+//! The worker process: one monty REPL interpreter driven over stdin/stdout.
 //!
 //! The worker must run in its own process with `monty_alloc::LimitedAllocator`
 //! as the global allocator (see `src/bin/rlm-sandbox-worker.rs` and the hidden
@@ -120,7 +120,7 @@ fn serve(memory_limit: Option<usize>) -> i32 {
     if chan.send(&hello).is_err() {
         return 0;
     }
-    let mut session: Option<Session> = None;
+    let mut interp: Option<Interpreter> = None;
     loop {
         let msg = match chan.recv() {
             Ok(Some(m)) => m,
@@ -140,9 +140,9 @@ fn serve(memory_limit: Option<usize>) -> i32 {
                     limits,
                 },
                 blobs,
-            ) => match Session::start(inputs, blobs, functions, limits, memory_limit) {
+            ) => match Interpreter::start(inputs, blobs, functions, limits, memory_limit) {
                 Ok(s) => {
-                    session = Some(s);
+                    interp = Some(s);
                     chan.send(&FromWorker::Started).map_err(Disconnected::from)
                 }
                 Err(message) => {
@@ -150,14 +150,14 @@ fn serve(memory_limit: Option<usize>) -> i32 {
                     return 3;
                 }
             },
-            (ToWorker::Cell { code }, _) => match session.as_mut() {
+            (ToWorker::Cell { code }, _) => match interp.as_mut() {
                 Some(s) => s.run_cell(&code, &mut chan).and_then(|r| {
                     chan.send(&FromWorker::CellDone(r))
                         .map_err(Disconnected::from)
                 }),
                 None => Err(Disconnected),
             },
-            (ToWorker::GetVar { name }, _) => match session.as_mut() {
+            (ToWorker::GetVar { name }, _) => match interp.as_mut() {
                 Some(s) => {
                     let (defined, value) = s.get_var(&name);
                     chan.send(&FromWorker::Var { defined, value })
@@ -165,7 +165,7 @@ fn serve(memory_limit: Option<usize>) -> i32 {
                 }
                 None => Err(Disconnected),
             },
-            (ToWorker::SetVar { name, value }, _) => match session.as_mut() {
+            (ToWorker::SetVar { name, value }, _) => match interp.as_mut() {
                 Some(s) => {
                     s.set_var(name, value);
                     chan.send(&FromWorker::VarSet).map_err(Disconnected::from)
@@ -252,20 +252,20 @@ impl BlobPool {
     }
 }
 
-/// One REPL session with its host functions and limits.
-struct Session {
+/// One REPL interpreter with its host functions and limits.
+struct Interpreter {
     /// The REPL between cells (`None` only while a cell runs).
     repl: Option<MontyRepl>,
     /// Host function name → awaitable.
     functions: HashMap<String, bool>,
     limits: WireLimits,
-    /// Every top-level name the session may have bound (for `SHOW_VARS`).
+    /// Every top-level name the interpreter may have bound (for `SHOW_VARS`).
     known_names: BTreeSet<String>,
     /// Host answers that arrived but were not asked for yet, by call id.
     answers: HashMap<u32, WireHostResult>,
 }
 
-impl Session {
+impl Interpreter {
     fn start(
         inputs: Vec<(String, WireInput)>,
         blobs: Vec<Vec<u8>>,
@@ -353,7 +353,7 @@ impl Session {
         if code.contains(SHOW_VARS) {
             repl = self.define_show_vars(repl);
         }
-        // The tracker's time budget is cumulative over a session: reset per cell.
+        // The tracker's time budget is cumulative over an interpreter's life: reset per cell.
         repl.tracker_mut()
             .set_max_duration(Duration::from_millis(self.limits.cell_time_limit_ms));
         let mut out = CapturedOutput::new(self.limits.max_captured_output_bytes);
@@ -534,7 +534,7 @@ impl Session {
         }
     }
 
-    /// Defines `SHOW_VARS()` over the names the session may have bound.
+    /// Defines `SHOW_VARS()` over the names the interpreter may have bound.
     ///
     /// monty has no `globals()`, so the function probes each known name and
     /// skips the ones that are not (or no longer) defined.

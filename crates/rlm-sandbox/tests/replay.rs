@@ -30,7 +30,7 @@ async fn replay_pass_rate_meets_target() {
         "{pass}/{total} below target\n{}",
         report.summary()
     );
-    // No session may die: failures must be Python errors, not crashes.
+    // No interpreter may die: failures must be Python errors, not crashes.
     for c in &report.cells {
         if let Some(e) = &c.error {
             assert!(!e.contains("worker died"), "{} cell {}: {e}", c.id, c.cell);

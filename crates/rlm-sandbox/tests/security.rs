@@ -6,17 +6,20 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestHost, config, session_with};
+use common::{TestHost, config, interpreter_with};
 use rlm_sandbox::*;
 
-/// Runs `code` in a fresh session and returns the error (type, message).
+/// Runs `code` in a fresh interpreter and returns the error (type, message).
 async fn error_of(code: &str) -> (String, String) {
-    let (mut s, h) = session_with("ctx").await;
-    let r = s.run_cell(code, &h).await.expect("the session survives");
+    let (mut s, h) = interpreter_with("ctx").await;
+    let r = s
+        .run_cell(code, &h)
+        .await
+        .expect("the interpreter survives");
     let e = r
         .error
         .unwrap_or_else(|| panic!("{code:?} should fail; printed {:?}", r.stdout));
-    // The session is still usable after the failure.
+    // The interpreter is still usable after the failure.
     let after = s.run_cell("1 + 1", &h).await.expect("still alive");
     assert_eq!(after.value.as_deref(), Some("2"));
     (e.exc_type, e.message)
@@ -88,10 +91,12 @@ async fn dynamic_code_and_introspection_are_unavailable() {
 }
 
 #[tokio::test]
-async fn infinite_loop_hits_the_time_limit_and_session_survives() {
+async fn infinite_loop_hits_the_time_limit_and_interpreter_survives() {
     let mut c = config();
     c.cell_time_limit = Duration::from_secs(1);
-    let mut s = Session::start(&c, &SessionSpec::new()).await.unwrap();
+    let mut s = Interpreter::start(&c, &InterpreterSpec::new())
+        .await
+        .unwrap();
     let h = Arc::new(TestHost::default());
     s.run_cell("keep = 7", &h).await.unwrap();
     let r = s.run_cell("while True:\n    pass", &h).await.unwrap();
@@ -109,13 +114,13 @@ async fn infinite_loop_hits_the_time_limit_and_session_survives() {
 }
 
 #[tokio::test]
-async fn memory_bombs_fail_clearly_and_a_new_session_works() {
+async fn memory_bombs_fail_clearly_and_a_new_interpreter_works() {
     for code in [
         "s = 'a' * 10**10",
         "xs = []\nwhile True:\n    xs.append('x' * 1000000)",
         "s = 'ab'\nwhile True:\n    s = s + s",
     ] {
-        let (mut s, h) = session_with("").await;
+        let (mut s, h) = interpreter_with("").await;
         match s.run_cell(code, &h).await {
             Ok(r) => {
                 let e = r.error.unwrap_or_else(|| panic!("{code} should fail"));
@@ -124,7 +129,7 @@ async fn memory_bombs_fail_clearly_and_a_new_session_works() {
             Err(e) => assert!(e.to_string().contains("memory limit"), "{code}: {e}"),
         }
     }
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     assert_eq!(
         s.run_cell("2 * 21", &h).await.unwrap().value.as_deref(),
         Some("42")
@@ -141,7 +146,7 @@ async fn deep_recursion_is_a_recursion_error() {
 async fn huge_expression_does_not_crash() {
     let long = vec!["1"; 30_000].join(" + ");
     let nested = format!("{}1{}", "(".repeat(30_000), ")".repeat(30_000));
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     for code in [long, nested] {
         let r = s.run_cell(&code, &h).await.expect("the worker survives");
         match r.error {
@@ -163,7 +168,7 @@ async fn huge_expression_does_not_crash() {
 
 #[tokio::test]
 async fn printing_a_gigabyte_is_stopped() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let r = s.run_cell("print('a' * 10**9)", &h).await;
     match r {
         Ok(r) => {
@@ -172,7 +177,7 @@ async fn printing_a_gigabyte_is_stopped() {
         }
         Err(e) => assert!(e.to_string().contains("memory limit"), "{e}"),
     }
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let r = s
         .run_cell("line = 'x' * 10000\nwhile True:\n    print(line)", &h)
         .await
@@ -188,7 +193,7 @@ async fn printing_a_gigabyte_is_stopped() {
 
 #[tokio::test]
 async fn a_million_host_calls_hit_the_cap() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let r = s
         .run_cell("for i in range(1000000):\n    noop()", &h)
         .await
@@ -200,7 +205,7 @@ async fn a_million_host_calls_hit_the_cap() {
 
 #[tokio::test]
 async fn killed_worker_is_reported_and_parent_lives() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let pid = s.worker_pid().unwrap();
     std::process::Command::new("kill")
         .arg("-9")
@@ -215,7 +220,7 @@ async fn killed_worker_is_reported_and_parent_lives() {
         s.run_cell("1", &h).await.unwrap_err(),
         SandboxError::Closed
     ));
-    let (mut fresh, h) = session_with("").await;
+    let (mut fresh, h) = interpreter_with("").await;
     assert_eq!(
         fresh.run_cell("3", &h).await.unwrap().value.as_deref(),
         Some("3")
@@ -235,7 +240,9 @@ async fn unresponsive_worker_is_killed_after_the_time_limit() {
     let mut c = config();
     c.cell_time_limit = Duration::from_millis(500);
     c.kill_grace = Duration::from_millis(500);
-    let mut s = Session::start(&c, &SessionSpec::new()).await.unwrap();
+    let mut s = Interpreter::start(&c, &InterpreterSpec::new())
+        .await
+        .unwrap();
     let h = Arc::new(TestHost::default());
     let pid = s.worker_pid().unwrap();
     // A stopped process stands in for an interpreter stuck where it never

@@ -1,4 +1,4 @@
-//! Replay report: runs every recorded model session through the sandbox and
+//! Replay report: runs every recorded model trajectory through the sandbox and
 //! compares each cell's stdout with CPython's.
 //!
 //! Usage: `rlm-sandbox-replay [--data DIR] [--failures]` (default DIR: the

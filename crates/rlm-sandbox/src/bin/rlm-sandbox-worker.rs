@@ -1,6 +1,6 @@
-//! The sandbox worker process: one monty REPL session over stdin/stdout.
+//! The sandbox worker process: one monty REPL interpreter over stdin/stdout.
 //!
-//! Started by `rlm_sandbox::Session`; not meant to be run by hand.
+//! Started by `rlm_sandbox::Interpreter`; not meant to be run by hand.
 
 /// Counts every allocation of this process so the memory limit can be enforced.
 #[global_allocator]

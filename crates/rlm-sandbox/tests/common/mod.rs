@@ -53,17 +53,17 @@ impl HostHandler for TestHost {
     }
 }
 
-/// A session with `context`, the test host functions, and the handler.
-pub async fn session_with(context: &str) -> (Session, Arc<TestHost>) {
-    let spec = SessionSpec::new()
+/// An interpreter with `context`, the test host functions, and the handler.
+pub async fn interpreter_with(context: &str) -> (Interpreter, Arc<TestHost>) {
+    let spec = InterpreterSpec::new()
         .input("context", InputValue::Text(context.to_string()))
         .function("echo", HostFunctionKind::Sync)
         .function("aecho", HostFunctionKind::Async)
         .function("boom", HostFunctionKind::Sync)
         .function("stop", HostFunctionKind::Sync)
         .function("noop", HostFunctionKind::Sync);
-    let session = Session::start(&config(), &spec)
+    let interp = Interpreter::start(&config(), &spec)
         .await
-        .expect("session starts");
-    (session, Arc::new(TestHost::default()))
+        .expect("interpreter starts");
+    (interp, Arc::new(TestHost::default()))
 }

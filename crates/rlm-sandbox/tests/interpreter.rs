@@ -5,13 +5,13 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use common::{TestHost, config, session_with};
+use common::{TestHost, config, interpreter_with};
 use rlm_sandbox::*;
 use serde_json::json;
 
 #[tokio::test]
 async fn state_persists_and_failing_cell_keeps_earlier_state() {
-    let (mut s, h) = session_with("hello world").await;
+    let (mut s, h) = interpreter_with("hello world").await;
     let r = s
         .run_cell("x = len(context)\nprint('n =', x)", &h)
         .await
@@ -32,7 +32,7 @@ async fn state_persists_and_failing_cell_keeps_earlier_state() {
 
 #[tokio::test]
 async fn last_expression_value_is_repr_and_none_is_omitted() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let r = s.run_cell("'a' + 'b'", &h).await.unwrap();
     assert_eq!(r.value.as_deref(), Some("'ab'"));
     let r = s.run_cell("None", &h).await.unwrap();
@@ -41,7 +41,7 @@ async fn last_expression_value_is_repr_and_none_is_omitted() {
 
 #[tokio::test]
 async fn sync_host_calls_pass_args_and_errors() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let r = s
         .run_cell("print(echo({'k': [1, 2.5, 'x', None]}))", &h)
         .await
@@ -60,7 +60,7 @@ async fn sync_host_calls_pass_args_and_errors() {
 
 #[tokio::test]
 async fn gather_over_async_host_function_runs_concurrently() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let code =
         "import asyncio\nres = await asyncio.gather(*[aecho(i) for i in range(5)])\nprint(res)";
     let r = s.run_cell(code, &h).await.unwrap();
@@ -78,7 +78,7 @@ async fn gather_over_async_host_function_runs_concurrently() {
 
 #[tokio::test]
 async fn end_cell_stops_the_cell_uncatchably() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let r = s
         .run_cell("print('before')\ntry:\n    stop('x')\nexcept BaseException:\n    print('caught')\nprint('after')", &h)
         .await
@@ -90,11 +90,11 @@ async fn end_cell_stops_the_cell_uncatchably() {
 
 #[tokio::test]
 async fn answer_dict_convention_and_get_set_var() {
-    let spec = SessionSpec::new().input(
+    let spec = InterpreterSpec::new().input(
         "answer",
         InputValue::Json(json!({"content": "", "ready": false})),
     );
-    let mut s = Session::start(&config(), &spec).await.unwrap();
+    let mut s = Interpreter::start(&config(), &spec).await.unwrap();
     let h = Arc::new(TestHost::default());
     s.run_cell(
         "answer['content'] = 'forty-two'\nanswer['ready'] = True",
@@ -115,7 +115,7 @@ async fn answer_dict_convention_and_get_set_var() {
 
 #[tokio::test]
 async fn show_vars_lists_user_variables() {
-    let (mut s, h) = session_with("ctx").await;
+    let (mut s, h) = interpreter_with("ctx").await;
     s.run_cell("x = 1\nnames = ['a']\ndef f():\n    return 2", &h)
         .await
         .unwrap();
@@ -137,13 +137,13 @@ async fn context_as_list_and_documents() {
         chunk_count: 1,
         text: "héllo".into(),
     }];
-    let spec = SessionSpec::new()
+    let spec = InterpreterSpec::new()
         .input(
             "context",
             InputValue::TextList(vec!["one".into(), "two".into()]),
         )
         .input("documents", InputValue::Documents(docs));
-    let mut s = Session::start(&config(), &spec).await.unwrap();
+    let mut s = Interpreter::start(&config(), &spec).await.unwrap();
     let h = Arc::new(TestHost::default());
     let r = s
         .run_cell("print(len(context), context[1])\nd = documents[0]\nprint(d['name'], d['id'], d['chars'], d['chunk_count'], d['text'][1])", &h)
@@ -197,7 +197,7 @@ fn source_docs(n: usize) -> Vec<SourceDocument> {
 #[tokio::test]
 async fn source_texts_are_read_once_and_shared_by_every_input() {
     let source = texts(&["één", "two"], None);
-    let spec = SessionSpec::new()
+    let spec = InterpreterSpec::new()
         .texts(source.clone())
         .input(
             "context",
@@ -210,7 +210,7 @@ async fn source_texts_are_read_once_and_shared_by_every_input() {
         )
         .input("texts", InputValue::SourceTexts)
         .input("documents", InputValue::SourceDocuments(source_docs(2)));
-    let mut s = Session::start(&config(), &spec).await.unwrap();
+    let mut s = Interpreter::start(&config(), &spec).await.unwrap();
     let h = Arc::new(TestHost::default());
     let r = s
         .run_cell(
@@ -229,38 +229,38 @@ async fn source_texts_are_read_once_and_shared_by_every_input() {
 
 #[tokio::test]
 async fn unreadable_source_text_is_a_clear_error() {
-    let spec = SessionSpec::new()
+    let spec = InterpreterSpec::new()
         .texts(texts(&["a", "b"], Some(1)))
         .input("texts", InputValue::SourceTexts);
-    let err = Session::start(&config(), &spec).await.unwrap_err();
+    let err = Interpreter::start(&config(), &spec).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid sandbox session: text 1 of the session's inputs cannot be read: disk on fire"
+        "invalid sandbox interpreter: text 1 of the interpreter's inputs cannot be read: disk on fire"
     );
 }
 
 #[tokio::test]
 async fn source_inputs_without_or_beyond_the_source_are_refused() {
-    let spec = SessionSpec::new().input("texts", InputValue::SourceTexts);
-    let err = Session::start(&config(), &spec).await.unwrap_err();
+    let spec = InterpreterSpec::new().input("texts", InputValue::SourceTexts);
+    let err = Interpreter::start(&config(), &spec).await.unwrap_err();
     assert!(
         err.to_string()
-            .contains("refers to source texts but the session has none"),
+            .contains("refers to source texts but the interpreter has none"),
         "{err}"
     );
-    let spec = SessionSpec::new()
+    let spec = InterpreterSpec::new()
         .texts(texts(&["a"], None))
         .input("documents", InputValue::SourceDocuments(source_docs(2)));
-    let err = Session::start(&config(), &spec).await.unwrap_err();
+    let err = Interpreter::start(&config(), &spec).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid sandbox session: input \"documents\" refers to text 1 but the source has 1"
+        "invalid sandbox interpreter: input \"documents\" refers to text 1 but the source has 1"
     );
 }
 
 #[tokio::test]
 async fn unknown_names_are_name_errors() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let r = s.run_cell("undefined_fn(1)", &h).await.unwrap();
     assert_eq!(r.error.unwrap().exc_type, "NameError");
     assert_eq!(h.calls.load(Ordering::SeqCst), 0);
@@ -268,7 +268,7 @@ async fn unknown_names_are_name_errors() {
 
 #[tokio::test]
 async fn missing_features_come_with_a_hint() {
-    let (mut s, h) = session_with("").await;
+    let (mut s, h) = interpreter_with("").await;
     let r = s.run_cell("import textwrap", &h).await.unwrap();
     let e = r.error.unwrap();
     assert_eq!(e.exc_type, "ModuleNotFoundError");
@@ -283,7 +283,9 @@ async fn missing_features_come_with_a_hint() {
 async fn long_output_is_captured_head_and_tail() {
     let mut c = config();
     c.max_captured_output_bytes = 4096;
-    let mut s = Session::start(&c, &SessionSpec::new()).await.unwrap();
+    let mut s = Interpreter::start(&c, &InterpreterSpec::new())
+        .await
+        .unwrap();
     let h = Arc::new(TestHost::default());
     let r = s
         .run_cell("for i in range(20000):\n    print('line', i)", &h)
@@ -302,8 +304,8 @@ async fn long_output_is_captured_head_and_tail() {
 async fn host_call_cap_per_cell() {
     let mut c = config();
     c.max_host_calls_per_cell = 10;
-    let spec = SessionSpec::new().function("noop", HostFunctionKind::Sync);
-    let mut s = Session::start(&c, &spec).await.unwrap();
+    let spec = InterpreterSpec::new().function("noop", HostFunctionKind::Sync);
+    let mut s = Interpreter::start(&c, &spec).await.unwrap();
     let h = Arc::new(TestHost::default());
     let r = s
         .run_cell(
@@ -325,8 +327,14 @@ async fn pool_hands_out_warm_workers_and_refills() {
     let pool = WorkerPool::new(config(), 2).await.unwrap();
     assert_eq!(pool.idle_count(), 2);
     let h = Arc::new(TestHost::default());
-    let mut a = pool.start_session(&SessionSpec::new()).await.unwrap();
-    let mut b = pool.start_session(&SessionSpec::new()).await.unwrap();
+    let mut a = pool
+        .start_interpreter(&InterpreterSpec::new())
+        .await
+        .unwrap();
+    let mut b = pool
+        .start_interpreter(&InterpreterSpec::new())
+        .await
+        .unwrap();
     a.run_cell("v = 1", &h).await.unwrap();
     b.run_cell("v = 2", &h).await.unwrap();
     assert_eq!(a.get_var("v").await.unwrap(), Some(json!(1)));
@@ -342,18 +350,20 @@ async fn pool_hands_out_warm_workers_and_refills() {
 
 #[tokio::test]
 async fn bad_spec_and_missing_worker_are_clear_errors() {
-    let spec = SessionSpec::new().input("1bad", InputValue::Text(String::new()));
-    let err = Session::start(&config(), &spec).await.unwrap_err();
+    let spec = InterpreterSpec::new().input("1bad", InputValue::Text(String::new()));
+    let err = Interpreter::start(&config(), &spec).await.unwrap_err();
     assert!(err.to_string().contains("not a Python identifier"), "{err}");
     let mut c = config();
     c.worker = WorkerCommand::new("/nonexistent/rlm-sandbox-worker");
-    let err = Session::start(&c, &SessionSpec::new()).await.unwrap_err();
+    let err = Interpreter::start(&c, &InterpreterSpec::new())
+        .await
+        .unwrap_err();
     assert!(matches!(err, SandboxError::Spawn(_)), "{err}");
 }
 
 #[tokio::test]
-async fn closed_session_reports_closed() {
-    let (mut s, h) = session_with("").await;
+async fn closed_interpreter_reports_closed() {
+    let (mut s, h) = interpreter_with("").await;
     s.run_cell("1", &h).await.unwrap();
     // Kill through the OS to simulate a crash: the next cell reports it.
     let r = s.run_cell("x = 1", &h).await;

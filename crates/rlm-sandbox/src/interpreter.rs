@@ -1,4 +1,4 @@
-//! The parent side: spawn workers, start sessions, run cells, answer host calls.
+//! The parent side: spawn workers, start interpreters, run cells, answer host calls.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -95,7 +95,7 @@ impl WorkerCommand {
     }
 }
 
-/// Limits and the worker command shared by every session of a pool.
+/// Limits and the worker command shared by every interpreter of a pool.
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
     /// How to launch workers.
@@ -149,8 +149,8 @@ pub struct DocumentRecord {
     pub text: String,
 }
 
-/// Texts that a session's inputs share, read one at a time while the session
-/// starts, so the parent never holds a whole corpus: each text is sent to the
+/// Texts that an interpreter's inputs share, read one at a time while the
+/// interpreter starts, so the parent never holds a whole corpus: each text is sent to the
 /// worker once, however many inputs use it (e.g. `context` and `documents`).
 pub trait TextSource: Send + Sync + std::fmt::Debug {
     /// Number of texts.
@@ -186,7 +186,7 @@ pub struct SourceDocument {
     pub text: usize,
 }
 
-/// A named value placed in the session before the first cell.
+/// A named value placed in the interpreter before the first cell.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputValue {
     /// A `str` (sent raw, never JSON-escaped: cheap at 100 MB).
@@ -215,9 +215,9 @@ pub enum HostFunctionKind {
     Async,
 }
 
-/// What a session looks like to the model: its inputs and host functions.
+/// What an interpreter looks like to the model: its inputs and host functions.
 #[derive(Debug, Clone, Default)]
-pub struct SessionSpec {
+pub struct InterpreterSpec {
     /// Named inputs, e.g. `context` and `documents`.
     pub inputs: Vec<(String, InputValue)>,
     /// Host functions by name. One name is either sync or async, never both.
@@ -227,7 +227,7 @@ pub struct SessionSpec {
     pub texts: Option<std::sync::Arc<dyn TextSource>>,
 }
 
-impl SessionSpec {
+impl InterpreterSpec {
     /// An empty spec.
     pub fn new() -> Self {
         Self::default()
@@ -286,7 +286,7 @@ impl SessionSpec {
             };
             let Some(count) = available else {
                 return Err(SandboxError::InvalidSpec(format!(
-                    "input {name:?} refers to source texts but the session has none; set them with SessionSpec::texts"
+                    "input {name:?} refers to source texts but the interpreter has none; set them with InterpreterSpec::texts"
                 )));
             };
             if let Some(bad) = used.iter().find(|&&i| i >= count) {
@@ -394,7 +394,8 @@ impl CellResult {
     }
 }
 
-/// Default output budget for what goes back to the model (seed 004's `truncate_len`).
+/// Default output budget for what goes back to the model: the REPL output of a
+/// cell is cut to this many characters (first half + last half).
 pub const DEFAULT_TRUNCATE_CHARS: usize = 20_000;
 
 /// Keeps the first and last `max_chars / 2` characters of `text` with a marker
@@ -428,26 +429,26 @@ pub enum SandboxError {
     /// The worker could not be started.
     #[error("cannot start the sandbox worker: {0}")]
     Spawn(String),
-    /// The session spec was invalid.
-    #[error("invalid sandbox session: {0}")]
+    /// The interpreter spec was invalid.
+    #[error("invalid sandbox interpreter: {0}")]
     InvalidSpec(String),
-    /// The worker process died; the session's variables are gone.
-    #[error("the sandbox worker died: {0}; start a new session")]
+    /// The worker process died; the interpreter's variables are gone.
+    #[error("the sandbox worker died: {0}; start a new interpreter")]
     WorkerDied(String),
     /// The cell did not stop within its time limit, so the worker was killed.
     #[error(
-        "the cell ran longer than {0:?} and did not stop, so the sandbox was killed; variables are lost, start a new session"
+        "the cell ran longer than {0:?} and did not stop, so the sandbox was killed; variables are lost, start a new interpreter"
     )]
     CellTimeout(Duration),
     /// The worker sent something unexpected.
     #[error("sandbox protocol error: {0}")]
     Protocol(String),
-    /// The session was closed (or died earlier).
-    #[error("the sandbox session is closed; start a new session")]
+    /// The interpreter was closed (or died earlier).
+    #[error("the sandbox interpreter is closed; start a new interpreter")]
     Closed,
 }
 
-/// A running worker process that has not started a session yet.
+/// A running worker process that has not started an interpreter yet.
 pub struct Worker {
     child: Child,
     stdin: ChildStdin,
@@ -637,12 +638,12 @@ impl Worker {
         }
     }
 
-    /// Loads the inputs and host functions: the worker becomes a session.
-    pub async fn start_session(
+    /// Loads the inputs and host functions: the worker becomes an interpreter.
+    pub async fn start_interpreter(
         mut self,
         config: &SandboxConfig,
-        spec: &SessionSpec,
-    ) -> Result<Session, SandboxError> {
+        spec: &InterpreterSpec,
+    ) -> Result<Interpreter, SandboxError> {
         spec.validate()?;
         let mut blobs = FrameBlobs::default();
         let mut inputs = Vec::with_capacity(spec.inputs.len());
@@ -732,7 +733,7 @@ impl Worker {
                             Ok(text) => Ok(Cow::Owned(text.into_bytes())),
                             Err(e) => {
                                 unreadable = Some(format!(
-                                    "text {t} of the session's inputs cannot be read: {e}"
+                                    "text {t} of the interpreter's inputs cannot be read: {e}"
                                 ));
                                 Err(std::io::Error::other("unreadable input"))
                             }
@@ -750,7 +751,7 @@ impl Worker {
             return Err(self.death().await);
         }
         match self.recv(Some(config.startup_timeout)).await? {
-            FromWorker::Started => Ok(Session {
+            FromWorker::Started => Ok(Interpreter {
                 worker: Some(self),
                 config: config.clone(),
             }),
@@ -790,30 +791,33 @@ impl<'a> FrameBlobs<'a> {
     }
 }
 
-/// One REPL session in its own worker process. State persists across cells.
+/// One Python REPL in its own worker process. State persists across cells.
 #[derive(Debug)]
-pub struct Session {
+pub struct Interpreter {
     worker: Option<Worker>,
     config: SandboxConfig,
 }
 
-impl Session {
-    /// Spawns a fresh worker and starts a session in it.
-    pub async fn start(config: &SandboxConfig, spec: &SessionSpec) -> Result<Self, SandboxError> {
+impl Interpreter {
+    /// Spawns a fresh worker and starts an interpreter in it.
+    pub async fn start(
+        config: &SandboxConfig,
+        spec: &InterpreterSpec,
+    ) -> Result<Self, SandboxError> {
         spec.validate()?;
         Worker::spawn(config)
             .await?
-            .start_session(config, spec)
+            .start_interpreter(config, spec)
             .await
     }
 
-    /// True until the worker died, was killed, or the session was closed.
+    /// True until the worker died, was killed, or the interpreter was closed.
     pub fn is_alive(&mut self) -> bool {
         self.worker.as_mut().is_some_and(Worker::is_alive)
     }
 
     /// Runs one cell. Python exceptions are in the result; `Err` means the
-    /// session is gone (worker died or was killed on timeout).
+    /// interpreter is gone (worker died or was killed on timeout).
     pub async fn run_cell<H: HostHandler>(
         &mut self,
         code: &str,
@@ -821,7 +825,7 @@ impl Session {
     ) -> Result<CellResult, SandboxError> {
         let result = self.run_cell_inner(code, handler).await;
         if result.is_err() {
-            // A failed session never runs another cell: its worker is gone or suspect.
+            // A failed interpreter never runs another cell: its worker is gone or suspect.
             if let Some(mut w) = self.worker.take() {
                 let _ = w.child.kill().await;
             }
@@ -957,7 +961,7 @@ impl Session {
         }
     }
 
-    /// Ends the session and its worker.
+    /// Ends the interpreter and its worker.
     pub async fn close(mut self) {
         if let Some(mut w) = self.worker.take() {
             drop(w.stdin);
@@ -975,7 +979,7 @@ impl Session {
         self.worker.as_ref().and_then(|w| w.child.id())
     }
 
-    /// The configuration the session runs under.
+    /// The configuration the interpreter runs under.
     pub fn config(&self) -> &SandboxConfig {
         &self.config
     }
@@ -997,7 +1001,7 @@ fn cell_result(r: WireCellResult, elapsed: Duration) -> CellResult {
     }
 }
 
-/// Keeps a few spawned workers warm so a session starts in milliseconds.
+/// Keeps a few spawned workers warm so an interpreter starts in milliseconds.
 #[derive(Debug, Clone)]
 pub struct WorkerPool {
     config: SandboxConfig,
@@ -1020,9 +1024,12 @@ impl WorkerPool {
         })
     }
 
-    /// Starts a session on a warm worker (or a fresh one when none is idle),
+    /// Starts an interpreter on a warm worker (or a fresh one when none is idle),
     /// then refills the pool in the background.
-    pub async fn start_session(&self, spec: &SessionSpec) -> Result<Session, SandboxError> {
+    pub async fn start_interpreter(
+        &self,
+        spec: &InterpreterSpec,
+    ) -> Result<Interpreter, SandboxError> {
         spec.validate()?;
         let warm = loop {
             let candidate = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
@@ -1040,7 +1047,7 @@ impl WorkerPool {
             None => Worker::spawn(&self.config).await?,
         };
         self.refill();
-        worker.start_session(&self.config, spec).await
+        worker.start_interpreter(&self.config, spec).await
     }
 
     /// Idle workers right now.
@@ -1048,7 +1055,7 @@ impl WorkerPool {
         self.idle.lock().map(|v| v.len()).unwrap_or(0)
     }
 
-    /// The configuration every session of the pool gets.
+    /// The configuration every interpreter of the pool gets.
     pub fn config(&self) -> &SandboxConfig {
         &self.config
     }
@@ -1099,9 +1106,9 @@ mod tests {
 
     #[test]
     fn spec_rejects_bad_names() {
-        let spec = SessionSpec::new().input("not valid", InputValue::Text(String::new()));
+        let spec = InterpreterSpec::new().input("not valid", InputValue::Text(String::new()));
         assert!(matches!(spec.validate(), Err(SandboxError::InvalidSpec(_))));
-        let spec = SessionSpec::new()
+        let spec = InterpreterSpec::new()
             .function("f", HostFunctionKind::Sync)
             .function("f", HostFunctionKind::Async);
         assert!(matches!(spec.validate(), Err(SandboxError::InvalidSpec(_))));
