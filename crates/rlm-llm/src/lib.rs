@@ -26,6 +26,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 mod cassette;
 mod client;
 mod config;

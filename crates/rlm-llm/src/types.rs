@@ -64,8 +64,8 @@ impl Message {
     }
 }
 
-/// Which configured model answers a call: the root agent's or the sub-agents'
-/// (seed 004's `primary_model` / `sub_model`).
+/// Which configured model answers a call: the root agent's (the primary model)
+/// or the sub-agents' (the sub model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelRole {
