@@ -17,6 +17,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rlm_lockfile::{LockError, PidLock};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -145,7 +146,7 @@ pub async fn pull(
     )))?;
     // Two pulls into one directory would write the same parts and partial
     // file: the second one waits for nothing and says who holds the lock.
-    let _lock = PullLock::acquire(dir)?;
+    let _lock = lock_models_dir(dir)?;
     let target = dir.join(&spec.file_name);
     if target.is_file() {
         progress.message(&format!("verifying {}", target.display()));
@@ -186,49 +187,20 @@ pub async fn pull(
 /// The lock file every pull into a models directory holds while it runs.
 pub const PULL_LOCK_FILE: &str = ".pull.lock";
 
-/// An exclusive lock on a models directory for one pull, released on drop
-/// (also when the process dies: the OS drops the file lock).
-struct PullLock {
-    _file: std::fs::File,
-}
-
-impl PullLock {
-    fn acquire(dir: &std::path::Path) -> Result<Self, LocalError> {
-        use std::io::{Read, Write};
-        let path = dir.join(PULL_LOCK_FILE);
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(LocalError::io(format!("cannot open {}", path.display())))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
-                let pid = pid.trim();
-                return Err(LocalError::PullInProgress {
-                    dir: dir.to_path_buf(),
-                    pid: if pid.is_empty() { "unknown" } else { pid }.to_string(),
-                });
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(LocalError::Io {
-                    what: format!("cannot lock {}", path.display()),
-                    source: e,
-                });
-            }
-        }
-        let write_pid = |file: &mut std::fs::File| -> std::io::Result<()> {
-            file.set_len(0)?;
-            write!(file, "{}", std::process::id())?;
-            file.flush()
-        };
-        write_pid(&mut file).map_err(LocalError::io(format!("cannot write {}", path.display())))?;
-        Ok(PullLock { _file: file })
-    }
+/// Takes the exclusive lock on a models directory for one pull, released on
+/// drop (also when the process dies: the OS drops the file lock). A held lock
+/// is [`LocalError::PullInProgress`] naming the holder's pid.
+fn lock_models_dir(dir: &Path) -> Result<PidLock, LocalError> {
+    PidLock::acquire(dir.join(PULL_LOCK_FILE)).map_err(|err| match err {
+        LockError::Held { pid } => LocalError::PullInProgress {
+            dir: dir.to_path_buf(),
+            pid,
+        },
+        LockError::Io { path, step, source } => LocalError::Io {
+            what: format!("cannot {} {}", step.verb(), path.display()),
+            source,
+        },
+    })
 }
 
 fn http_client(

@@ -2,12 +2,11 @@
 //! exclusive write lock. Reading is in `reader.rs`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rayon::prelude::*;
+use rlm_lockfile::{LockError, PidLock};
 use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
@@ -108,52 +107,29 @@ pub struct IndexReport {
     pub elapsed_ms: u64,
 }
 
-/// The exclusive write lock of a store, released on drop.
+/// The exclusive write lock of a store (`write.lock`, holding the writer's
+/// pid), released on drop.
 pub(crate) struct WriteLock {
-    _file: File,
+    _lock: PidLock,
 }
 
 impl WriteLock {
+    /// Takes the lock without waiting; a held lock is [`CorpusError::Locked`]
+    /// naming the holder's pid.
     pub(crate) fn acquire(dir: &Path) -> Result<WriteLock, CorpusError> {
-        let path = dir.join(LOCK_FILE);
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| not_writable(dir, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
-                let pid = pid.trim();
-                return Err(CorpusError::Locked {
-                    path: dir.to_path_buf(),
-                    pid: if pid.is_empty() { "unknown" } else { pid }.to_string(),
-                });
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(not_writable(dir, e)),
+        match PidLock::acquire(dir.join(LOCK_FILE)) {
+            Ok(lock) => Ok(WriteLock { _lock: lock }),
+            Err(LockError::Held { pid }) => Err(CorpusError::Locked {
+                path: dir.to_path_buf(),
+                pid,
+            }),
+            Err(LockError::Io { source, .. }) => Err(not_writable(dir, source)),
         }
-        file.set_len(0).map_err(|e| not_writable(dir, e))?;
-        write!(file, "{}", std::process::id()).map_err(|e| not_writable(dir, e))?;
-        file.flush().map_err(|e| not_writable(dir, e))?;
-        Ok(WriteLock { _file: file })
     }
 
     /// True when another process holds the lock now.
     pub(crate) fn is_held(dir: &Path) -> bool {
-        let Ok(file) = File::open(dir.join(LOCK_FILE)) else {
-            return false;
-        };
-        match file.try_lock_shared() {
-            Ok(()) => {
-                let _ = file.unlock();
-                false
-            }
-            Err(_) => true,
-        }
+        PidLock::is_held(dir.join(LOCK_FILE))
     }
 }
 
