@@ -1,12 +1,26 @@
-//! `rlm-engine`: the Recursive Language Model loop of `rlm`.
+//! `rlm-engine`: the Recursive Language Model engine of `rlm`.
 //!
 //! The corpus is never pasted into a prompt: it is loaded as `context` inside a
 //! sandboxed Python REPL, the model writes code to inspect it, calls sub-models
 //! on the pieces it picks, sees what its code printed, and repeats until it
-//! commits an answer with `FINAL`. This crate holds the loop ([`Engine`]), the
-//! budgets shared by the whole call tree ([`budget`]), the prompts
-//! ([`prompts`]), citation verification ([`citations`]), sessions
-//! ([`session`]) and the trace ([`trace`]).
+//! commits an answer with `FINAL`. Beside that loop (the `repl` flow) the
+//! engine has a retrieval pipeline with per-file inspectors (`pipeline`),
+//! plain retrieval (`rag`) and a triage router (`auto`).
+//!
+//! The layout follows one question's path:
+//!
+//! - [`Engine`] (`engine.rs`): the API; [`AskRequest`] (`request.rs`) and the
+//!   per-question settings ([`QuestionSettings`], validated once for every
+//!   surface); [`Answer`] and its reports (`answer.rs`);
+//! - the run harness (`run.rs`): one budget, the trace, model calls, cancel and
+//!   wall clock, citation checks and the finish, shared by every flow;
+//! - the flows (`flows/`): `repl` (agents, their host functions, inspection
+//!   cells, the synthesis fallback), `pipeline` (intent, per-file inspectors,
+//!   summaries and merge), `rag`, `auto`;
+//! - shared pieces: [`config`] and [`values`] (settings and their checks),
+//!   [`host`] (the REPL's function table), [`budget`], [`citations`] and
+//!   `claims`, [`corpus`], `retrieval`, [`parse`], [`prompts`], [`session`],
+//!   [`trace`], [`console`] (the REPL for a person).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -24,24 +38,40 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
+mod answer;
 pub mod budget;
+mod cancel;
 pub mod citations;
+mod claims;
+pub mod config;
+pub mod console;
 pub mod corpus;
 mod engine;
+mod flows;
+pub mod host;
 pub mod parse;
-pub mod pipeline;
 pub mod prompts;
+mod request;
+mod retrieval;
+mod run;
 pub mod session;
 pub mod settings;
+mod text;
 pub mod trace;
 
-pub use budget::{Budget, BudgetConfig, Exhausted, UsageReport};
-pub use citations::{Citation, CitationPolicy, VerificationReport};
-pub use corpus::{ContextShape, Corpus};
-pub use engine::{
-    Answer, AskRequest, CancelToken, Engine, EngineConfig, EngineError, Flow, TraceInfo,
+pub use answer::{
+    Answer, EngineError, ExpansionReport, FileSummary, FlowReport, Intent, RetrievalReport,
+    RouteDecision, TraceInfo,
 };
-pub use pipeline::{FileSummary, FlowReport, FlowsConfig, Inspector, PipelineRequest};
+pub use budget::{Budget, BudgetConfig, Exhausted, UsageReport};
+pub use cancel::CancelToken;
+pub use citations::{Citation, CitationPolicy, VerificationReport};
+pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode};
+pub use corpus::{ContextShape, Corpus};
+pub use engine::Engine;
+pub use request::{AskRequest, PipelineRequest};
 pub use session::{Finding, SessionState, SessionStore, Turn};
 pub use settings::SettingsFile;
 pub use trace::{Trace, TraceEvent, TraceRecord};

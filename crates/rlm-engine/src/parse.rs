@@ -1,10 +1,13 @@
 //! Reading model replies: fenced code blocks, FINAL directives written in
-//! prose, and detection of replies that repeat themselves.
+//! prose, JSON objects inside prose, and detection of replies that repeat
+//! themselves.
 //!
 //! Models trained on the RLM format write ```repl fences; small general models
 //! write ```python, ```py or a bare ``` fence instead, so those are accepted as
 //! fallbacks (only when no ```repl fence is present, because a reply that has
 //! both usually shows Python as an example next to the code it wants run).
+
+use serde_json::Value;
 
 /// One fenced code block the engine will execute.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -387,6 +390,27 @@ pub fn code_lints(code: &str) -> Vec<String> {
     notes
 }
 
+/// The first JSON object in a model reply (fences and prose around it are ignored).
+pub fn parse_json_object(reply: &str) -> Option<Value> {
+    let start = reply.find('{')?;
+    let end = reply.rfind('}')?;
+    if end < start {
+        return None;
+    }
+    serde_json::from_str::<Value>(&reply[start..=end])
+        .ok()
+        .filter(Value::is_object)
+}
+
+/// A JSON object's field as trimmed text (`""` when absent or null).
+pub(crate) fn json_field(v: &Value, k: &str) -> String {
+    match v.get(k) {
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,5 +583,13 @@ mod tests {
         assert_eq!(unquote("f\"x\""), "x");
         assert_eq!(unquote("plain"), "plain");
         assert_eq!(unquote("\""), "\"");
+    }
+
+    #[test]
+    fn json_in_prose_and_fences() {
+        let v = parse_json_object("Sure:\n```json\n{\"entity\": \"Kevin\"}\n```").unwrap();
+        assert_eq!(v["entity"], "Kevin");
+        assert!(parse_json_object("no json").is_none());
+        assert!(parse_json_object("} {").is_none());
     }
 }

@@ -29,6 +29,17 @@ pub const FINAL_FROM_PROSE: &str = include_str!("../prompts/final_from_prose.md"
 /// The synthesis fallback after a budget ran out.
 pub const SYNTHESIS: &str = include_str!("../prompts/synthesis.md");
 
+/// The root agent's system prompt template, with the REPL's functions
+/// listed from the one table ([`crate::host::REPL_FUNCTIONS`]).
+pub fn system_root_template() -> String {
+    SYSTEM_ROOT.replace("{{repl_functions}}", &crate::host::root_prompt_list(3))
+}
+
+/// The sub-agents' system prompt template, functions listed from the table.
+pub fn system_sub_template() -> String {
+    SYSTEM_SUB.replace("{{repl_functions}}", &crate::host::sub_prompt_list())
+}
+
 /// Fills `{{name}}` placeholders. Every placeholder in the template must be
 /// given (a missing one is a programming error caught by tests), and values
 /// are inserted verbatim (a value containing `{{x}}` is not expanded again).
@@ -104,7 +115,7 @@ mod tests {
     #[test]
     fn templates_have_the_expected_placeholders() {
         assert_eq!(
-            placeholders(SYSTEM_ROOT),
+            placeholders(&system_root_template()),
             [
                 "context_shape",
                 "sub_context_chars",
@@ -114,7 +125,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            placeholders(SYSTEM_SUB),
+            placeholders(&system_sub_template()),
             [
                 "context_shape",
                 "sub_context_chars",
@@ -169,9 +180,22 @@ mod tests {
             "del",
         ] {
             // "no generators" is phrased as "generators and `yield`" in the root prompt.
-            let ok = SYSTEM_ROOT.contains(needle)
-                || (needle == "no generators" && SYSTEM_ROOT.contains("generators"));
+            let root = system_root_template();
+            let ok =
+                root.contains(needle) || (needle == "no generators" && root.contains("generators"));
             assert!(ok, "root prompt lacks {needle}");
+        }
+    }
+
+    #[test]
+    fn prompts_list_the_table_functions() {
+        for f in crate::host::REPL_FUNCTIONS {
+            if f.root_doc.is_some() {
+                assert!(system_root_template().contains(f.signature), "{}", f.name);
+            }
+            if f.sub_doc.is_some() {
+                assert!(system_sub_template().contains(f.name), "{}", f.name);
+            }
         }
     }
 

@@ -14,8 +14,8 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use rlm_engine::corpus::{ContextShape, Corpus};
 use rlm_sandbox::{
-    CellResult, HostCall, HostError, HostFunctionKind, HostHandler, SandboxConfig, Session,
-    SessionSpec, WORKER_ENV, WorkerCommand,
+    CellResult, HostCall, HostError, HostFunctionKind, HostHandler, Interpreter, InterpreterSpec,
+    SandboxConfig, WORKER_ENV, WorkerCommand,
 };
 use serde_json::{Value, json};
 
@@ -167,8 +167,8 @@ fn type_error(message: &str) -> HostError {
 }
 
 /// The session's inputs: the same `context` and `documents` the `repl` flow gives the model.
-fn session_spec(corpus: &Arc<Corpus>, shape: ContextShape) -> SessionSpec {
-    let mut spec = SessionSpec::new()
+fn session_spec(corpus: &Arc<Corpus>, shape: ContextShape) -> InterpreterSpec {
+    let mut spec = InterpreterSpec::new()
         .texts(corpus.texts())
         .input("context", corpus.context_value(shape))
         .input("documents", corpus.document_records());
@@ -205,7 +205,7 @@ async fn run(args: ReplArgs) -> anyhow::Result<()> {
         corpus,
         state: Mutex::new(HostState::default()),
     });
-    let mut session = Session::start(&config, &spec).await?;
+    let mut session = Interpreter::start(&config, &spec).await?;
     if args.jsonl {
         run_jsonl(&mut session, &config, &spec, &host).await
     } else {
@@ -225,9 +225,9 @@ async fn run(args: ReplArgs) -> anyhow::Result<()> {
 
 /// One JSON object per line in, one per line out; state persists across lines.
 async fn run_jsonl(
-    session: &mut Session,
+    session: &mut Interpreter,
     config: &SandboxConfig,
-    spec: &SessionSpec,
+    spec: &InterpreterSpec,
     host: &Arc<ReplHost>,
 ) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
@@ -244,7 +244,7 @@ async fn run_jsonl(
                     Err(e) => {
                         let reply = error_json("SandboxError", &e.to_string());
                         // The old session is gone: continue on a fresh one.
-                        *session = Session::start(config, spec).await?;
+                        *session = Interpreter::start(config, spec).await?;
                         reply
                     }
                 },
@@ -301,9 +301,9 @@ fn opens_block(line: &str) -> bool {
 }
 
 async fn run_interactive(
-    session: &mut Session,
+    session: &mut Interpreter,
     config: &SandboxConfig,
-    spec: &SessionSpec,
+    spec: &InterpreterSpec,
     host: &Arc<ReplHost>,
     truncate: usize,
 ) -> anyhow::Result<()> {
@@ -341,7 +341,7 @@ async fn run_interactive(
             }
             Err(e) => {
                 eprintln!("error: {e}");
-                *session = Session::start(config, spec).await?;
+                *session = Interpreter::start(config, spec).await?;
                 eprintln!("(started a fresh session; earlier variables are gone)");
             }
         }
@@ -351,7 +351,7 @@ async fn run_interactive(
 }
 
 /// Shows a committed answer (FINAL or FINAL_VAR) once, after the cell.
-async fn report_final(session: &mut Session, host: &Arc<ReplHost>) -> anyhow::Result<()> {
+async fn report_final(session: &mut Interpreter, host: &Arc<ReplHost>) -> anyhow::Result<()> {
     let (answer, var) = {
         let mut s = host.state.lock().unwrap_or_else(|e| e.into_inner());
         (s.final_answer.take(), s.final_var.take())

@@ -9,24 +9,20 @@ use std::sync::Arc;
 use rlm_llm::{Message, ModelRole};
 use serde_json::json;
 
-use super::program::{self, ProgramRunner};
-use super::retrieve::FileChunk;
-use super::{FileCtx, Selection, call_failure, select};
+use crate::flows::pipeline::file::{FileCtx, Selection, call_failure};
+use crate::flows::pipeline::program::{self, ProgramRunner};
+use crate::flows::pipeline::select;
 use crate::prompts::render;
+use crate::retrieval::FileChunk;
+use crate::text::head;
 use crate::trace::CallPurpose;
 
 /// Prompt asking for one chunk's program.
-pub const CHUNK_PROGRAM_PROMPT: &str = include_str!("../../prompts/pipeline/chunk_program.md");
+pub const CHUNK_PROGRAM_PROMPT: &str =
+    include_str!("../../../../prompts/pipeline/chunk_program.md");
 
 /// Characters of the chunk shown in the codegen prompt.
 const PROMPT_CHUNK_CHARS: usize = 3000;
-
-fn head(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
 
 /// Generates and validates one chunk's program. `Err((budget, reason))`.
 async fn generate(f: &FileCtx, chunk: &FileChunk) -> Result<String, (bool, String)> {

@@ -11,29 +11,23 @@ use std::sync::Arc;
 use rlm_llm::{Message, ModelRole};
 use serde_json::{Value, json};
 
-use super::intent::parse_json_object;
-use super::retrieve::FileChunk;
-use super::{FileCtx, Selection, call_failure};
+use crate::flows::pipeline::file::{FileCtx, Selection, call_failure};
+use crate::parse::parse_json_object;
 use crate::prompts::render;
+use crate::retrieval::FileChunk;
+use crate::text::head;
 use crate::trace::CallPurpose;
 
 /// Prompt of the hypothesis call.
-pub const HYPOTHESIS_PROMPT: &str = include_str!("../../prompts/pipeline/hypothesis.md");
+pub const HYPOTHESIS_PROMPT: &str = include_str!("../../../../prompts/pipeline/hypothesis.md");
 /// Prompt of a batched relevance call.
-pub const RELEVANCE_PROMPT: &str = include_str!("../../prompts/pipeline/relevance.md");
+pub const RELEVANCE_PROMPT: &str = include_str!("../../../../prompts/pipeline/relevance.md");
 
 /// Characters of each chunk shown in the hypothesis prompt, and in total.
 const HYPOTHESIS_CHUNK_CHARS: usize = 600;
 const HYPOTHESIS_TOTAL_CHARS: usize = 12_000;
 /// Characters of each chunk shown in a relevance prompt.
 const RELEVANCE_CHUNK_CHARS: usize = 1500;
-
-fn head(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
 
 fn listing(chunks: &[FileChunk], per: usize, total: usize) -> String {
     let mut out = String::new();

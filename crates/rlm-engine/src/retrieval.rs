@@ -1,14 +1,17 @@
-//! Stage-1 retrieval (seed 001 phase 2) and the expansion of entry chunks to
-//! whole files in order (phase 3), with the `RLM_MAX_FILES` / `RLM_MAX_CHUNKS`
-//! caps reported when they cut.
+//! Retrieval shared by the `rag` and `pipeline` flows: stage-1 retrieval
+//! (BM25, or hybrid BM25 + vectors when the store has embeddings), the
+//! expansion of entry chunks to whole files in document order with the
+//! `RLM_MAX_FILES` / `RLM_MAX_CHUNKS` caps reported when they cut, and the
+//! excerpts shown when no model can write the answer.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use rlm_corpus::{Embedder, RetrievalMode, SearchOptions};
 
-use super::intent::Intent;
-use super::{FlowCtx, FlowsConfig, PIPELINE_AGENT};
+use crate::answer::{ExpansionReport, Intent, RetrievalReport};
+use crate::config::FlowsConfig;
+use crate::run::{ROOT_AGENT, Run};
+use crate::text::head;
 
 /// One chunk of an expanded file.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,32 +38,6 @@ pub(crate) struct FileWork {
     pub(crate) chunks: Vec<FileChunk>,
 }
 
-/// What stage-1 retrieval did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct RetrievalReport {
-    /// `bm25` (or `hybrid` once the store has embeddings).
-    pub mode: String,
-    /// Results asked for.
-    pub k: usize,
-    /// Seed 001's high-recall mode.
-    pub high_recall: bool,
-    /// The query sent.
-    pub query: String,
-    /// Chunks returned.
-    pub hits: usize,
-    /// Why retrieval failed, if it did.
-    pub error: Option<String>,
-}
-
-impl RetrievalReport {
-    pub(crate) fn failed(e: &str) -> Self {
-        RetrievalReport {
-            error: Some(e.to_string()),
-            ..Default::default()
-        }
-    }
-}
-
 /// One retrieved chunk.
 #[derive(Debug, Clone)]
 pub(crate) struct Hit {
@@ -75,7 +52,7 @@ pub(crate) struct Hit {
 /// hybrid failure (model mismatch, embedder down) falls back to BM25 with a
 /// `fallback` event. Seed 001's "High recall mode on" is a `retrieval` step.
 pub(crate) fn stage1(
-    fx: &FlowCtx,
+    fx: &Run,
     query: &str,
     k: usize,
     high_recall: bool,
@@ -93,7 +70,7 @@ pub(crate) fn stage1(
         match store.search_hybrid(query, &opts, Some(e)) {
             Ok(r) => {
                 for line in r.log_lines() {
-                    fx.step(PIPELINE_AGENT, "retrieval", line, json!({"k": r.k}));
+                    fx.step(ROOT_AGENT, "retrieval", line, json!({"k": r.k}));
                 }
                 let report = RetrievalReport {
                     mode: "hybrid".into(),
@@ -116,7 +93,7 @@ pub(crate) fn stage1(
                 return Ok((hits, report));
             }
             Err(err) => fx.fallback(
-                PIPELINE_AGENT,
+                ROOT_AGENT,
                 "retrieval",
                 &format!("hybrid retrieval failed ({err}); BM25 only"),
             ),
@@ -127,7 +104,7 @@ pub(crate) fn stage1(
         .map_err(|e| format!("retrieval failed: {e}"))?;
     if high_recall {
         fx.step(
-            PIPELINE_AGENT,
+            ROOT_AGENT,
             "retrieval",
             format!("High recall mode on (k = {k})"),
             json!({"k": k}),
@@ -153,23 +130,6 @@ pub(crate) fn stage1(
     Ok((hits, report))
 }
 
-/// What the expansion kept and what the caps cut.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct ExpansionReport {
-    /// Files expanded.
-    pub files: usize,
-    /// Chunks over all expanded files.
-    pub total_chunks: usize,
-    /// Files left out by `RLM_MAX_FILES` / `RLM_MAX_CHUNKS`.
-    pub files_dropped: usize,
-    /// Chunks left out (of kept and dropped files).
-    pub chunks_dropped: usize,
-    /// `RLM_MAX_FILES` applied.
-    pub max_files: usize,
-    /// `RLM_MAX_CHUNKS` applied.
-    pub max_chunks: usize,
-}
-
 /// The stage-1 query: the question plus the intent's entity and attribute
 /// words it does not already hold (BM25 ORs terms, so they only add recall).
 pub(crate) fn stage1_query(question: &str, intent: &Intent) -> String {
@@ -188,7 +148,7 @@ pub(crate) fn stage1_query(question: &str, intent: &Intent) -> String {
 /// Retrieves entry chunks (high recall unless `RLM_LOW_RECALL_MODE`) and
 /// expands them to whole files within the caps (`Store::expand_files`).
 pub(crate) fn retrieve_and_expand(
-    fx: &FlowCtx,
+    fx: &Run,
     question: &str,
     intent: &Intent,
     cfg: &FlowsConfig,
@@ -204,7 +164,7 @@ pub(crate) fn retrieve_and_expand(
     let store = fx.corpus().store().clone();
     let (hits, retrieval) = stage1(fx, &query, k, high_recall, embedder)?;
     fx.step(
-        PIPELINE_AGENT,
+        ROOT_AGENT,
         "retrieval",
         format!(
             "Stage-1 retrieval ({}, k = {k}): {} entry chunks",
@@ -254,7 +214,7 @@ pub(crate) fn retrieve_and_expand(
         .collect();
     exp.files = files.len();
     fx.step(
-        PIPELINE_AGENT,
+        ROOT_AGENT,
         "expansion",
         format!(
             "Files expanded: {}, total chunks: {}",
@@ -264,7 +224,7 @@ pub(crate) fn retrieve_and_expand(
     );
     if exp.files_dropped > 0 || exp.chunks_dropped > 0 {
         fx.step(
-            PIPELINE_AGENT,
+            ROOT_AGENT,
             "caps",
             format!(
                 "caps cut {} file(s) and {} chunk(s) (RLM_MAX_FILES={}, RLM_MAX_CHUNKS={})",
@@ -274,4 +234,16 @@ pub(crate) fn retrieve_and_expand(
         );
     }
     Ok((files, retrieval, exp))
+}
+
+/// Without a model: the start of each passage with its citation marker.
+pub(crate) fn excerpts(chunks: &[FileChunk]) -> String {
+    chunks
+        .iter()
+        .map(|c| {
+            let one: String = c.text.split_whitespace().collect::<Vec<_>>().join(" ");
+            format!("- {}… [[chunk:{}]]", head(&one, 200), c.id)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

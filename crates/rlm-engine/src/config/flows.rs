@@ -2,20 +2,20 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Flow;
 use crate::citations::CitationPolicy;
-use crate::engine::Flow;
 
 /// The per-file inspector of the `pipeline` flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Inspector {
-    /// Seed 000 mode 2 (preferred): prefilter, boolean phase A, up to
+    /// The iterative inspector (preferred): prefilter, boolean phase A, up to
     /// `MAX_RLM_ITERATIONS` generated `inspect_iteration(chunks)` programs.
     #[default]
     Iterative,
-    /// Seed 000 mode 1: one generated `evaluate_chunk_relevance` per chunk.
+    /// The per-chunk inspector: one generated `evaluate_chunk_relevance` per chunk.
     PerChunk,
-    /// Seed 002: hypothesis, batched per-chunk relevance scores, stop rules.
+    /// The hypothesis inspector: a hypothesis, batched per-chunk relevance scores, stop rules.
     Hypothesis,
     /// The `repl` loop scoped to one file's chunks.
     Repl,
@@ -48,8 +48,8 @@ impl std::str::FromStr for Inspector {
     }
 }
 
-/// When selected chunks are ordered most recent first (seed 000's
-/// current-role prioritization, generalized).
+/// When selected chunks are ordered most recent first (recency
+/// prioritization: the current role before earlier ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecencyMode {
@@ -90,7 +90,7 @@ pub struct FlowsConfig {
     pub low_recall_mode: bool,
     /// `RLM_RAG_K` (default 10): chunks retrieved by `rag` and by the pipeline in low-recall mode.
     pub rag_k: usize,
-    /// `RLM_HIGH_RECALL_K` (default 200): entry chunks in high-recall mode (seed 002).
+    /// `RLM_HIGH_RECALL_K` (default 200): entry chunks in high-recall mode.
     pub high_recall_k: usize,
     /// `RLM_MAX_FILES` (default 20): files expanded at most.
     pub max_files: usize,

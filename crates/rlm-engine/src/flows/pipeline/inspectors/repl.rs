@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use rlm_sandbox::InputValue;
 
-use super::{FileCtx, Selection};
+use crate::flows::pipeline::file::{FileCtx, Selection};
+use crate::flows::repl::agent::run_agent;
 use crate::prompts::render;
 
 /// The task given to the scoped agent.
-pub const REPL_INSPECTOR_PROMPT: &str = include_str!("../../prompts/pipeline/repl_inspector.md");
+pub const REPL_INSPECTOR_PROMPT: &str =
+    include_str!("../../../../prompts/pipeline/repl_inspector.md");
 
 /// Known chunk ids of the file in the order the answer names them (an id
 /// followed by more id characters, `d-1` inside `d-12`, does not count).
@@ -50,7 +52,11 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
         ],
     );
     let known: Vec<String> = f.file.chunks.iter().map(|c| c.id.clone()).collect();
-    match f.fx.repl_agent(f.agent.clone(), 1, task, input).await {
+    let outcome: Result<(String, Option<String>), String> =
+        run_agent(f.fx.clone(), f.agent.clone(), 1, task, Some(input))
+            .await
+            .map(|o| (o.answer, o.partial_reason));
+    match outcome {
         Ok((answer, partial)) => {
             let ids = ids_in(&answer, &known);
             if ids.is_empty() {

@@ -11,15 +11,16 @@ use std::sync::Arc;
 use rlm_llm::{Message, ModelRole};
 use serde_json::{Map, Value, json};
 
-use super::program::{self, ProgramRunner};
-use super::retrieve::FileChunk;
-use super::{FileCtx, Selection, call_failure, inspector_per_chunk, select};
+use crate::flows::pipeline::file::{FileCtx, Selection, call_failure};
+use crate::flows::pipeline::program::{self, ProgramRunner};
+use crate::flows::pipeline::{inspectors::per_chunk as inspector_per_chunk, select};
 use crate::prompts::render;
+use crate::retrieval::FileChunk;
 use crate::trace::CallPurpose;
 
 /// Prompt asking for one round's program.
 pub const ITERATION_PROGRAM_PROMPT: &str =
-    include_str!("../../prompts/pipeline/iteration_program.md");
+    include_str!("../../../../prompts/pipeline/iteration_program.md");
 
 /// Exact-duplicate removal (whitespace-normalized text hash) and the
 /// candidate cap by cheap score; document order is kept.

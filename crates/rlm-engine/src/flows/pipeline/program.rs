@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use regex::Regex;
-use rlm_sandbox::{HostCall, HostError, HostHandler, SandboxConfig, Session, SessionSpec};
+use rlm_sandbox::{HostCall, HostError, HostHandler, Interpreter, InterpreterSpec, SandboxConfig};
 use serde_json::Value;
 
 /// Input on which every `evaluate_chunk_relevance` must return False.
@@ -188,7 +188,7 @@ impl HostHandler for NoHost {
 /// that dies (memory, timeout) is replaced on the next run.
 pub struct ProgramRunner {
     config: SandboxConfig,
-    session: Option<Session>,
+    session: Option<Interpreter>,
 }
 
 /// Why a program run produced no value.
@@ -207,9 +207,9 @@ impl ProgramRunner {
         }
     }
 
-    async fn session(&mut self) -> Result<&mut Session, RunError> {
+    async fn session(&mut self) -> Result<&mut Interpreter, RunError> {
         if self.session.as_mut().is_none_or(|s| !s.is_alive()) {
-            let s = Session::start(&self.config, &SessionSpec::new())
+            let s = Interpreter::start(&self.config, &InterpreterSpec::new())
                 .await
                 .map_err(|e| format!("the sandbox could not start: {e}"))?;
             self.session = Some(s);

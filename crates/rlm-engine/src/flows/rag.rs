@@ -1,16 +1,16 @@
-//! The `rag` flow (RLM off, seed 001's "behaves exactly as before" path):
-//! top-k retrieval, one answer call, citations checked under the policy.
+//! The `rag` flow (RLM off: the product behaves as plain retrieval-augmented
+//! answering): top-k retrieval, one answer call, citations checked under the
+//! claim-by-claim policy.
 
 use rlm_llm::{Message, ModelRole};
 use serde_json::json;
 
-use super::intent::RouteDecision;
-use super::merge::{self, excerpts};
-use super::retrieve::{FileChunk, RetrievalReport, stage1};
-use super::{FlowCtx, FlowReport, PIPELINE_AGENT, call_failure};
+use crate::answer::{Answer, FlowReport, RetrievalReport, RouteDecision};
 use crate::citations::CitationPolicy;
-use crate::engine::{Answer, AskRequest, EngineError};
 use crate::prompts::render;
+use crate::request::AskRequest;
+use crate::retrieval::{FileChunk, excerpts, stage1};
+use crate::run::{Finished, ROOT_AGENT, Run};
 use crate::trace::CallPurpose;
 
 /// Prompt of the answer call.
@@ -21,12 +21,11 @@ const PASSAGE_CHARS: usize = 4000;
 
 /// Runs `rag`.
 pub(crate) async fn run(
-    fx: &FlowCtx,
+    fx: &Run,
     req: &AskRequest,
-    run_id: String,
     route: Option<RouteDecision>,
     policy: CitationPolicy,
-) -> Result<Answer, EngineError> {
+) -> Answer {
     let k = fx.config().flows.rag_k;
     let mut report = FlowReport {
         flow: "rag".into(),
@@ -48,21 +47,14 @@ pub(crate) async fn run(
     ) {
         Ok(r) => r,
         Err(reason) => {
-            fx.fallback(PIPELINE_AGENT, "retrieval", &reason);
+            fx.fallback(ROOT_AGENT, "retrieval", &reason);
             report.retrieval = Some(RetrievalReport::failed(&reason));
             let text = format!("No answer: {reason}.");
-            return Ok(merge::finish(
-                fx,
-                run_id,
-                text,
-                Some(reason),
-                report,
-                Vec::new(),
-            ));
+            return finish(fx, text, Some(reason), report);
         }
     };
     fx.step(
-        PIPELINE_AGENT,
+        ROOT_AGENT,
         "retrieval",
         format!(
             "Retrieval ({}, k = {k}): {} chunks",
@@ -76,7 +68,7 @@ pub(crate) async fn run(
         let text =
             "No passage of the corpus matched the question, so there is nothing to answer from."
                 .to_string();
-        return Ok(merge::finish(fx, run_id, text, None, report, Vec::new()));
+        return finish(fx, text, None, report);
     }
     let chunks: Vec<FileChunk> = hits
         .iter()
@@ -101,7 +93,7 @@ pub(crate) async fn run(
     );
     let r = fx
         .call(
-            PIPELINE_AGENT,
+            ROOT_AGENT,
             0,
             ModelRole::Root,
             &[Message::user(prompt)],
@@ -113,11 +105,11 @@ pub(crate) async fn run(
         Ok(t) if !t.trim().is_empty() => (t.trim().to_string(), None),
         other => {
             let reason = match &other {
-                Err(e) => call_failure(e).1,
+                Err(e) => e.to_string(),
                 Ok(_) => "the answer reply was empty".to_string(),
             };
             fx.fallback(
-                PIPELINE_AGENT,
+                ROOT_AGENT,
                 "rag_answer",
                 &format!("{reason}; the answer lists the retrieved passages"),
             );
@@ -130,5 +122,14 @@ pub(crate) async fn run(
             )
         }
     };
-    Ok(merge::finish(fx, run_id, text, partial, report, Vec::new()))
+    finish(fx, text, partial, report)
+}
+
+fn finish(fx: &Run, text: String, partial_reason: Option<String>, report: FlowReport) -> Answer {
+    fx.finish(Finished {
+        text,
+        partial_reason,
+        report: Some(report),
+        file_summaries: Vec::new(),
+    })
 }

@@ -8,9 +8,9 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::FlowsConfig;
 use super::program::query_terms;
-use super::retrieve::FileChunk;
+use crate::config::FlowsConfig;
+use crate::retrieval::FileChunk;
 
 /// Cheap relevance: distinct query terms in the chunk, plus one for a chunk
 /// stage-1 retrieval returned.

@@ -1,0 +1,241 @@
+//! What a question produces: the [`Answer`] every flow returns, the reports
+//! that say what shaped it (route, frozen intent, retrieval, expansion, per-file
+//! summaries), and [`EngineError`] for questions that cannot be attempted.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::budget::UsageReport;
+use crate::citations::{Citation, CitationPolicy, VerificationReport};
+use crate::config::Inspector;
+use crate::session::Finding;
+
+/// Identifies the trace of an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceInfo {
+    /// Run id.
+    pub id: String,
+    /// Events emitted.
+    pub events: u64,
+}
+
+/// The result of a question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The answer text (with flags inline under the strict citation policy).
+    pub answer: String,
+    /// True when the run did not finish normally (budget, cap, cancel).
+    pub partial: bool,
+    /// Why it is partial.
+    pub partial_reason: Option<String>,
+    /// Citations found in the answer, resolved and checked.
+    pub citations: Vec<Citation>,
+    /// The verification report; `None` when verification is off.
+    pub verification: Option<VerificationReport>,
+    /// Calls, tokens, cost, time.
+    pub usage: UsageReport,
+    /// The trace.
+    pub trace: TraceInfo,
+    /// Findings added during this run (the session keeps them).
+    pub findings: Vec<Finding>,
+    /// `pipeline` flow: one summary per inspected file, citing its chunks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_summaries: Vec<FileSummary>,
+    /// `pipeline`, `rag`, `auto`: route, frozen intent, retrieval, caps,
+    /// dropped or unsupported claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_report: Option<FlowReport>,
+}
+
+/// Errors that stop a question before it can produce any answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// The question is empty.
+    #[error(
+        "the question is empty; ask something, e.g. rlm ask \"What is the notice period?\" --store DIR"
+    )]
+    EmptyQuestion,
+    /// The store has no documents.
+    #[error("the store has no documents; add some with `rlm index PATH --store DIR`")]
+    EmptyCorpus,
+    /// The sandbox could not start.
+    #[error("{0}")]
+    Sandbox(String),
+    /// Not one model call succeeded: nothing to answer from.
+    #[error("{0}")]
+    ModelUnavailable(String),
+}
+
+/// One inspected file of a `pipeline` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileSummary {
+    /// Document id.
+    pub file_id: String,
+    /// Corpus-relative path.
+    pub path: String,
+    /// The inspector that selected the chunks.
+    pub inspector: Inspector,
+    /// Retrieved chunks that led to this file.
+    pub entry_chunk_ids: Vec<String>,
+    /// Chunks of the file that were inspected.
+    pub total_chunks: usize,
+    /// Chunks the summary was written from, in the order given to it.
+    pub selected_chunk_ids: Vec<String>,
+    /// The summary, citing its chunks with `[[chunk:ID "quote"]]`.
+    pub summary: String,
+    /// The inspector's confidence (iterative, hypothesis), if it has one.
+    pub confidence: Option<f64>,
+    /// Hypothesis inspector: relevance score of every chunk it scored.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub chunk_confidence: BTreeMap<String, f64>,
+    /// Iterative rounds or hypothesis depth reached.
+    pub depth: Option<u32>,
+    /// Iterative inspector: `extracted_data` accumulated over the rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extracted_data: Option<Value>,
+    /// Whether the selected chunks were ordered most recent first.
+    pub recency_ordered: bool,
+    /// Every fallback taken for this file, with its reason.
+    pub fallbacks: Vec<String>,
+    /// Position of the file in retrieval order (answers list files in it).
+    #[serde(skip)]
+    pub(crate) rank: usize,
+}
+
+/// What shaped an answer of `pipeline`, `rag` or `auto`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowReport {
+    /// The flow that produced the answer (`pipeline` or `rag`).
+    pub flow: String,
+    /// How the flow was chosen (`RLM_ENABLED` or triage).
+    pub route: Option<RouteDecision>,
+    /// The frozen intent (pipeline).
+    pub intent: Option<Intent>,
+    /// Stage-1 retrieval.
+    pub retrieval: Option<RetrievalReport>,
+    /// Chunk → file expansion and what the caps cut (pipeline).
+    pub expansion: Option<ExpansionReport>,
+    /// The inspector used (pipeline).
+    pub inspector: Option<Inspector>,
+    /// The citation policy applied.
+    pub citation_policy: CitationPolicy,
+    /// `strict`: claims removed because no citation of theirs was verified.
+    pub dropped_claims: Vec<String>,
+    /// `best_effort`: claims kept although no citation of theirs was verified.
+    pub unsupported_claims: Vec<String>,
+}
+
+/// The decision of `--flow auto`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteDecision {
+    /// The flow requested (`auto`, or `configured` when RLM_ENABLED decided).
+    pub requested: String,
+    /// The flow that ran.
+    pub chosen: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What the question asks, normalized once and frozen for the whole run.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Intent {
+    /// Who or what the question is about.
+    pub entity: String,
+    /// What about it is asked.
+    pub attribute: String,
+    /// The shape of the answer (list, text, number, ...).
+    pub output_type: String,
+    /// One sentence: what information would answer the question.
+    pub semantic_intent: String,
+}
+
+impl Intent {
+    /// One line for prompts.
+    pub fn describe(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// True when the intent asks about the present (current employer,
+    /// latest status): turns recency prioritization on in `auto` mode.
+    pub fn asks_about_present(&self, question: &str) -> bool {
+        let text =
+            format!("{} {} {}", question, self.attribute, self.semantic_intent).to_lowercase();
+        text.split(|c: char| !c.is_alphanumeric()).any(|w| {
+            matches!(
+                w,
+                "current"
+                    | "currently"
+                    | "present"
+                    | "presently"
+                    | "now"
+                    | "latest"
+                    | "today"
+                    | "still"
+                    | "recent"
+                    | "recently"
+                    | "nowadays"
+                    | "ongoing"
+            )
+        })
+    }
+}
+
+/// What stage-1 retrieval did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RetrievalReport {
+    /// `bm25` (or `hybrid` once the store has embeddings).
+    pub mode: String,
+    /// Results asked for.
+    pub k: usize,
+    /// High-recall mode (many entry chunks, `RLM_HIGH_RECALL_K`).
+    pub high_recall: bool,
+    /// The query sent.
+    pub query: String,
+    /// Chunks returned.
+    pub hits: usize,
+    /// Why retrieval failed, if it did.
+    pub error: Option<String>,
+}
+
+impl RetrievalReport {
+    pub(crate) fn failed(e: &str) -> Self {
+        RetrievalReport {
+            error: Some(e.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
+/// What the expansion kept and what the caps cut.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ExpansionReport {
+    /// Files expanded.
+    pub files: usize,
+    /// Chunks over all expanded files.
+    pub total_chunks: usize,
+    /// Files left out by `RLM_MAX_FILES` / `RLM_MAX_CHUNKS`.
+    pub files_dropped: usize,
+    /// Chunks left out (of kept and dropped files).
+    pub chunks_dropped: usize,
+    /// `RLM_MAX_FILES` applied.
+    pub max_files: usize,
+    /// `RLM_MAX_CHUNKS` applied.
+    pub max_chunks: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn present_tense_intents() {
+        let i = Intent {
+            attribute: "current employer".into(),
+            ..Intent::default()
+        };
+        assert!(i.asks_about_present("Where does Kevin work?"));
+        assert!(!Intent::default().asks_about_present("List Alexis's skills"));
+    }
+}

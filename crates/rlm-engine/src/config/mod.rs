@@ -1,0 +1,241 @@
+//! The engine's settings: [`EngineConfig`] (budgets, context shape, citation
+//! checks, the REPL loop's knobs) with the flows' own settings
+//! ([`FlowsConfig`]), and [`Flow`], the strategy that answers a question.
+//! Every value is read from `RLM_*` names through one lookup (flags,
+//! request fields, the environment and `rlm.toml` all end up here) and
+//! range-checked by [`crate::values`].
+
+mod flows;
+
+use serde::{Deserialize, Serialize};
+
+pub use flows::{FlowsConfig, Inspector, RecencyMode};
+
+use crate::budget::BudgetConfig;
+use crate::citations::CitationPolicy;
+use crate::corpus::ContextShape;
+
+/// Engine settings beyond the budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineConfig {
+    /// Limits shared by the call tree.
+    pub budget: BudgetConfig,
+    /// Shape of `context` in the REPL. `RLM_CONTEXT_SHAPE`, default `string`.
+    pub context_shape: ContextShape,
+    /// What verification does to the answer. `RLM_CITATIONS`, default `best_effort`.
+    pub citation_policy: CitationPolicy,
+    /// Run citation verification. `RLM_VERIFY_CITATIONS`, default true.
+    pub verify_citations: bool,
+    /// Defer a FINAL written in the same turn as sub-calls (its results were not seen yet).
+    /// `RLM_DEFER_FINAL`, default true.
+    pub defer_final_after_fanout: bool,
+    /// Full-text hits for the question shown by the root's inspection cell
+    /// (their matching lines). `RLM_INSPECT_SEARCH_K`, default 3; 0 = off.
+    #[serde(default = "default_inspect_search_k")]
+    pub inspect_search_k: usize,
+    /// Replies in a row without code or FINAL after which the agent gets its
+    /// last turn (shown its first such reply, which is often an unmarked
+    /// answer). `RLM_MAX_NO_CODE_REPLIES`, default 3.
+    #[serde(default = "default_max_replies_without_code")]
+    pub max_replies_without_code: u32,
+    /// How much text the prompt says a sub-model can take, in characters.
+    /// `RLM_SUB_CONTEXT_CHARS`, default 100,000.
+    pub sub_context_chars: usize,
+    /// Root model name (for the trace; the client decides the real one).
+    pub root_model: String,
+    /// Sub model name (for the trace).
+    pub sub_model: String,
+    /// Settings of the `pipeline`, `rag` and `auto` flows and the RLM switch.
+    #[serde(default)]
+    pub flows: FlowsConfig,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            budget: BudgetConfig::default(),
+            context_shape: ContextShape::String,
+            citation_policy: CitationPolicy::BestEffort,
+            verify_citations: true,
+            defer_final_after_fanout: true,
+            max_replies_without_code: default_max_replies_without_code(),
+            inspect_search_k: default_inspect_search_k(),
+            sub_context_chars: 100_000,
+            root_model: String::new(),
+            sub_model: String::new(),
+            flows: FlowsConfig::default(),
+        }
+    }
+}
+
+fn default_max_replies_without_code() -> u32 {
+    3
+}
+
+fn default_inspect_search_k() -> usize {
+    3
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!(
+            "environment variable {key}={v:?} is not a boolean; use true or false"
+        )),
+    }
+}
+
+impl EngineConfig {
+    /// Defaults overridden by environment variables (see the README table).
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Like [`from_env`](Self::from_env) with an explicit lookup.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut c = EngineConfig {
+            budget: BudgetConfig::from_lookup(&get)?,
+            flows: FlowsConfig::from_lookup(&get)?,
+            ..Default::default()
+        };
+        if let Some(v) = get("RLM_CONTEXT_SHAPE").filter(|v| !v.trim().is_empty()) {
+            c.context_shape = v.parse().map_err(|e| format!("RLM_CONTEXT_SHAPE: {e}"))?;
+        }
+        if let Some(v) = get("RLM_CITATIONS").filter(|v| !v.trim().is_empty()) {
+            c.citation_policy = v.parse().map_err(|e| format!("RLM_CITATIONS: {e}"))?;
+        }
+        if let Some(v) = get("RLM_VERIFY_CITATIONS").filter(|v| !v.trim().is_empty()) {
+            c.verify_citations = parse_bool("RLM_VERIFY_CITATIONS", &v)?;
+        }
+        if let Some(v) = get("RLM_DEFER_FINAL").filter(|v| !v.trim().is_empty()) {
+            c.defer_final_after_fanout = parse_bool("RLM_DEFER_FINAL", &v)?;
+        }
+        if let Some(v) = get("RLM_INSPECT_SEARCH_K").filter(|v| !v.trim().is_empty()) {
+            c.inspect_search_k = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|k| *k <= 50)
+                .ok_or_else(|| {
+                    format!(
+                        "environment variable RLM_INSPECT_SEARCH_K={v:?} is not a whole number from 0 to 50"
+                    )
+                })?;
+        }
+        if let Some(v) = get("RLM_MAX_NO_CODE_REPLIES").filter(|v| !v.trim().is_empty()) {
+            c.max_replies_without_code = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    format!(
+                        "environment variable RLM_MAX_NO_CODE_REPLIES={v:?} is not a whole number of at least 1"
+                    )
+                })?;
+        }
+        if let Some(v) = get("RLM_SUB_CONTEXT_CHARS").filter(|v| !v.trim().is_empty()) {
+            c.sub_context_chars = v.trim().parse().map_err(|_| {
+                format!("environment variable RLM_SUB_CONTEXT_CHARS={v:?} is not a valid number")
+            })?;
+        }
+        Ok(c)
+    }
+}
+
+/// The strategy answering a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flow {
+    /// None named: `RLM_ENABLED` picks `RLM_FLOW` (default `repl`) or `rag`.
+    #[default]
+    Configured,
+    /// The paper's REPL loop over the whole corpus.
+    Repl,
+    /// Intent, high-recall retrieval, whole files, per-file inspectors, cross-file merge.
+    Pipeline,
+    /// RLM off: top-k retrieval, one answer call, citations.
+    Rag,
+    /// One cheap triage call picks `rag` or the RLM flow.
+    Auto,
+}
+
+impl Flow {
+    /// The name on the command line and in the trace.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flow::Configured => "configured",
+            Flow::Repl => "repl",
+            Flow::Pipeline => "pipeline",
+            Flow::Rag => "rag",
+            Flow::Auto => "auto",
+        }
+    }
+}
+
+impl std::str::FromStr for Flow {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "repl" => Ok(Flow::Repl),
+            "pipeline" => Ok(Flow::Pipeline),
+            "rag" => Ok(Flow::Rag),
+            "auto" => Ok(Flow::Auto),
+            other => Err(format!(
+                "unknown flow {other:?}; use repl, pipeline, rag or auto"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_config() {
+        let get = |k: &str| match k {
+            "RLM_CONTEXT_SHAPE" => Some("list".to_string()),
+            "RLM_CITATIONS" => Some("strict".to_string()),
+            "RLM_VERIFY_CITATIONS" => Some("false".to_string()),
+            "RLM_DEFER_FINAL" => Some("0".to_string()),
+            "RLM_MAX_NO_CODE_REPLIES" => Some("5".to_string()),
+            "RLM_INSPECT_SEARCH_K" => Some("0".to_string()),
+            _ => None,
+        };
+        let c = EngineConfig::from_lookup(get).unwrap();
+        assert_eq!(c.max_replies_without_code, 5);
+        assert_eq!(c.inspect_search_k, 0);
+        let e = EngineConfig::from_lookup(|k| (k == "RLM_INSPECT_SEARCH_K").then(|| "99".into()))
+            .unwrap_err();
+        assert!(e.contains("0 to 50"), "{e}");
+        for bad in ["0", "two"] {
+            let e = EngineConfig::from_lookup(|k| {
+                (k == "RLM_MAX_NO_CODE_REPLIES").then(|| bad.to_string())
+            })
+            .unwrap_err();
+            assert!(e.contains("at least 1"), "{e}");
+        }
+        assert_eq!(c.context_shape, ContextShape::List);
+        assert_eq!(c.citation_policy, CitationPolicy::Strict);
+        assert!(!c.verify_citations);
+        assert!(!c.defer_final_after_fanout);
+        let e = EngineConfig::from_lookup(|k| {
+            (k == "RLM_VERIFY_CITATIONS").then(|| "maybe".to_string())
+        })
+        .unwrap_err();
+        assert!(e.contains("RLM_VERIFY_CITATIONS"));
+        let e =
+            EngineConfig::from_lookup(|k| (k == "RLM_CONTEXT_SHAPE").then(|| "tree".to_string()))
+                .unwrap_err();
+        assert!(e.contains("string or list"));
+    }
+
+    #[test]
+    fn flow_parse() {
+        assert_eq!("repl".parse::<Flow>().unwrap(), Flow::Repl);
+        assert_eq!("rag".parse::<Flow>().unwrap(), Flow::Rag);
+        assert!("magic".parse::<Flow>().unwrap_err().contains("pipeline"));
+    }
+}

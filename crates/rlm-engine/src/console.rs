@@ -1,0 +1,157 @@
+//! [`ReplConsole`]: the model's REPL, for a person (`rlm repl`). It starts
+//! the sandbox exactly as the `repl` flow starts the root agent's (the same
+//! inputs, the same host functions from the one table, answered by the same
+//! host), so what works here works for the model. With a model configured,
+//! `llm_query`, `llm_query_batched` and `rlm_query` call it for real, inside
+//! one budget; without one they raise an error that says how to configure
+//! one.
+
+use std::sync::Arc;
+
+use rlm_llm::{BoxFuture, ChatModel, ChatRequest, ChatResponse, LlmError};
+use rlm_sandbox::{CellResult, Interpreter, WorkerPool};
+
+use crate::answer::EngineError;
+use crate::budget::UsageReport;
+use crate::config::EngineConfig;
+use crate::corpus::Corpus;
+use crate::engine::Engine;
+use crate::flows::repl::agent::run_agent;
+use crate::flows::repl::host::AgentHost;
+use crate::flows::repl::inspection::interpreter_spec;
+use crate::parse::FinalDirective;
+use crate::request::AskRequest;
+use crate::run::{ROOT_AGENT, Run, RunParts};
+use crate::session::Finding;
+use crate::text::value_to_text;
+use crate::trace::Trace;
+
+/// The model's REPL over a corpus, driven cell by cell by a person or a program.
+pub struct ReplConsole {
+    run: Arc<Run>,
+    host: Arc<AgentHost>,
+    interp: Interpreter,
+}
+
+impl std::fmt::Debug for ReplConsole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplConsole")
+            .field("documents", &self.run.corpus.documents().len())
+            .field("model", &self.run.no_model.is_none())
+            .finish()
+    }
+}
+
+/// Stands in for the model when none is configured: the host functions that
+/// need one refuse before calling it, so this only backs that promise.
+struct NoModel(String);
+
+impl ChatModel for NoModel {
+    fn chat(&self, _request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        let reason = self.0.clone();
+        Box::pin(async move { Err(LlmError::Config(reason)) })
+    }
+}
+
+impl ReplConsole {
+    /// A REPL whose model functions use `engine`'s model and budgets; events
+    /// go to `trace`.
+    pub async fn with_model(
+        engine: &Engine,
+        corpus: Arc<Corpus>,
+        trace: Arc<Trace>,
+    ) -> Result<Self, EngineError> {
+        Self::start(engine.run_parts(None), corpus, trace).await
+    }
+
+    /// A REPL without a model: `llm_query`, `rlm_query` and the rest raise
+    /// "no model configured" followed by `reason` (which should say how to
+    /// configure one).
+    pub async fn without_model(
+        pool: WorkerPool,
+        config: EngineConfig,
+        corpus: Arc<Corpus>,
+        reason: String,
+    ) -> Result<Self, EngineError> {
+        let parts = RunParts {
+            llm: Arc::new(NoModel(reason.clone())),
+            pool,
+            config,
+            no_model: Some(reason),
+        };
+        Self::start(parts, corpus, Arc::new(Trace::new())).await
+    }
+
+    async fn start(
+        parts: RunParts,
+        corpus: Arc<Corpus>,
+        trace: Arc<Trace>,
+    ) -> Result<Self, EngineError> {
+        if corpus.documents().is_empty() {
+            return Err(EngineError::EmptyCorpus);
+        }
+        let mut req = AskRequest::new("(interactive REPL)");
+        req.trace = trace;
+        let run = Run::new(parts, corpus, &req);
+        let host = Arc::new(AgentHost::new(run.clone(), ROOT_AGENT.into(), 0, run_agent));
+        let interp = Self::interpreter(&run).await?;
+        Ok(ReplConsole { run, host, interp })
+    }
+
+    async fn interpreter(run: &Run) -> Result<Interpreter, EngineError> {
+        let spec = interpreter_spec(run, "", None);
+        run.pool
+            .start_interpreter(&spec)
+            .await
+            .map_err(|e| EngineError::Sandbox(e.to_string()))
+    }
+
+    /// True when model calls are possible.
+    pub fn has_model(&self) -> bool {
+        self.run.no_model.is_none()
+    }
+
+    /// Runs one cell. A Python exception is `Ok` with the error in the
+    /// result; `Err` means the sandbox died (a fresh one has been started:
+    /// earlier variables are gone) and says why.
+    pub async fn run_cell(&mut self, code: &str) -> Result<CellResult, String> {
+        match self.interp.run_cell(code, &self.host).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                let why = e.to_string();
+                self.interp = Self::interpreter(&self.run)
+                    .await
+                    .map_err(|e| format!("{why}; and no new sandbox could start: {e}"))?;
+                Err(why)
+            }
+        }
+    }
+
+    /// The answer the last cell committed with `FINAL` or `FINAL_VAR`, if
+    /// any: `Ok(text)`, or `Err` when `FINAL_VAR` named no variable.
+    pub async fn take_final(&mut self) -> Option<Result<String, String>> {
+        match self.host.take_final()? {
+            FinalDirective::Answer(a) => Some(Ok(a)),
+            FinalDirective::Var(name) => Some(match self.interp.get_var(&name).await {
+                Ok(Some(v)) => Ok(value_to_text(&v)),
+                _ => Err(format!(
+                    "FINAL_VAR({name}): no variable named {name:?} is defined"
+                )),
+            }),
+        }
+    }
+
+    /// The findings recorded with `add_finding` so far.
+    pub fn findings(&self) -> Vec<Finding> {
+        self.run
+            .findings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Model calls, tokens and cost so far.
+    pub fn usage(&self) -> UsageReport {
+        self.run.budget.report()
+    }
+}

@@ -1,0 +1,343 @@
+//! The behaviour of the REPL's host functions (the table is
+//! [`crate::host::REPL_FUNCTIONS`]): sub-model calls, child agents, FINAL,
+//! findings and search, answered for one agent's sandbox.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rlm_sandbox::{HostCall, HostError, HostHandler, InputValue};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use super::synthesis::Outcome;
+use crate::host::repl_function;
+use crate::parse::FinalDirective;
+use crate::run::Run;
+use crate::session::Finding;
+use crate::text::{is_identifier, preview, value_to_text};
+use crate::trace::TraceEvent;
+
+/// A boxed future (recursive agents need one).
+pub(crate) type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// The largest `k` of `search(query, k)`.
+const MAX_SEARCH_K: u64 = 1000;
+
+/// `rlm_query`: a child agent one level deeper, or a plain `llm_query` when
+/// the child would be at `max_depth`.
+fn rlm_query(
+    spawn: SpawnAgent,
+    ctx: Arc<Run>,
+    id: String,
+    parent: String,
+    depth: u32,
+    prompt: String,
+    context: Option<Value>,
+) -> BoxFut<Result<String, String>> {
+    Box::pin(async move {
+        if depth >= ctx.config.budget.max_depth {
+            let prompt = match &context {
+                Some(c) => format!("{prompt}\n\nContext:\n{}", value_to_text(c)),
+                None => prompt,
+            };
+            return ctx.sub_query(id, &parent, depth, prompt, None).await;
+        }
+        let started = Instant::now();
+        ctx.trace.emit(TraceEvent::SubcallStart {
+            agent: id.clone(),
+            parent: parent.clone(),
+            depth,
+            kind: "rlm_query".into(),
+            prompt_preview: preview(&prompt, 300),
+        });
+        let input = context.map(|c| match c {
+            Value::String(s) => InputValue::Text(s),
+            Value::Array(items) if items.iter().all(Value::is_string) => {
+                InputValue::TextList(items.into_iter().map(|v| value_to_text(&v)).collect())
+            }
+            other => InputValue::Json(other),
+        });
+        let r = spawn(ctx.clone(), id.clone(), depth, prompt.clone(), input)
+            .await
+            .map(|o| match o.partial_reason {
+                Some(reason) => format!("(partial: {reason}) {}", o.answer),
+                None => o.answer,
+            });
+        ctx.finish_subcall(&id, &parent, depth, &prompt, &r, started);
+        r
+    })
+}
+
+/// What a host call left for the loop to act on.
+#[derive(Debug, Default)]
+pub(crate) struct HostState {
+    pub(crate) final_call: Option<FinalDirective>,
+}
+
+/// Starts a child agent (`rlm_query`): the `repl` flow's agent loop, handed
+/// in by the agent so that this module does not import it.
+pub(crate) type SpawnAgent =
+    fn(Arc<Run>, String, u32, String, Option<InputValue>) -> BoxFut<Result<Outcome, String>>;
+
+/// The host functions of one agent's sandbox (the table's behaviour).
+pub(crate) struct AgentHost {
+    ctx: Arc<Run>,
+    id: String,
+    depth: u32,
+    spawn: SpawnAgent,
+    children: AtomicU32,
+    /// Sub-calls started in the current turn (the deferred-FINAL rule).
+    pub(crate) turn_subcalls: AtomicU32,
+    pub(crate) state: Mutex<HostState>,
+}
+
+fn arg<'a>(call: &'a HostCall, index: usize, name: &str) -> Option<&'a Value> {
+    call.args
+        .get(index)
+        .or_else(|| call.kwargs.get(name))
+        .filter(|v| !v.is_null())
+}
+
+fn type_error(message: String) -> HostError {
+    HostError::Raise {
+        exc_type: "TypeError".into(),
+        message,
+    }
+}
+
+impl AgentHost {
+    /// The host of agent `id` at `depth`.
+    pub(crate) fn new(ctx: Arc<Run>, id: String, depth: u32, spawn: SpawnAgent) -> Self {
+        AgentHost {
+            ctx,
+            id,
+            depth,
+            spawn,
+            children: AtomicU32::new(0),
+            turn_subcalls: AtomicU32::new(0),
+            state: Mutex::new(HostState::default()),
+        }
+    }
+
+    /// Takes the FINAL / FINAL_VAR the last cell committed, if any.
+    pub(crate) fn take_final(&self) -> Option<FinalDirective> {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .final_call
+            .take()
+    }
+
+    fn child_id(&self) -> String {
+        format!(
+            "{}.{}",
+            self.id,
+            self.children.fetch_add(1, Ordering::SeqCst)
+        )
+    }
+
+    fn prompt_arg(call: &HostCall) -> Result<String, HostError> {
+        arg(call, 0, "prompt").map(value_to_text).ok_or_else(|| {
+            type_error(format!(
+                "{}() needs a prompt string as its first argument",
+                call.name
+            ))
+        })
+    }
+
+    /// The optional `model=` of `llm_query(prompt, model=None)`.
+    fn model_arg(call: &HostCall) -> Option<String> {
+        arg(call, 1, "model")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(str::to_string)
+    }
+
+    fn prompts_arg(call: &HostCall) -> Result<Vec<String>, HostError> {
+        match arg(call, 0, "prompts") {
+            Some(Value::Array(items)) => Ok(items.iter().map(value_to_text).collect()),
+            _ => Err(type_error(format!(
+                "{}() needs a list of prompt strings",
+                call.name
+            ))),
+        }
+    }
+
+    /// Runs `prompts` through `f` with at most `max_concurrent` in flight,
+    /// keeping their order. Failures become `[error: ...]` items so one bad
+    /// prompt does not lose the others' answers.
+    async fn batched(
+        &self,
+        prompts: Vec<String>,
+        f: impl Fn(String, String) -> BoxFut<Result<String, String>>,
+    ) -> Result<Value, HostError> {
+        self.turn_subcalls
+            .fetch_add(prompts.len() as u32, Ordering::SeqCst);
+        let limit = Arc::new(Semaphore::new(self.ctx.config.budget.max_concurrent));
+        let mut set = tokio::task::JoinSet::new();
+        for (i, p) in prompts.into_iter().enumerate() {
+            let fut = f(self.child_id(), p);
+            let limit = limit.clone();
+            set.spawn(async move {
+                let _permit = limit.acquire_owned().await;
+                (i, fut.await)
+            });
+        }
+        let mut out: Vec<Option<Result<String, String>>> = vec![None; set.len()];
+        while let Some(joined) = set.join_next().await {
+            if let Ok((i, r)) = joined {
+                out[i] = Some(r);
+            }
+        }
+        let results: Vec<Result<String, String>> = out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err("the call was lost".into())))
+            .collect();
+        if !results.is_empty() && results.iter().all(Result::is_err) {
+            let first = results[0].as_ref().err().cloned().unwrap_or_default();
+            return Err(HostError::runtime(format!(
+                "every call of the batch failed; the first: {first}"
+            )));
+        }
+        Ok(Value::Array(
+            results
+                .into_iter()
+                .map(|r| Value::String(r.unwrap_or_else(|e| format!("[error: {e}]"))))
+                .collect(),
+        ))
+    }
+
+    async fn dispatch(&self, call: HostCall) -> Result<Value, HostError> {
+        let ctx = &self.ctx;
+        if let Some(reason) = &ctx.no_model
+            && repl_function(&call.name).is_some_and(|f| f.needs_model)
+        {
+            return Err(HostError::runtime(format!(
+                "no model configured: {}() needs a model. {reason}",
+                call.name
+            )));
+        }
+        match call.name.as_str() {
+            "llm_query" | "llm_query_async" => {
+                let prompt = Self::prompt_arg(&call)?;
+                let model = Self::model_arg(&call);
+                self.turn_subcalls.fetch_add(1, Ordering::SeqCst);
+                ctx.sub_query(self.child_id(), &self.id, self.depth + 1, prompt, model)
+                    .await
+                    .map(Value::String)
+                    .map_err(HostError::runtime)
+            }
+            "llm_query_batched" => {
+                let prompts = Self::prompts_arg(&call)?;
+                let model = Self::model_arg(&call);
+                let (ctx2, parent, depth) = (ctx.clone(), self.id.clone(), self.depth + 1);
+                self.batched(prompts, move |id, p| {
+                    let (ctx, parent, model) = (ctx2.clone(), parent.clone(), model.clone());
+                    Box::pin(async move { ctx.sub_query(id, &parent, depth, p, model).await })
+                })
+                .await
+            }
+            "rlm_query" | "rlm_query_async" => {
+                let prompt = Self::prompt_arg(&call)?;
+                let context = arg(&call, 1, "context").cloned();
+                self.turn_subcalls.fetch_add(1, Ordering::SeqCst);
+                rlm_query(
+                    self.spawn,
+                    ctx.clone(),
+                    self.child_id(),
+                    self.id.clone(),
+                    self.depth + 1,
+                    prompt,
+                    context,
+                )
+                .await
+                .map(Value::String)
+                .map_err(HostError::runtime)
+            }
+            "rlm_query_batched" => {
+                let prompts = Self::prompts_arg(&call)?;
+                let (ctx2, parent, depth) = (ctx.clone(), self.id.clone(), self.depth + 1);
+                let spawn = self.spawn;
+                self.batched(prompts, move |id, p| {
+                    rlm_query(spawn, ctx2.clone(), id, parent.clone(), depth, p, None)
+                })
+                .await
+            }
+            "FINAL" => {
+                let v = arg(&call, 0, "answer")
+                    .ok_or_else(|| type_error("FINAL() needs the answer".into()))?;
+                self.state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .final_call = Some(FinalDirective::Answer(value_to_text(v)));
+                Ok(Value::Null)
+            }
+            "FINAL_VAR" => {
+                let v = arg(&call, 0, "name")
+                    .ok_or_else(|| type_error("FINAL_VAR() needs a variable name".into()))?;
+                let directive = match v {
+                    Value::String(s) if is_identifier(s.trim()) => {
+                        FinalDirective::Var(s.trim().to_string())
+                    }
+                    other => FinalDirective::Answer(value_to_text(other)),
+                };
+                self.state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .final_call = Some(directive);
+                Ok(Value::Null)
+            }
+            "add_finding" => {
+                let text = arg(&call, 0, "text")
+                    .map(value_to_text)
+                    .ok_or_else(|| type_error("add_finding() needs the finding text".into()))?;
+                let source = arg(&call, 1, "source").map(value_to_text);
+                ctx.trace.emit(TraceEvent::Finding {
+                    agent: self.id.clone(),
+                    text: text.clone(),
+                    source: source.clone(),
+                });
+                let mut findings = ctx.findings.lock().unwrap_or_else(|e| e.into_inner());
+                findings.push(Finding { text, source });
+                // The count, so a person at `rlm repl` sees the finding land.
+                Ok(Value::from(findings.len()))
+            }
+            "search" => {
+                let query = arg(&call, 0, "query")
+                    .map(value_to_text)
+                    .ok_or_else(|| type_error("search() needs a query string".into()))?;
+                let k = match arg(&call, 1, "k") {
+                    None => 10,
+                    Some(v) => v
+                        .as_u64()
+                        .filter(|k| (1..=MAX_SEARCH_K).contains(k))
+                        .ok_or_else(|| {
+                            type_error(format!(
+                                "search(query, k): k must be an integer between 1 and {MAX_SEARCH_K}, e.g. search(\"refund policy\", 10)"
+                            ))
+                        })? as usize,
+                };
+                ctx.corpus
+                    .search_json(&query, k)
+                    .map_err(|e| HostError::Raise {
+                        exc_type: "ValueError".into(),
+                        message: format!("search failed: {e}"),
+                    })
+            }
+            other => Err(HostError::Raise {
+                exc_type: "NameError".into(),
+                message: format!("name '{other}' is not defined"),
+            }),
+        }
+    }
+}
+
+impl HostHandler for AgentHost {
+    async fn handle(&self, call: HostCall) -> Result<Value, HostError> {
+        self.dispatch(call).await
+    }
+}

@@ -1,0 +1,133 @@
+//! What an agent's sandbox starts with: its inputs (`context`, `documents`,
+//! `question`, `history`, `findings`, `briefing`), the host functions of the
+//! table, and the inspection cell the engine runs before the agent's first
+//! turn, so that even a weak model starts from a scouted corpus.
+
+use rlm_sandbox::{InputValue, InterpreterSpec};
+use serde_json::{Value, json};
+
+use crate::host;
+use crate::run::Run;
+use crate::session::SessionState;
+
+pub(crate) const ROOT_INSPECTION: &str = r#"print(f"{len(documents)} documents, {sum([d['chars'] for d in documents])} characters in total")
+for d in documents[:60]:
+    print(f"[DOCUMENT {d['index']}: {d['name']}] {d['chars']} chars, {d['chunk_count']} chunks")
+if len(documents) > 60:
+    print(f"... and {len(documents) - 60} more documents (see `documents`)")
+if history:
+    print(f"Earlier questions in this session ({len(history)}):")
+    for t in history[-5:]:
+        print("Q:", t["question"])
+        print("A:", t["answer"][:600])
+if findings:
+    print(f"Findings recorded so far ({len(findings)}):")
+    for f in findings[-30:]:
+        print("-", f["text"], "| source:", f["source"])"#;
+
+/// The root's inspection cell: the document index, then (with `k` > 0) the
+/// lines of the top `k` full-text hits for the question that share at least
+/// two of its words — a weak model that never searches well still starts
+/// from the passage most likely to hold the answer.
+pub(crate) fn root_inspection(k: usize) -> String {
+    if k == 0 {
+        return ROOT_INSPECTION.to_string();
+    }
+    format!(
+        r#"{ROOT_INSPECTION}
+import re
+_words = [w for w in re.findall(r"[a-z0-9]+", question.lower()) if len(w) > 3]
+_hits = search(question, {k}) if _words else []
+if _hits:
+    print("Full-text search for the question found these passages (a lead, not proof: check them):")
+    for _h in _hits:
+        _lines = [l.strip() for l in _h["text"].splitlines() if len([w for w in _words if w in l.lower()]) >= 2]
+        print(f"[[chunk:{{_h['chunk_id']}}]] in [DOCUMENT {{_h['doc_index']}}: {{_h['path']}}]")
+        for _l in (_lines[:3] if _lines else [_h["text"][:300]]):
+            print("    " + _l[:300])"#
+    )
+}
+
+/// The inspection cell of a sub-agent: what its input looks like.
+pub(crate) const SUB_INSPECTION: &str = r#"print(type(context).__name__, "of length", len(context))
+if isinstance(context, str):
+    print(context[:1500])
+else:
+    for i, item in enumerate(context[:10]):
+        print(i, str(item)[:300])"#;
+
+fn history_json(s: &SessionState) -> Value {
+    Value::Array(
+        s.history
+            .iter()
+            .map(|t| json!({"question": t.question, "answer": t.answer, "partial": t.partial}))
+            .collect(),
+    )
+}
+
+fn findings_json(s: &SessionState) -> Value {
+    Value::Array(
+        s.findings
+            .iter()
+            .map(|f| json!({"text": f.text, "source": f.source}))
+            .collect(),
+    )
+}
+
+pub(crate) fn input_sizes(v: &InputValue) -> (String, Vec<u64>) {
+    match v {
+        InputValue::Text(s) => ("a string".into(), vec![s.chars().count() as u64]),
+        InputValue::TextList(l) => (
+            "a list of strings".into(),
+            l.iter().map(|s| s.chars().count() as u64).collect(),
+        ),
+        InputValue::Documents(d) => (
+            "a list of documents".into(),
+            d.iter().map(|d| d.chars).collect(),
+        ),
+        InputValue::Json(j) => ("a JSON value".into(), vec![j.to_string().len() as u64]),
+        // Corpus-backed inputs are only built for the corpus itself, never
+        // handed to a child agent; described generically all the same.
+        InputValue::Assembled(_) => ("a string".into(), Vec::new()),
+        InputValue::SourceTexts => ("a list of strings".into(), Vec::new()),
+        InputValue::SourceDocuments(d) => (
+            "a list of documents".into(),
+            d.iter().map(|d| d.chars).collect(),
+        ),
+    }
+}
+
+/// The sandbox inputs and host functions of an agent over `input` (or the corpus).
+pub(crate) fn interpreter_spec(
+    ctx: &Run,
+    task: &str,
+    input: Option<&InputValue>,
+) -> InterpreterSpec {
+    let (context, documents) = match input {
+        Some(v) => (v.clone(), InputValue::Json(json!([]))),
+        None => (
+            ctx.corpus.context_value(ctx.config.context_shape),
+            ctx.corpus.document_records(),
+        ),
+    };
+    let mut spec = InterpreterSpec::new();
+    if input.is_none() {
+        spec = spec.texts(ctx.corpus.texts());
+    }
+    spec = spec
+        .input("context", context)
+        .input("documents", documents)
+        .input("question", InputValue::Text(task.to_string()))
+        .input("history", InputValue::Json(history_json(&ctx.session)))
+        .input("findings", InputValue::Json(findings_json(&ctx.session)))
+        .input(
+            "briefing",
+            InputValue::Json(
+                ctx.briefing
+                    .clone()
+                    .map(Value::String)
+                    .unwrap_or(Value::Null),
+            ),
+        );
+    host::register(spec)
+}

@@ -1,0 +1,538 @@
+//! The run harness: what every flow shares for one question, written once.
+//!
+//! A [`Run`] holds the question's one [`Budget`], its [`Trace`], the model
+//! client with its concurrency slots, the sandbox pool and the corpus. It
+//! starts the run (`run_started`), makes every model call (budget reservation,
+//! slot, trace events, usage accounting), bounds the flow's work by the
+//! cancel token and the wall clock, and finishes: citation verification under
+//! the policy, `run_finished`, the [`Answer`].
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rlm_llm::{ChatModel, ChatRequest, ChatResponse, Message, ModelRole};
+use rlm_sandbox::WorkerPool;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use crate::answer::{Answer, FileSummary, FlowReport, RouteDecision, TraceInfo};
+use crate::budget::{Budget, CallUsage, Exhausted};
+use crate::cancel::CancelToken;
+use crate::citations::{self, CitationPolicy, VerificationReport};
+use crate::claims;
+use crate::config::{EngineConfig, Flow};
+use crate::corpus::Corpus;
+use crate::request::AskRequest;
+use crate::session::{Finding, SessionState};
+use crate::text::preview;
+use crate::trace::{CallPurpose, DeltaStream, Trace, TraceEvent, TraceMessage};
+
+/// Agent id of the question-level steps (the root agent, the pipeline's own steps).
+pub(crate) const ROOT_AGENT: &str = "0";
+
+/// Prefix of the stop reason when a model call failed after retries.
+pub(crate) const MODEL_FAILED: &str = "the model call failed: ";
+
+/// A sub-call's result kept for synthesis material.
+#[derive(Debug, Clone)]
+pub(crate) struct SubResult {
+    pub(crate) parent: String,
+    pub(crate) prompt: String,
+    pub(crate) result: String,
+}
+
+/// The parts of an engine a run needs.
+pub(crate) struct RunParts {
+    pub(crate) llm: Arc<dyn ChatModel>,
+    pub(crate) pool: WorkerPool,
+    pub(crate) config: EngineConfig,
+    /// Why model calls are impossible (`rlm repl` without a model), if they are.
+    pub(crate) no_model: Option<String>,
+}
+
+/// State shared by every agent and step of one question.
+pub(crate) struct Run {
+    llm: Arc<dyn ChatModel>,
+    pub(crate) pool: WorkerPool,
+    pub(crate) config: EngineConfig,
+    pub(crate) corpus: Arc<Corpus>,
+    pub(crate) budget: Arc<Budget>,
+    pub(crate) trace: Arc<Trace>,
+    pub(crate) briefing: Option<String>,
+    pub(crate) session: SessionState,
+    pub(crate) findings: Mutex<Vec<Finding>>,
+    pub(crate) sub_results: Mutex<Vec<SubResult>>,
+    /// Why model calls are impossible (`rlm repl` without a model), if they are.
+    pub(crate) no_model: Option<String>,
+    call_slots: Semaphore,
+    id: String,
+}
+
+/// Per-call overrides of the role's settings.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallOpts {
+    pub(crate) temperature: Option<f32>,
+    pub(crate) model: Option<String>,
+}
+
+/// A model call that produced no reply.
+#[derive(Debug, Clone)]
+pub(crate) enum CallError {
+    /// A budget refused the call.
+    Budget(Exhausted),
+    /// The model failed after retries.
+    Model(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Budget(e) => write!(f, "{e}"),
+            CallError::Model(m) => write!(f, "{MODEL_FAILED}{m}"),
+        }
+    }
+}
+
+/// What a flow hands the harness to finish the run.
+pub(crate) struct Finished {
+    /// The answer text as the flow produced it.
+    pub(crate) text: String,
+    /// Why the answer is partial, if it is.
+    pub(crate) partial_reason: Option<String>,
+    /// `pipeline` and `rag`: the report, whose citation policy works claim by
+    /// claim (strict drops unsupported claims). `repl`: `None`, and strict
+    /// flags unsupported citations inline.
+    pub(crate) report: Option<FlowReport>,
+    /// `pipeline`: one summary per inspected file.
+    pub(crate) file_summaries: Vec<FileSummary>,
+}
+
+impl Run {
+    /// The shared state of one question (no event yet: see [`Run::started`]).
+    pub(crate) fn new(parts: RunParts, corpus: Arc<Corpus>, req: &AskRequest) -> Arc<Run> {
+        Arc::new(Run {
+            llm: parts.llm,
+            pool: parts.pool,
+            budget: Arc::new(Budget::new(parts.config.budget.clone())),
+            call_slots: Semaphore::new(parts.config.budget.max_concurrent),
+            config: parts.config,
+            corpus,
+            trace: req.trace.clone(),
+            briefing: req.briefing.clone().filter(|b| !b.trim().is_empty()),
+            session: req.session.clone().unwrap_or_default(),
+            findings: Mutex::new(Vec::new()),
+            sub_results: Mutex::new(Vec::new()),
+            no_model: parts.no_model,
+            id: new_run_id(),
+        })
+    }
+
+    /// Emits `run_started` for the flow that answers.
+    pub(crate) fn started(&self, question: &str, flow: Flow) {
+        let context_chars = match flow {
+            Flow::Repl => self.corpus.context_chars(self.config.context_shape),
+            _ => self.corpus.total_chars(),
+        };
+        self.trace.emit(TraceEvent::RunStarted {
+            run_id: self.id.clone(),
+            question: question.to_string(),
+            flow: flow.as_str().into(),
+            root_model: self.config.root_model.clone(),
+            sub_model: self.config.sub_model.clone(),
+            documents: self.corpus.documents().len(),
+            context_chars,
+            budget: serde_json::to_value(&self.config.budget).unwrap_or(Value::Null),
+        });
+    }
+
+    /// The event stream.
+    pub(crate) fn trace(&self) -> &Arc<Trace> {
+        &self.trace
+    }
+
+    /// Engine settings.
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The corpus snapshot.
+    pub(crate) fn corpus(&self) -> &Arc<Corpus> {
+        &self.corpus
+    }
+
+    /// The sandbox settings (worker command, default limits).
+    pub(crate) fn sandbox_config(&self) -> &rlm_sandbox::SandboxConfig {
+        self.pool.config()
+    }
+
+    /// Emits a `fallback` event.
+    pub(crate) fn fallback(&self, agent: &str, kind: &str, reason: &str) {
+        self.trace.emit(TraceEvent::Fallback {
+            agent: agent.into(),
+            kind: kind.into(),
+            reason: reason.into(),
+        });
+    }
+
+    /// Emits a `flow_step` event.
+    pub(crate) fn step(&self, agent: &str, step: &str, message: String, data: Value) {
+        self.trace.emit(TraceEvent::FlowStep {
+            agent: agent.into(),
+            step: step.into(),
+            message,
+            data,
+        });
+    }
+
+    /// Emits the `route` step: which flow answers, and why.
+    pub(crate) fn emit_route(&self, d: &RouteDecision) {
+        self.step(
+            ROOT_AGENT,
+            "route",
+            format!("Flow {} selected ({}): {}", d.chosen, d.requested, d.reason),
+            json!(d),
+        );
+    }
+
+    /// One model call of a flow step through the shared budget, slots and trace.
+    pub(crate) async fn call(
+        &self,
+        agent: &str,
+        depth: u32,
+        role: ModelRole,
+        messages: &[Message],
+        model: Option<String>,
+        purpose: CallPurpose,
+    ) -> Result<String, CallError> {
+        let opts = CallOpts {
+            temperature: None,
+            model,
+        };
+        self.call_model(agent, depth, role, messages, 0, opts, purpose, 0)
+            .await
+            .map(|r| r.text)
+    }
+
+    /// Every model call goes through here: budget reservation, concurrency
+    /// slot, trace events, usage accounting.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn call_model(
+        &self,
+        agent: &str,
+        depth: u32,
+        role: ModelRole,
+        messages: &[Message],
+        new_from: usize,
+        opts: CallOpts,
+        purpose: CallPurpose,
+        iteration: u32,
+    ) -> Result<ChatResponse, CallError> {
+        let reserved = if purpose == CallPurpose::Synthesis && depth == 0 {
+            self.budget.reserve_synthesis_call()
+        } else {
+            self.budget.reserve_call(depth, estimate_tokens(messages))
+        };
+        if let Err(e) = reserved {
+            self.trace.emit(TraceEvent::BudgetExhausted {
+                agent: agent.into(),
+                depth,
+                reason: e.clone(),
+            });
+            return Err(CallError::Budget(e));
+        }
+        let _slot = self
+            .call_slots
+            .acquire()
+            .await
+            .map_err(|_| CallError::Budget(Exhausted::Cancelled))?;
+        let model = opts.model.clone().unwrap_or_else(|| match role {
+            ModelRole::Root => self.config.root_model.clone(),
+            ModelRole::Sub => self.config.sub_model.clone(),
+        });
+        self.trace.emit(TraceEvent::LlmRequest {
+            agent: agent.into(),
+            depth,
+            iteration,
+            model,
+            purpose,
+            message_count: messages.len(),
+            new_messages: messages[new_from.min(messages.len())..]
+                .iter()
+                .map(|m| TraceMessage {
+                    role: m.role.as_str().into(),
+                    content: m.content.clone(),
+                })
+                .collect(),
+        });
+        let deltas = DeltaStream::new(self.trace.clone(), agent, depth);
+        let _closing = deltas.closer();
+        let mut req = ChatRequest::new(role, messages.to_vec())
+            .at_depth(depth)
+            .streaming_to(deltas.sink());
+        req.temperature = opts.temperature;
+        req.model = opts.model;
+        let result = self.llm.chat(req).await;
+        deltas.close();
+        match result {
+            Ok(resp) => {
+                let u = &resp.usage;
+                self.budget.record(
+                    depth,
+                    CallUsage {
+                        input_tokens: u.input_tokens,
+                        output_tokens: u.output_tokens,
+                        cached_input_tokens: u.cached_tokens.unwrap_or(0),
+                        cost_usd: u.cost_usd,
+                        estimated: u.estimated,
+                    },
+                );
+                if u.cost_usd.is_none() {
+                    self.budget.note_unpriced(&u.model);
+                }
+                self.trace.emit(TraceEvent::LlmResponse {
+                    agent: agent.into(),
+                    depth,
+                    model: u.model.clone(),
+                    text: resp.text.clone(),
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                    cached_input_tokens: u.cached_tokens.unwrap_or(0),
+                    cost_usd: u.cost_usd,
+                    latency_ms: u.latency.as_millis() as u64,
+                });
+                Ok(resp)
+            }
+            Err(e) => {
+                let message = e.to_string();
+                self.trace.emit(TraceEvent::LlmError {
+                    agent: agent.into(),
+                    depth,
+                    message: message.clone(),
+                });
+                Err(CallError::Model(message))
+            }
+        }
+    }
+
+    /// A plain `llm_query` as agent `id` (a child of `parent`) at `depth`.
+    pub(crate) async fn sub_query(
+        &self,
+        id: String,
+        parent: &str,
+        depth: u32,
+        prompt: String,
+        model: Option<String>,
+    ) -> Result<String, String> {
+        let started = Instant::now();
+        self.trace.emit(TraceEvent::SubcallStart {
+            agent: id.clone(),
+            parent: parent.into(),
+            depth,
+            kind: "llm_query".into(),
+            prompt_preview: preview(&prompt, 300),
+        });
+        let messages = [Message::user(prompt.clone())];
+        let r = self
+            .call_model(
+                &id,
+                depth,
+                ModelRole::Sub,
+                &messages,
+                0,
+                CallOpts {
+                    temperature: None,
+                    model,
+                },
+                CallPurpose::SubQuery,
+                0,
+            )
+            .await;
+        let result = match r {
+            Ok(resp) => Ok(resp.text),
+            Err(CallError::Budget(e)) => Err(format!(
+                "{e}. No more sub-calls can be made: work with the results you already have and commit an answer with FINAL."
+            )),
+            Err(CallError::Model(m)) => Err(format!("the sub-model call failed: {m}")),
+        };
+        self.finish_subcall(&id, parent, depth, &prompt, &result, started);
+        result
+    }
+
+    pub(crate) fn finish_subcall(
+        &self,
+        id: &str,
+        parent: &str,
+        depth: u32,
+        prompt: &str,
+        r: &Result<String, String>,
+        t0: Instant,
+    ) {
+        let (ok, text) = match r {
+            Ok(t) => (true, t.clone()),
+            Err(e) => (false, e.clone()),
+        };
+        if ok {
+            self.sub_results
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(SubResult {
+                    parent: parent.into(),
+                    prompt: preview(prompt, 200),
+                    result: text.clone(),
+                });
+        }
+        self.trace.emit(TraceEvent::SubcallEnd {
+            agent: id.into(),
+            parent: parent.into(),
+            depth,
+            ok,
+            result: text,
+            elapsed_ms: t0.elapsed().as_millis() as u64,
+        });
+    }
+
+    /// Runs `work` until it ends, the caller cancels, or the wall clock runs
+    /// out. A stop (cancel also cancels the budget) emits `budget_exhausted`
+    /// for the root and returns why.
+    pub(crate) async fn until_stopped<T>(
+        &self,
+        cancel: &CancelToken,
+        work: impl Future<Output = T>,
+    ) -> Result<T, Exhausted> {
+        let wall = tokio::time::sleep(self.budget.remaining_time());
+        let reason = tokio::select! {
+            r = work => return Ok(r),
+            _ = cancel.cancelled() => {
+                self.budget.cancel();
+                Exhausted::Cancelled
+            }
+            _ = wall => Exhausted::WallClock { limit_secs: self.config.budget.wall_clock.as_secs() },
+        };
+        self.trace.emit(TraceEvent::BudgetExhausted {
+            agent: ROOT_AGENT.into(),
+            depth: 0,
+            reason: reason.clone(),
+        });
+        Err(reason)
+    }
+
+    /// Verification under the citation policy, `run_finished`, the answer.
+    pub(crate) fn finish(&self, done: Finished) -> Answer {
+        let Finished {
+            mut text,
+            partial_reason,
+            mut report,
+            file_summaries,
+        } = done;
+        let verification = if !self.config.verify_citations {
+            None
+        } else if let Some(report) = report.as_mut() {
+            let checked = self.verify_claims(&mut text, report);
+            self.emit_verification(&checked);
+            Some(checked)
+        } else {
+            let checked = citations::verify(&text, self.corpus.as_ref());
+            self.emit_verification(&checked);
+            if self.config.citation_policy == CitationPolicy::Strict && !checked.all_valid {
+                text = citations::flag_unsupported(&text, &checked);
+            }
+            Some(checked)
+        };
+        let usage = self.budget.report();
+        self.trace.emit(TraceEvent::RunFinished {
+            partial: partial_reason.is_some(),
+            reason: partial_reason.clone(),
+            usage: usage.clone(),
+        });
+        Answer {
+            answer: text,
+            partial: partial_reason.is_some(),
+            partial_reason,
+            citations: verification
+                .as_ref()
+                .map(|r| r.citations.clone())
+                .unwrap_or_default(),
+            verification,
+            usage,
+            trace: TraceInfo {
+                id: self.id.clone(),
+                events: self.trace.len(),
+            },
+            findings: self
+                .findings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            file_summaries,
+            flow_report: report,
+        }
+    }
+
+    /// The claim-by-claim citation policy: strict drops the claims without a
+    /// verified citation from `text`, best effort keeps and lists them.
+    fn verify_claims(&self, text: &mut String, report: &mut FlowReport) -> VerificationReport {
+        let first = citations::verify(text, self.corpus.as_ref());
+        let (kept, unsupported) = claims::apply_policy(text, &first, report.citation_policy);
+        if unsupported.is_empty() {
+            return first;
+        }
+        if report.citation_policy == CitationPolicy::Strict {
+            self.step(
+                ROOT_AGENT,
+                "citations",
+                format!(
+                    "strict citation policy: {} claim(s) without a verified citation dropped",
+                    unsupported.len()
+                ),
+                json!({"dropped": unsupported}),
+            );
+            report.dropped_claims = unsupported;
+            *text = kept;
+            return citations::verify(text, self.corpus.as_ref());
+        }
+        self.step(
+            ROOT_AGENT,
+            "citations",
+            format!(
+                "best_effort citation policy: {} claim(s) without a verified citation kept",
+                unsupported.len()
+            ),
+            json!({"unsupported": unsupported}),
+        );
+        report.unsupported_claims = unsupported;
+        first
+    }
+
+    fn emit_verification(&self, report: &VerificationReport) {
+        self.trace.emit(TraceEvent::Verification {
+            report: serde_json::to_value(report).unwrap_or(Value::Null),
+        });
+    }
+}
+
+/// How long the synthesis after the wall clock may take: a tenth of the wall
+/// clock, between 5 s and 2 min.
+pub(crate) fn synthesis_grace(wall: Duration) -> Duration {
+    (wall / 10).clamp(Duration::from_secs(5), Duration::from_secs(120))
+}
+
+fn new_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!(
+        "{:012x}{:04x}",
+        nanos & 0xffff_ffff_ffff,
+        std::process::id() & 0xffff
+    )
+}
+
+/// Rough token estimate (4 characters per token) for the budget pre-check.
+fn estimate_tokens(messages: &[Message]) -> u64 {
+    messages
+        .iter()
+        .map(|m| m.content.len() as u64 / 4 + 4)
+        .sum()
+}

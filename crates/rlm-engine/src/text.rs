@@ -1,0 +1,53 @@
+//! Small text helpers shared by the flows: Python values as text, identifiers,
+//! previews.
+
+use serde_json::Value;
+
+/// Text of a Python value handed to `FINAL` or returned by a sub-call.
+pub(crate) fn value_to_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "None".into(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Value::Number(n) => n.to_string(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+/// The first `n` characters of `s`.
+pub(crate) fn head(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// True for a Python identifier (ASCII).
+pub(crate) fn is_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// The first `n` characters of `s`, with an ellipsis when cut.
+pub(crate) fn preview(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_to_text() {
+        assert_eq!(value_to_text(&json!("x")), "x");
+        assert_eq!(value_to_text(&json!(3)), "3");
+        assert_eq!(value_to_text(&json!(true)), "True");
+        assert_eq!(value_to_text(&Value::Null), "None");
+        assert!(value_to_text(&json!({"a": 1})).contains("\"a\": 1"));
+    }
+}
