@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
 use tantivy::schema::{
@@ -40,14 +41,22 @@ pub(crate) struct FtsChunk<'a> {
     pub text: &'a str,
 }
 
-/// A raw search hit from the full-text index.
-pub(crate) struct FtsHit {
+/// One search result: a chunk found by BM25 in the full-text index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    /// The chunk found.
     pub chunk_id: String,
+    /// Its document.
     pub doc_id: String,
+    /// The document's corpus-relative path.
     pub path: String,
+    /// The chunk's ordinal in its document.
     pub ordinal: u32,
+    /// BM25 score.
     pub score: f32,
+    /// A short excerpt with matched terms marked `**like this**`.
     pub snippet: String,
+    /// The chunk's full text.
     pub text: String,
 }
 
@@ -134,7 +143,7 @@ impl FullText {
     }
 
     /// BM25 search; `k` best chunks with highlighted snippets.
-    pub fn search(&self, query: &str, k: usize) -> Result<Vec<FtsHit>, CorpusError> {
+    pub fn search(&self, query: &str, k: usize) -> Result<Vec<SearchHit>, CorpusError> {
         let searcher = self.reader.searcher();
         let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
         // Lenient: a user's stray quote or colon must not turn into a syntax error.
@@ -156,7 +165,7 @@ impl FullText {
             };
             let text = text_of(self.fields.text);
             let snippet = render_snippet(&snippets.snippet(&text), &text);
-            hits.push(FtsHit {
+            hits.push(SearchHit {
                 chunk_id: text_of(self.fields.chunk_id),
                 doc_id: text_of(self.fields.doc_id),
                 path: text_of(self.fields.path),

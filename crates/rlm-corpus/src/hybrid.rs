@@ -1,6 +1,7 @@
 //! Hybrid retrieval (BM25 + vectors, fused by reciprocal rank) and the
-//! expansion of entry chunks to whole files, in order (seed 001's stage 1 and
-//! phase 3, seed 002's `hybrid_retrieve`).
+//! expansion of entry chunks to whole files, in order: the first two steps of
+//! the `pipeline` flow (high-recall retrieval of entry chunks, then chunk →
+//! file expansion).
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,7 +13,8 @@ use crate::vector::{RetrievalError, VectorStatus};
 
 /// `k` when none is given.
 pub const DEFAULT_K: usize = 10;
-/// `k` in high-recall mode (seed 002 over-retrieves 200 and lets the RLM narrow).
+/// `k` in high-recall mode: retrieval over-fetches 200 chunks and lets the
+/// RLM narrow them down.
 pub const HIGH_RECALL_K: usize = 200;
 /// The constant of reciprocal rank fusion: `score = Σ 1 / (RRF_K + rank)`.
 pub const RRF_K: f32 = 60.0;
@@ -71,7 +73,8 @@ pub struct SearchOptions {
     pub mode: RetrievalMode,
     /// Results wanted (raised to [`HIGH_RECALL_K`] in high-recall mode).
     pub k: usize,
-    /// Seed 001's `high_recall` / `RLM_LOW_RECALL_MODE`: more results, no similarity cut.
+    /// High-recall mode (`rlm search --high-recall`): more results, no
+    /// similarity cut.
     pub high_recall: bool,
     /// Depth of each ranked list before fusion; default `max(3·k, 50)`.
     pub candidates: Option<usize>,
@@ -172,7 +175,8 @@ pub struct HybridResults {
 }
 
 impl HybridResults {
-    /// Seed 001's log line when high recall is on.
+    /// The lines to log for this search: `High recall mode on (k = …)` when
+    /// high recall is on, and a warning when some chunks have no vector.
     pub fn log_lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
         if self.high_recall {
@@ -377,7 +381,8 @@ fn excerpt(text: &str) -> String {
     head.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Caps of [`Store::expand_files`] (seed 001's `RLM_MAX_FILES`, `RLM_MAX_CHUNKS`).
+/// Caps of [`Store::expand_files`]: files and chunks kept at most
+/// (`RLM_MAX_FILES`, `RLM_MAX_CHUNKS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpandOptions {
     /// Files kept at most, in rank order.
@@ -456,7 +461,7 @@ pub struct ExpandedFiles {
 }
 
 impl ExpandedFiles {
-    /// Seed 001's log line: `Files expanded: X, total chunks: Y`.
+    /// The log line of an expansion: `Files expanded: X, total chunks: Y`.
     pub fn log_line(&self) -> String {
         format!(
             "Files expanded: {}, total chunks: {}",
@@ -479,7 +484,7 @@ impl ExpandedFiles {
 
 impl Store {
     /// Expands retrieved chunks to their files with all chunks of each file in
-    /// order (seed 001 phase 3). Files come in the order of their best entry
+    /// document order. Files come in the order of their best entry
     /// chunk. At most `opts.max_files` files and `opts.max_chunks` chunks are
     /// kept: a file that does not fit whole keeps the chunks nearest its entry
     /// chunks (marked `truncated`), and what was cut is counted in the result.

@@ -14,6 +14,8 @@
 //! - With the `testing` feature, [`testing::FakeIndex`] is a package index on
 //!   127.0.0.1:0 for tests of the pull code.
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod catalog;
 mod error;

@@ -25,7 +25,7 @@ use crate::fts::FullText;
 mod reader;
 mod writer;
 
-pub use reader::SearchHit;
+pub use crate::fts::SearchHit;
 pub(crate) use writer::WriteLock;
 pub use writer::{IndexOptions, IndexProgress, IndexReport};
 

@@ -2,30 +2,11 @@
 //! totals. Nothing here writes; see `writer.rs` for indexing.
 
 use rusqlite::OptionalExtension;
-use serde::{Deserialize, Serialize};
 
 use super::{Chunk, Document, Store, StoreStats};
 use crate::error::CorpusError;
 use crate::extract::DocKind;
-
-/// One search result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SearchHit {
-    /// The chunk found.
-    pub chunk_id: String,
-    /// Its document.
-    pub doc_id: String,
-    /// The document's corpus-relative path.
-    pub path: String,
-    /// The chunk's ordinal in its document.
-    pub ordinal: u32,
-    /// BM25 score.
-    pub score: f32,
-    /// A short excerpt with matched terms marked `**like this**`.
-    pub snippet: String,
-    /// The chunk's full text.
-    pub text: String,
-}
+use crate::fts::SearchHit;
 
 impl Store {
     /// Totals of the store.
@@ -141,20 +122,7 @@ impl Store {
         if query.trim().is_empty() {
             return Err(CorpusError::EmptyQuery);
         }
-        Ok(self
-            .fts
-            .search(query, k)?
-            .into_iter()
-            .map(|h| SearchHit {
-                chunk_id: h.chunk_id,
-                doc_id: h.doc_id,
-                path: h.path,
-                ordinal: h.ordinal,
-                score: h.score,
-                snippet: h.snippet,
-                text: h.text,
-            })
-            .collect())
+        self.fts.search(query, k)
     }
 
     /// Number of chunks in the full-text index (equals `stats().chunks` when consistent).
