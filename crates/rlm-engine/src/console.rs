@@ -42,6 +42,15 @@ impl std::fmt::Debug for ReplConsole {
     }
 }
 
+/// An answer committed in the REPL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The variable `FINAL_VAR` named; `None` for `FINAL`.
+    pub variable: Option<String>,
+    /// The answer text, or why `FINAL_VAR` could not read its variable.
+    pub text: Result<String, String>,
+}
+
 /// Stands in for the model when none is configured: the host functions that
 /// need one refuse before calling it, so this only backs that promise.
 struct NoModel(String);
@@ -127,18 +136,26 @@ impl ReplConsole {
         }
     }
 
-    /// The answer the last cell committed with `FINAL` or `FINAL_VAR`, if
-    /// any: `Ok(text)`, or `Err` when `FINAL_VAR` named no variable.
-    pub async fn take_final(&mut self) -> Option<Result<String, String>> {
-        match self.host.take_final()? {
-            FinalDirective::Answer(a) => Some(Ok(a)),
-            FinalDirective::Var(name) => Some(match self.interp.get_var(&name).await {
-                Ok(Some(v)) => Ok(value_to_text(&v)),
-                _ => Err(format!(
-                    "FINAL_VAR({name}): no variable named {name:?} is defined"
-                )),
-            }),
-        }
+    /// The answer the last cell committed with `FINAL` or `FINAL_VAR`, if any.
+    pub async fn take_final(&mut self) -> Option<Committed> {
+        Some(match self.host.take_final()? {
+            FinalDirective::Answer(a) => Committed {
+                variable: None,
+                text: Ok(a),
+            },
+            FinalDirective::Var(name) => {
+                let text = match self.interp.get_var(&name).await {
+                    Ok(Some(v)) => Ok(value_to_text(&v)),
+                    _ => Err(format!(
+                        "FINAL_VAR({name}): no variable named {name:?} is defined"
+                    )),
+                };
+                Committed {
+                    variable: Some(name),
+                    text,
+                }
+            }
+        })
     }
 
     /// The findings recorded with `add_finding` so far.

@@ -99,9 +99,10 @@ fn jsonl_mode_keeps_state_and_reports_errors() {
             serde_json::json!({"code": "search('')"}),
             serde_json::json!({"code": "FINAL_VAR(3)"}),
             serde_json::json!({"code": "add_finding('refunds: 30 days')"}),
+            serde_json::json!({"code": "FINAL_VAR('missing_var')"}),
         ],
     );
-    assert_eq!(out.len(), 11);
+    assert_eq!(out.len(), 12);
     assert_eq!(out[0]["stdout"], "2 docs/guide.md\n");
     assert_eq!(out[0]["error"], Value::Null);
     assert!(out[0]["elapsed_ms"].as_f64().unwrap() >= 0.0);
@@ -110,12 +111,10 @@ fn jsonl_mode_keeps_state_and_reports_errors() {
     assert_eq!(out[2]["error"]["line"], 2);
     assert_eq!(out[3]["value"], "2");
     assert_eq!(out[4]["value"], "['docs/guide.md']");
-    assert!(
-        out[5]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no model configured")
-    );
+    // Without a model the error says so, and how to configure one.
+    let no_model = out[5]["error"]["message"].as_str().unwrap();
+    assert!(no_model.contains("no model configured"), "{no_model}");
+    assert!(no_model.contains("RLM_BASE_URL"), "{no_model}");
     assert_eq!(out[6]["error"]["type"], "InputError");
     assert_eq!(out[7]["error"]["type"], "TypeError");
     assert!(
@@ -131,8 +130,58 @@ fn jsonl_mode_keeps_state_and_reports_errors() {
             .unwrap()
             .contains("search failed")
     );
-    assert_eq!(out[9]["error"]["type"], "TypeError");
+    // A value given to FINAL_VAR is the answer itself (as for the model).
+    assert_eq!(out[9]["error"], Value::Null);
+    assert_eq!(out[9]["final"]["answer"], "3");
     assert_eq!(out[10]["value"], "1");
+    assert!(
+        out[11]["final"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no variable named \"missing_var\""),
+        "{}",
+        out[11]
+    );
+}
+
+#[test]
+fn with_a_model_the_model_functions_call_it() {
+    use rlm_llm::testing::{Matcher, Script, ScriptedServer, TEST_API_KEY};
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let server = ScriptedServer::spawn(
+        Script::new()
+            .on(Matcher::last_contains("say hi"), "hi there")
+            .on(Matcher::last_contains("double 21"), "42")
+            // The child agent of rlm_query (its system prompt is the sub-agents').
+            .on(
+                Matcher::system_contains("You are a sub-agent"),
+                "FINAL(child says 7)",
+            ),
+    );
+    let mut cmd = rlm();
+    cmd.args(["repl", "--jsonl", "--store"])
+        .arg(&store)
+        .env("RLM_PROVIDER", "openai")
+        .env("RLM_BASE_URL", server.base_url())
+        .env("RLM_API_KEY", TEST_API_KEY);
+    let lines = [
+        serde_json::json!({"code": "llm_query('say hi')"}),
+        serde_json::json!({"code": "llm_query_batched(['say hi', 'double 21'])"}),
+        serde_json::json!({"code": "rlm_query('what is 7?', 'seven')"}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let out = run_with_stdin(cmd, &input);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let out: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out[0]["value"], "'hi there'", "{}", out[0]);
+    assert_eq!(out[1]["value"], "['hi there', '42']", "{}", out[1]);
+    assert_eq!(out[2]["value"], "'child says 7'", "{}", out[2]);
 }
 
 #[test]

@@ -1,25 +1,30 @@
 //! `rlm repl`: the model's sandbox, for a person (or a program with `--jsonl`).
 //!
-//! The session gets the same environment the model gets in the `repl` flow:
-//! `context` (the corpus as one string with `[DOCUMENT i: path]` headers, or a
-//! list of per-document strings), `documents`, `search(query, k)`, `FINAL`,
-//! `FINAL_VAR`, `add_finding` and `SHOW_VARS()`. Functions that need a model
-//! (`llm_query`, `rlm_query`, ...) raise "no model configured" here.
+//! The REPL is the one the model gets in the `repl` flow (the engine's
+//! [`ReplConsole`]): `context` (the corpus as one string with
+//! `[DOCUMENT i: path]` headers, or a list of per-document strings),
+//! `documents`, and the host functions of the engine's one table. With a
+//! model configured (the same flags, environment and `rlm.toml` as `rlm ask`)
+//! `llm_query`, `llm_query_batched` and `rlm_query` call it for real; without
+//! one they raise "no model configured" and say how to configure one.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
+use rlm_engine::console::ReplConsole;
 use rlm_engine::corpus::{ContextShape, Corpus};
-use rlm_sandbox::{
-    CellResult, HostCall, HostError, HostFunctionKind, HostHandler, Interpreter, InterpreterSpec,
-    SandboxConfig, WORKER_ENV, WorkerCommand,
-};
+use rlm_engine::host::REPL_FUNCTIONS;
+use rlm_engine::{Engine, SettingsFile, Trace};
+use rlm_llm::{LlmClient, LlmConfig, LlmError};
+use rlm_sandbox::{CellResult, SandboxConfig, WorkerPool};
 use serde_json::{Value, json};
 
+use super::ask::worker_command;
 use super::corpus::StoreArg;
+use super::llm::LlmFlags;
 
 /// Arguments of `rlm repl`.
 #[derive(Debug, Args)]
@@ -41,6 +46,9 @@ pub struct ReplArgs {
     /// Characters of output shown per cell in interactive mode (head + tail).
     #[arg(long, default_value_t = rlm_sandbox::DEFAULT_TRUNCATE_CHARS, value_name = "CHARS")]
     pub truncate: usize,
+    /// The model that `llm_query` and `rlm_query` call (as for `rlm ask`).
+    #[command(flatten)]
+    pub llm: LlmFlags,
 }
 
 /// `context` as one string or a list of per-document strings.
@@ -61,19 +69,6 @@ impl From<ContextArg> for ContextShape {
     }
 }
 
-/// Host functions that need a model; `rlm repl` has none.
-const MODEL_FUNCTIONS: &[(&str, HostFunctionKind)] = &[
-    ("llm_query", HostFunctionKind::Sync),
-    ("llm_query_batched", HostFunctionKind::Sync),
-    ("llm_query_async", HostFunctionKind::Async),
-    ("rlm_query", HostFunctionKind::Sync),
-    ("rlm_query_batched", HostFunctionKind::Sync),
-    ("rlm_query_async", HostFunctionKind::Async),
-];
-
-/// Host functions `rlm repl` answers itself.
-const LOCAL_FUNCTIONS: &[&str] = &["FINAL", "FINAL_VAR", "add_finding", "search"];
-
 /// Runs `rlm repl`.
 pub fn repl(args: ReplArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -84,152 +79,90 @@ pub fn repl(args: ReplArgs) -> anyhow::Result<()> {
     runtime.block_on(run(args))
 }
 
-/// What the host remembers across cells.
-#[derive(Debug, Default)]
-struct HostState {
-    final_answer: Option<Value>,
-    final_var: Option<String>,
-    findings: Vec<String>,
-}
+/// What to do without a model, said where `llm_query` would need one.
+const HOW_TO_CONFIGURE: &str = "Configure one as for `rlm ask`: RLM_PROVIDER, RLM_BASE_URL and RLM_API_KEY (or --provider/--base-url, or [llm] in rlm.toml), or the embedded model with --provider local";
 
-/// Answers host calls for `rlm repl`.
-struct ReplHost {
-    corpus: Arc<Corpus>,
-    state: Mutex<HostState>,
-}
-
-impl HostHandler for ReplHost {
-    async fn handle(&self, call: HostCall) -> Result<Value, HostError> {
-        let arg =
-            |i: usize, name: &str| call.args.get(i).or_else(|| call.kwargs.get(name)).cloned();
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        match call.name.as_str() {
-            "FINAL" => {
-                state.final_answer = Some(arg(0, "answer").unwrap_or(Value::Null));
-                Ok(Value::Null)
-            }
-            "FINAL_VAR" => match arg(0, "name") {
-                Some(Value::String(name)) => {
-                    state.final_var = Some(name);
-                    Ok(Value::Null)
-                }
-                _ => Err(type_error(
-                    "FINAL_VAR() needs a variable name as a string, e.g. FINAL_VAR(\"answer\")",
-                )),
-            },
-            "add_finding" => match arg(0, "text") {
-                Some(Value::String(text)) => {
-                    state.findings.push(text);
-                    Ok(json!(state.findings.len()))
-                }
-                Some(other) => {
-                    state.findings.push(other.to_string());
-                    Ok(json!(state.findings.len()))
-                }
-                None => Err(type_error("add_finding() needs the finding text")),
-            },
-            "search" => {
-                drop(state);
-                let Some(Value::String(query)) = arg(0, "query") else {
-                    return Err(type_error(
-                        "search() needs a query string, e.g. search(\"refund policy\", 10)",
-                    ));
-                };
-                let k = match arg(1, "k") {
-                    None | Some(Value::Null) => 10,
-                    Some(v) => v
-                        .as_u64()
-                        .filter(|k| (1..=1000).contains(k))
-                        .ok_or_else(|| {
-                            type_error("search() k must be an integer between 1 and 1000")
-                        })? as usize,
-                };
-                self.corpus
-                    .search_json(&query, k)
-                    .map_err(|e| HostError::Raise {
-                        exc_type: "ValueError".into(),
-                        message: format!("search failed: {e}"),
-                    })
-            }
-            name => Err(HostError::runtime(format!(
-                "no model configured: {name}() needs a model, and `rlm repl` runs without one; \
-                 use `rlm ask` for questions that need sub-model calls"
-            ))),
+/// The model client, or why there is none. A configuration that is missing
+/// only its API key means "no model" (the REPL still works without one);
+/// any other configuration error is reported.
+fn model(args: &ReplArgs) -> anyhow::Result<Result<(LlmClient, LlmConfig), String>> {
+    let config = args.llm.load()?;
+    match LlmClient::from_config(config.clone()) {
+        Ok(client) => Ok(Ok((client, config))),
+        Err(missing @ LlmError::MissingApiKey { .. }) => {
+            Ok(Err(format!("{missing}. {HOW_TO_CONFIGURE}.")))
         }
+        Err(e) => Err(e.into()),
     }
-}
-
-fn type_error(message: &str) -> HostError {
-    HostError::Raise {
-        exc_type: "TypeError".into(),
-        message: message.into(),
-    }
-}
-
-/// The session's inputs: the same `context` and `documents` the `repl` flow gives the model.
-fn session_spec(corpus: &Arc<Corpus>, shape: ContextShape) -> InterpreterSpec {
-    let mut spec = InterpreterSpec::new()
-        .texts(corpus.texts())
-        .input("context", corpus.context_value(shape))
-        .input("documents", corpus.document_records());
-    for (name, kind) in MODEL_FUNCTIONS {
-        spec = spec.function(*name, *kind);
-    }
-    for name in LOCAL_FUNCTIONS {
-        spec = spec.function(*name, HostFunctionKind::Sync);
-    }
-    spec
-}
-
-/// The worker: `$RLM_SANDBOX_WORKER` if set, else this `rlm` binary's hidden subcommand.
-fn worker_command() -> anyhow::Result<WorkerCommand> {
-    if std::env::var_os(WORKER_ENV).is_some_and(|v| !v.is_empty()) {
-        return Ok(WorkerCommand::locate()?);
-    }
-    let exe =
-        std::env::current_exe().context("cannot find the rlm executable to start the sandbox")?;
-    Ok(WorkerCommand::rlm_subcommand(exe))
 }
 
 async fn run(args: ReplArgs) -> anyhow::Result<()> {
     let store = Arc::new(args.store.open()?);
     let corpus = Arc::new(Corpus::load(store).context("cannot list the store's documents")?);
     let shape = ContextShape::from(args.context);
-    let spec = session_spec(&corpus, shape);
     let doc_count = corpus.documents().len();
     let context_chars = corpus.context_chars(shape);
-    let mut config = SandboxConfig::new(worker_command()?);
-    config.cell_time_limit = Duration::from_secs(args.cell_timeout.max(1));
-    config.memory_limit_bytes = args.memory_mib.saturating_mul(1 << 20);
-    let host = Arc::new(ReplHost {
-        corpus,
-        state: Mutex::new(HostState::default()),
-    });
-    let mut session = Interpreter::start(&config, &spec).await?;
+    let mut sandbox = SandboxConfig::new(worker_command()?);
+    sandbox.cell_time_limit = Duration::from_secs(args.cell_timeout.max(1));
+    sandbox.memory_limit_bytes = args.memory_mib.saturating_mul(1 << 20);
+    let file = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut config = file
+        .engine_config(|k| file.lookup(k))
+        .map_err(anyhow::Error::msg)?;
+    config.context_shape = shape;
+    let pool = WorkerPool::new(sandbox, 1).await?;
+    let (mut console, model_line) = match model(&args)? {
+        Ok((client, llm)) => {
+            config.root_model = llm.root.model.clone();
+            config.sub_model = llm.sub.model.clone();
+            let line = format!("model: {} (sub-calls: {})", llm.root.model, llm.sub.model);
+            let engine = Engine::new(Arc::new(client), pool, config);
+            let trace = Arc::new(Trace::new());
+            (ReplConsole::with_model(&engine, corpus, trace).await?, line)
+        }
+        Err(reason) => {
+            let line = format!("no model: {reason}");
+            (
+                ReplConsole::without_model(pool, config, corpus, reason).await?,
+                line,
+            )
+        }
+    };
     if args.jsonl {
-        run_jsonl(&mut session, &config, &spec, &host).await
-    } else {
-        let shape = match args.context {
-            ContextArg::String => "str",
-            ContextArg::List => "list[str]",
-        };
-        eprintln!(
-            "rlm repl: {doc_count} documents; context = {shape} ({context_chars} chars), documents = list[dict]\n\
-             host functions: search(query, k), FINAL(x), FINAL_VAR(name), add_finding(text), SHOW_VARS(); \
-             llm_query/rlm_query need a model (not configured here)\n\
-             A line ending in ':' (or an open bracket) starts a block; a blank line runs it. Ctrl-D quits."
-        );
-        run_interactive(&mut session, &config, &spec, &host, args.truncate).await
+        return run_jsonl(&mut console).await;
     }
+    let shape = match args.context {
+        ContextArg::String => "str",
+        ContextArg::List => "list[str]",
+    };
+    eprintln!(
+        "rlm repl: {doc_count} documents; context = {shape} ({context_chars} chars), documents = list[dict]\n\
+         functions: {}\n\
+         {model_line}\n\
+         A line ending in ':' (or an open bracket) starts a block; a blank line runs it. Ctrl-D quits.",
+        function_list(console.has_model())
+    );
+    run_interactive(&mut console, args.truncate).await
+}
+
+/// The REPL's functions from the engine's table, marking those that need
+/// the model when there is none.
+fn function_list(has_model: bool) -> String {
+    REPL_FUNCTIONS
+        .iter()
+        .map(|f| {
+            if f.needs_model && !has_model {
+                format!("{} [needs a model]", f.signature)
+            } else {
+                f.signature.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One JSON object per line in, one per line out; state persists across lines.
-async fn run_jsonl(
-    session: &mut Interpreter,
-    config: &SandboxConfig,
-    spec: &InterpreterSpec,
-    host: &Arc<ReplHost>,
-) -> anyhow::Result<()> {
+async fn run_jsonl(console: &mut ReplConsole) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     for line in stdin.lock().lines() {
@@ -237,16 +170,12 @@ async fn run_jsonl(
         if line.trim().is_empty() {
             continue;
         }
-        let reply = match serde_json::from_str::<Value>(&line) {
+        let mut reply = match serde_json::from_str::<Value>(&line) {
             Ok(Value::Object(obj)) => match obj.get("code") {
-                Some(Value::String(code)) => match session.run_cell(code, host).await {
+                Some(Value::String(code)) => match console.run_cell(code).await {
                     Ok(r) => result_json(&r),
-                    Err(e) => {
-                        let reply = error_json("SandboxError", &e.to_string());
-                        // The old session is gone: continue on a fresh one.
-                        *session = Interpreter::start(config, spec).await?;
-                        reply
-                    }
+                    // The old interpreter is gone: the console continues on a fresh one.
+                    Err(e) => error_json("SandboxError", &e),
                 },
                 _ => error_json(
                     "InputError",
@@ -258,6 +187,12 @@ async fn run_jsonl(
                 "each line must be a JSON object like {\"code\": \"print(1)\"}",
             ),
         };
+        if let Some(committed) = console.take_final().await {
+            reply["final"] = match committed.text {
+                Ok(text) => json!({"answer": text, "variable": committed.variable}),
+                Err(e) => json!({"error": e, "variable": committed.variable}),
+            };
+        }
         serde_json::to_writer(&mut out, &reply)?;
         out.write_all(b"\n")?;
         out.flush()?;
@@ -300,13 +235,7 @@ fn opens_block(line: &str) -> bool {
     depth > 0 || t.matches("\"\"\"").count() % 2 == 1 || t.matches("'''").count() % 2 == 1
 }
 
-async fn run_interactive(
-    session: &mut Interpreter,
-    config: &SandboxConfig,
-    spec: &InterpreterSpec,
-    host: &Arc<ReplHost>,
-    truncate: usize,
-) -> anyhow::Result<()> {
+async fn run_interactive(console: &mut ReplConsole, truncate: usize) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let tty = stdin.is_terminal();
     let mut lines = stdin.lock().lines();
@@ -334,45 +263,23 @@ async fn run_interactive(
                 }
             }
         }
-        match session.run_cell(&code, host).await {
-            Ok(r) => {
-                print!("{}", r.render(truncate));
-                report_final(session, host).await?;
-            }
+        match console.run_cell(&code).await {
+            Ok(r) => print!("{}", r.render(truncate)),
             Err(e) => {
                 eprintln!("error: {e}");
-                *session = Interpreter::start(config, spec).await?;
-                eprintln!("(started a fresh session; earlier variables are gone)");
+                eprintln!("(started a fresh interpreter; earlier variables are gone)");
+            }
+        }
+        if let Some(committed) = console.take_final().await {
+            match (committed.variable, committed.text) {
+                (Some(name), Ok(text)) => println!("FINAL_VAR({name}): {text}"),
+                (None, Ok(text)) => println!("FINAL: {text}"),
+                (_, Err(e)) => println!("{e}"),
             }
         }
         std::io::stdout().flush()?;
     }
     Ok(())
-}
-
-/// Shows a committed answer (FINAL or FINAL_VAR) once, after the cell.
-async fn report_final(session: &mut Interpreter, host: &Arc<ReplHost>) -> anyhow::Result<()> {
-    let (answer, var) = {
-        let mut s = host.state.lock().unwrap_or_else(|e| e.into_inner());
-        (s.final_answer.take(), s.final_var.take())
-    };
-    if let Some(a) = answer {
-        println!("FINAL: {}", display(&a));
-    }
-    if let Some(name) = var {
-        match session.get_var(&name).await? {
-            Some(v) => println!("FINAL_VAR({name}): {}", display(&v)),
-            None => println!("FINAL_VAR({name}): no variable named {name:?} is defined"),
-        }
-    }
-    Ok(())
-}
-
-fn display(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]
