@@ -3,8 +3,10 @@
 //! Writing is kept apart from reading, as in tantivy: `writer.rs` walks the
 //! paths, extracts and chunks the files and commits them under the store's
 //! write lock ([`Store::index`]); `reader.rs` answers lookups and searches on
-//! an open store. This module holds what both share: the [`Store`] handle, opening
-//! a store, the schema and its format-version check, and the row types.
+//! an open store; `vectors.rs` embeds chunks and loads their vectors for
+//! search (built on `vector.rs`). This module holds what all share: the
+//! [`Store`] handle, opening a store, the schema and its format-version check,
+//! and the row types.
 //!
 //! Atomicity: one indexing run is one SQLite transaction plus one tantivy
 //! commit. Both record a *generation* number; SQLite commits first. If the
@@ -23,6 +25,7 @@ use crate::extract::DocKind;
 use crate::fts::FullText;
 
 mod reader;
+mod vectors;
 mod writer;
 
 pub use crate::fts::SearchHit;
@@ -98,7 +101,7 @@ pub struct Store {
     dir: PathBuf,
     db: Mutex<Connection>,
     fts: FullText,
-    /// Chunk vectors loaded for vector search (see `vector.rs`).
+    /// Chunk vectors loaded for vector search (see `vectors.rs`).
     pub(crate) vectors: crate::vector::VectorCache,
 }
 

@@ -37,8 +37,10 @@
 //! # }
 //! ```
 
+mod request;
 mod script;
 mod server;
 
+pub use request::{ReceivedRequest, WireApi};
 pub use script::{Fault, Matcher, Reply, ReplyUsage, Rule, Script, ScriptError};
-pub use server::{ReceivedRequest, ScriptBody, ScriptedServer, TEST_API_KEY, WireApi};
+pub use server::{ScriptBody, ScriptedServer, TEST_API_KEY};

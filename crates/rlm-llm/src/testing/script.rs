@@ -10,7 +10,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Deserialize;
 
-use super::server::ReceivedRequest;
+use super::request::ReceivedRequest;
 
 /// A script could not be loaded.
 #[derive(Debug, thiserror::Error)]

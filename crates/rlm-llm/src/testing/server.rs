@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinSet};
 
+use super::request::{ReceivedRequest, WireApi};
 use super::script::{Fault, Reply, ReplyUsage, Rule, Script};
 use crate::client::LlmClient;
 use crate::config::{ApiKey, ConfigOverrides, LlmConfig, ProviderKind};
@@ -30,71 +31,6 @@ use crate::types::{Message, Role};
 
 /// The API key [`ScriptedServer::config`] puts in its configurations.
 pub const TEST_API_KEY: &str = "test-key";
-
-/// Which wire format a request used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WireApi {
-    /// `POST .../chat/completions`.
-    OpenAi,
-    /// `POST /openai/deployments/{deployment}/chat/completions`.
-    Azure,
-    /// `POST .../messages`.
-    Anthropic,
-    /// `GET .../models`.
-    Models,
-}
-
-/// A request as the server received it.
-#[derive(Debug, Clone)]
-pub struct ReceivedRequest {
-    /// Arrival order, from 0.
-    pub index: usize,
-    /// The wire format.
-    pub api: WireApi,
-    /// Path and query.
-    pub path: String,
-    /// Requested model (Azure: the deployment in the path).
-    pub model: String,
-    /// The transcript; Anthropic's `system` field becomes a leading system message.
-    pub messages: Vec<Message>,
-    /// The parsed JSON body (`Null` for GET).
-    pub body: Value,
-    /// Headers, lowercase names.
-    pub headers: Vec<(String, String)>,
-    /// When the request was fully read.
-    pub received_at: Instant,
-    /// When the answer was sent; `None` for hangs and drops.
-    pub answered_at: Option<Instant>,
-    /// `text` or the fault acted out (`rate_limited`, `drop_connection`, ...),
-    /// `unauthorized`, `unknown_model`, `script_exhausted`, `models`.
-    pub outcome: String,
-}
-
-impl ReceivedRequest {
-    /// The last message's text (empty when there is none).
-    pub fn last_message(&self) -> &str {
-        self.messages.last().map_or("", |m| m.content.as_str())
-    }
-
-    /// All system text, joined with blank lines.
-    pub fn system(&self) -> String {
-        self.messages
-            .iter()
-            .filter(|m| m.role == Role::System)
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n")
-    }
-
-    /// A header's value.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 struct State {
     script: Mutex<Script>,

@@ -1,0 +1,75 @@
+//! A request as the scripted server received it: what [`super::Matcher`]s and
+//! responders in a [`super::Script`] inspect, and what
+//! [`super::ScriptedServer::requests`] returns. Shared by `script.rs` and
+//! `server.rs`, so neither depends on the other for it.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::types::{Message, Role};
+
+/// Which wire format a request used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireApi {
+    /// `POST .../chat/completions`.
+    OpenAi,
+    /// `POST /openai/deployments/{deployment}/chat/completions`.
+    Azure,
+    /// `POST .../messages`.
+    Anthropic,
+    /// `GET .../models`.
+    Models,
+}
+
+/// A request as the server received it.
+#[derive(Debug, Clone)]
+pub struct ReceivedRequest {
+    /// Arrival order, from 0.
+    pub index: usize,
+    /// The wire format.
+    pub api: WireApi,
+    /// Path and query.
+    pub path: String,
+    /// Requested model (Azure: the deployment in the path).
+    pub model: String,
+    /// The transcript; Anthropic's `system` field becomes a leading system message.
+    pub messages: Vec<Message>,
+    /// The parsed JSON body (`Null` for GET).
+    pub body: Value,
+    /// Headers, lowercase names.
+    pub headers: Vec<(String, String)>,
+    /// When the request was fully read.
+    pub received_at: Instant,
+    /// When the answer was sent; `None` for hangs and drops.
+    pub answered_at: Option<Instant>,
+    /// `text` or the fault acted out (`rate_limited`, `drop_connection`, ...),
+    /// `unauthorized`, `unknown_model`, `script_exhausted`, `models`.
+    pub outcome: String,
+}
+
+impl ReceivedRequest {
+    /// The last message's text (empty when there is none).
+    pub fn last_message(&self) -> &str {
+        self.messages.last().map_or("", |m| m.content.as_str())
+    }
+
+    /// All system text, joined with blank lines.
+    pub fn system(&self) -> String {
+        self.messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
