@@ -1,4 +1,4 @@
-//! Budgets shared by the whole call tree of one question (seed 004's table).
+//! Budgets shared by the whole call tree of one question.
 //!
 //! One [`Budget`] is created per question and shared (behind an `Arc`) by the
 //! root agent, every sub-agent and every `llm_query`. Each model call first
@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-/// Limits for one question. Defaults follow seed 004; every field has an
+use crate::values::{Found, Lookup, Reader};
+
+/// Limits for one question. Every field has an
 /// environment variable (see [`BudgetConfig::from_env`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetConfig {
@@ -60,7 +62,7 @@ impl Default for BudgetConfig {
     }
 }
 
-/// Fraction of `max_total_tokens` at which new calls are refused (seed 004's pre-check).
+/// Fraction of `max_total_tokens` at which new calls are refused.
 pub const TOKEN_CHECK_RATIO: f64 = 0.95;
 
 impl BudgetConfig {
@@ -72,51 +74,54 @@ impl BudgetConfig {
 
     /// Like [`from_env`](Self::from_env) with an explicit variable lookup (testable).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        fn num<T: std::str::FromStr>(
-            get: &impl Fn(&str) -> Option<String>,
-            key: &str,
-        ) -> Result<Option<T>, String> {
-            match get(key) {
-                None => Ok(None),
-                Some(v) if v.trim().is_empty() => Ok(None),
-                Some(v) => v.trim().parse::<T>().map(Some).map_err(|_| {
-                    format!("environment variable {key}={v:?} is not a valid number; unset it or give a number")
-                }),
-            }
-        }
+        Self::from_settings(&|k: &str| get(k).map(|v| Found::env(k, v)))
+    }
+
+    /// The limits from `lookup` (a question's own settings, the environment,
+    /// a settings file), every value range-checked by [`crate::values`].
+    pub fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+        let r = Reader::new(lookup);
         let mut c = BudgetConfig::default();
-        if let Some(v) = num(&get, "RLM_MAX_DEPTH")? {
+        if let Some(v) = r.whole("RLM_MAX_DEPTH")? {
             c.max_depth = v;
         }
-        if let Some(v) = num(&get, "RLM_MAX_CALLS")? {
+        if let Some(v) = r.whole("RLM_MAX_CALLS")? {
             c.root_iterations = v;
         }
-        if let Some(v) = num(&get, "RLM_SUB_AGENT_CALLS")? {
+        if let Some(v) = r.whole("RLM_SUB_AGENT_CALLS")? {
             c.sub_iterations = v;
         }
-        if let Some(v) = num(&get, "RLM_MAX_LLM_CALLS")? {
+        let calls = r.found("RLM_MAX_LLM_CALLS");
+        if let Some(v) = r.whole("RLM_MAX_LLM_CALLS")? {
             c.max_llm_calls = v;
         }
-        match num(&get, "RLM_ROOT_RESERVED")? {
-            Some(v) => c.root_reserved_calls = v,
-            None => c.fit_reserve(),
+        // The root's reserve shrinks to fit a call limit set at a stronger
+        // layer (a question's own limit beats the environment's reserve).
+        let reserve = r.found("RLM_ROOT_RESERVED");
+        if let Some(v) = r.whole("RLM_ROOT_RESERVED")? {
+            c.root_reserved_calls = v;
         }
-        if let Some(v) = num(&get, "RLM_MAX_CONCURRENT")? {
+        match (&reserve, &calls) {
+            (None, _) => c.fit_reserve(),
+            (Some(res), Some(calls)) if calls.layer < res.layer => c.fit_reserve(),
+            _ => {}
+        }
+        if let Some(v) = r.whole("RLM_MAX_CONCURRENT")? {
             c.max_concurrent = v;
         }
-        if let Some(v) = num(&get, "RLM_MAX_TOKENS")? {
+        if let Some(v) = r.whole("RLM_MAX_TOKENS")? {
             c.max_total_tokens = v;
         }
-        if let Some(v) = num::<f64>(&get, "RLM_MAX_COST_USD")? {
+        if let Some(v) = r.number("RLM_MAX_COST_USD")? {
             c.max_cost_usd = Some(v);
         }
-        if let Some(v) = num::<f64>(&get, "RLM_MAX_WALL_SECS")? {
-            c.wall_clock = Duration::from_secs_f64(v.max(0.0));
+        if let Some(v) = r.number("RLM_MAX_WALL_SECS")? {
+            c.wall_clock = Duration::from_secs_f64(v);
         }
-        if let Some(v) = num(&get, "RLM_MAX_ERRORS")? {
+        if let Some(v) = r.whole("RLM_MAX_ERRORS")? {
             c.max_consecutive_errors = v;
         }
-        if let Some(v) = num(&get, "RLM_TRUNCATE_LEN")? {
+        if let Some(v) = r.whole("RLM_TRUNCATE_LEN")? {
             c.truncate_len = v;
         }
         c.validate()?;

@@ -60,6 +60,7 @@ pub mod session;
 pub mod settings;
 mod text;
 pub mod trace;
+pub mod values;
 
 pub use answer::{
     Answer, EngineError, ExpansionReport, FileSummary, FlowReport, Intent, RetrievalReport,
@@ -71,7 +72,7 @@ pub use citations::{Citation, CitationPolicy, VerificationReport};
 pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode};
 pub use corpus::{ContextShape, Corpus};
 pub use engine::Engine;
-pub use request::{AskRequest, PipelineRequest};
+pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestion, Surface};
 pub use session::{Finding, SessionState, SessionStore, Turn};
 pub use settings::SettingsFile;
 pub use trace::{Trace, TraceEvent, TraceRecord};

@@ -1,14 +1,18 @@
 //! One question as the engine receives it: [`AskRequest`] (the question, the
-//! flow, the session, where events go, how to stop it) and the per-question
-//! settings of the retrieval flows ([`PipelineRequest`]).
+//! flow, the session, where events go, how to stop it), the per-question
+//! settings of the retrieval flows ([`PipelineRequest`]), and
+//! [`QuestionSettings`], the overrides a user gives per question, checked in
+//! one place for every surface (`rlm ask`, `rlm serve`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cancel::CancelToken;
 use crate::citations::CitationPolicy;
-use crate::config::{Flow, Inspector};
+use crate::config::{EngineConfig, Flow, Inspector};
 use crate::session::SessionState;
 use crate::trace::Trace;
+use crate::values::{Found, LAYER_QUESTION, Reader};
 
 /// One question.
 #[derive(Debug, Clone)]
@@ -66,5 +70,157 @@ impl std::fmt::Debug for PipelineRequest {
                 &self.embedder.as_ref().map(|e| e.model_id().to_string()),
             )
             .finish()
+    }
+}
+
+/// Where a question's settings were written: how errors name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Surface {
+    /// Command-line flags (`--max-depth`).
+    #[default]
+    Flags,
+    /// Fields of an API request (`max_depth`).
+    Api,
+}
+
+/// The settings a user may give per question (`rlm ask` flags, the fields of
+/// `POST /api/runs`), as written. [`QuestionSettings::resolve`] checks them
+/// with the rules every other setting follows ([`crate::values`]) and lays
+/// them over the engine's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuestionSettings {
+    /// How errors name the settings.
+    pub surface: Surface,
+    /// `repl`, `pipeline`, `rag` or `auto`.
+    pub flow: Option<String>,
+    /// The RLM switch: true → the configured RLM flow, false → `rag`
+    /// (ignored when `flow` is given).
+    pub use_rlm: Option<bool>,
+    /// The `pipeline` flow's per-file inspector.
+    pub inspector: Option<String>,
+    /// `strict` or `best_effort` (for every flow).
+    pub citations: Option<String>,
+    /// Citation verification on or off.
+    pub verify: Option<String>,
+    /// `string` or `list`.
+    pub context_shape: Option<String>,
+    /// Model calls across the call tree.
+    pub max_llm_calls: Option<String>,
+    /// Model turns of the root agent.
+    pub max_iterations: Option<String>,
+    /// Deepest agent level.
+    pub max_depth: Option<String>,
+    /// Cost cap in USD.
+    pub max_cost_usd: Option<String>,
+    /// Wall-clock cap in seconds.
+    pub max_wall_secs: Option<String>,
+}
+
+/// A question's settings laid over the engine's.
+#[derive(Debug, Clone)]
+pub struct ResolvedQuestion {
+    /// The engine settings for this question.
+    pub config: EngineConfig,
+    /// The flow asked for ([`Flow::Configured`] when none was).
+    pub flow: Flow,
+    /// The inspector and citation policy the question set, if it did.
+    pub pipeline: PipelineRequest,
+}
+
+impl QuestionSettings {
+    /// Each setting: its field, its flag, the `RLM_*` key whose rules it follows.
+    const SETTINGS: [(&'static str, &'static str, &'static str); 9] = [
+        ("inspector", "--inspector", "RLM_INSPECTOR"),
+        ("citations", "--citations", "RLM_CITATIONS"),
+        ("verify", "--verify", "RLM_VERIFY_CITATIONS"),
+        ("context_shape", "--context-shape", "RLM_CONTEXT_SHAPE"),
+        ("max_llm_calls", "--max-llm-calls", "RLM_MAX_LLM_CALLS"),
+        ("max_iterations", "--max-iterations", "RLM_MAX_CALLS"),
+        ("max_depth", "--max-depth", "RLM_MAX_DEPTH"),
+        ("max_cost_usd", "--max-cost-usd", "RLM_MAX_COST_USD"),
+        ("max_wall_secs", "--max-wall-secs", "RLM_MAX_WALL_SECS"),
+    ];
+
+    fn field(&self, name: &str) -> Option<&String> {
+        match name {
+            "inspector" => self.inspector.as_ref(),
+            "citations" => self.citations.as_ref(),
+            "verify" => self.verify.as_ref(),
+            "context_shape" => self.context_shape.as_ref(),
+            "max_llm_calls" => self.max_llm_calls.as_ref(),
+            "max_iterations" => self.max_iterations.as_ref(),
+            "max_depth" => self.max_depth.as_ref(),
+            "max_cost_usd" => self.max_cost_usd.as_ref(),
+            "max_wall_secs" => self.max_wall_secs.as_ref(),
+            _ => None,
+        }
+    }
+
+    fn name(&self, field: &'static str, flag: &'static str) -> &'static str {
+        match self.surface {
+            Surface::Flags => flag,
+            Surface::Api => field,
+        }
+    }
+
+    /// The question's value for `key`, named as the user wrote it.
+    fn found(&self, key: &str) -> Option<Found> {
+        let (field, flag, _) = Self::SETTINGS.iter().find(|(_, _, k)| *k == key)?;
+        self.field(field).map(|v| Found {
+            value: v.clone(),
+            name: self.name(field, flag).to_string(),
+            layer: LAYER_QUESTION,
+        })
+    }
+
+    /// Checks every setting and lays them over `base`. An explicit citation
+    /// policy applies to every flow (it beats `RLM_CITATION_POLICY` too).
+    pub fn resolve(&self, base: &EngineConfig) -> Result<ResolvedQuestion, String> {
+        let lookup = |k: &str| self.found(k);
+        let r = Reader::new(&lookup);
+        let mut config = base.clone();
+        let mut pipeline = PipelineRequest::default();
+        if let Some(v) = r.parsed("RLM_CONTEXT_SHAPE")? {
+            config.context_shape = v;
+        }
+        if let Some(v) = r.parsed("RLM_CITATIONS")? {
+            config.citation_policy = v;
+            pipeline.citation_policy = Some(v);
+        }
+        if let Some(v) = r.boolean("RLM_VERIFY_CITATIONS")? {
+            config.verify_citations = v;
+        }
+        pipeline.inspector = r.parsed("RLM_INSPECTOR")?;
+        let b = &mut config.budget;
+        if let Some(v) = r.whole("RLM_MAX_LLM_CALLS")? {
+            b.max_llm_calls = v;
+            b.fit_reserve();
+        }
+        if let Some(v) = r.whole("RLM_MAX_CALLS")? {
+            b.root_iterations = v;
+        }
+        if let Some(v) = r.whole("RLM_MAX_DEPTH")? {
+            b.max_depth = v;
+        }
+        if let Some(v) = r.number("RLM_MAX_COST_USD")? {
+            b.max_cost_usd = Some(v);
+        }
+        if let Some(v) = r.number("RLM_MAX_WALL_SECS")? {
+            b.wall_clock = Duration::from_secs_f64(v);
+        }
+        b.validate()?;
+        let flow = match (&self.flow, self.use_rlm) {
+            (Some(f), _) => f
+                .parse::<Flow>()
+                .map_err(|e| format!("{}: {e}", self.name("flow", "--flow")))?,
+            (None, Some(true)) => config.flows.rlm_flow,
+            (None, Some(false)) => Flow::Rag,
+            (None, None) => Flow::Configured,
+        };
+        Ok(ResolvedQuestion {
+            config,
+            flow,
+            pipeline,
+        })
     }
 }

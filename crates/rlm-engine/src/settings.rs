@@ -11,7 +11,7 @@
 //! ```
 //!
 //! One table instead of a schema per setting: every variable the engine reads
-//! through [`EngineConfig::from_lookup`] works here, and a key that no setting
+//! through [`EngineConfig::from_settings`] works here, and a key that no setting
 //! reads is refused by name (a typo must not be silently ignored).
 
 use std::cell::RefCell;
@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::EngineConfig;
+use crate::values::{Found, LAYER_FILE};
 
 /// The config file read when none is named, if it exists.
 pub const DEFAULT_SETTINGS_FILE: &str = "rlm.toml";
@@ -92,36 +93,53 @@ impl SettingsFile {
         self.values.get(&key).cloned()
     }
 
-    /// Environment first, then this file.
-    pub fn lookup(&self, var: &str) -> Option<String> {
-        std::env::var(var)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .or_else(|| self.get(var))
+    /// The value of `var` from `env`, else from this file, named the way
+    /// the user wrote it (`environment variable RLM_X`, or
+    /// `rlm.toml: [engine] x (RLM_X)`).
+    fn found(&self, var: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<Found> {
+        if let Some(v) = env(var).filter(|v| !v.trim().is_empty()) {
+            return Some(Found::env(var, v));
+        }
+        let key = var.strip_prefix("RLM_").unwrap_or(var).to_ascii_lowercase();
+        self.values.get(&key).map(|v| Found {
+            value: v.clone(),
+            name: format!("{}: [engine] {key} ({var})", self.path_text()),
+            layer: LAYER_FILE,
+        })
     }
 
-    /// The engine configuration from `lookup` (environment, then this file),
+    fn path_text(&self) -> String {
+        self.path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The engine configuration from the environment, then this file,
     /// refusing keys of the file that no setting reads.
-    pub fn engine_config(
+    pub fn engine_config(&self) -> Result<EngineConfig, String> {
+        self.engine_config_with_env(&|k| std::env::var(k).ok())
+    }
+
+    /// Like [`engine_config`](Self::engine_config) with an explicit
+    /// environment (testable).
+    pub fn engine_config_with_env(
         &self,
-        lookup: impl Fn(&str) -> Option<String>,
+        env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<EngineConfig, String> {
         let asked = RefCell::new(BTreeSet::new());
-        let config = EngineConfig::from_lookup(|k| {
+        let lookup = |k: &str| {
             asked
                 .borrow_mut()
                 .insert(k.strip_prefix("RLM_").unwrap_or(k).to_ascii_lowercase());
-            lookup(k)
-        })?;
+            self.found(k, env)
+        };
+        let config = EngineConfig::from_settings(&lookup)?;
         let asked = asked.into_inner();
         if let Some(unknown) = self.values.keys().find(|k| !asked.contains(*k)) {
-            let path = self
-                .path
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
             return Err(format!(
-                "{path}: [engine] has no setting {unknown:?}; its keys are the engine's RLM_* variables from the README without the prefix, in lower case (e.g. max_llm_calls, flow, inspector)"
+                "{}: [engine] has no setting {unknown:?}; its keys are the engine's RLM_* variables from the README without the prefix, in lower case (e.g. max_llm_calls, flow, inspector)",
+                self.path_text()
             ));
         }
         Ok(config)
@@ -141,10 +159,7 @@ mod tests {
         let f = file("[llm]\nprovider = \"openai\"\n[engine]\nmax_llm_calls = 77\nmax_depth = 3\ncontext_shape = \"list\"\nverify_citations = false\n").unwrap();
         // The environment (here: the lookup) wins over the file.
         let c = f
-            .engine_config(|k| match k {
-                "RLM_MAX_DEPTH" => Some("1".into()),
-                k => f.get(k),
-            })
+            .engine_config_with_env(&|k| (k == "RLM_MAX_DEPTH").then(|| "1".into()))
             .unwrap();
         assert_eq!(c.budget.max_llm_calls, 77);
         assert_eq!(c.budget.max_depth, 1);
@@ -155,14 +170,14 @@ mod tests {
     #[test]
     fn flow_settings_are_read_too() {
         let f = file("[engine]\nflow = \"pipeline\"\nmax_files = 7\n").unwrap();
-        let c = f.engine_config(|k| f.get(k)).unwrap();
+        let c = f.engine_config_with_env(&|_| None).unwrap();
         assert_eq!(c.flows.max_files, 7);
     }
 
     #[test]
     fn bad_files_are_clear_errors() {
         let f = file("[engine]\nmax_llm_cals = 5\n").unwrap();
-        let e = f.engine_config(|k| f.get(k)).unwrap_err();
+        let e = f.engine_config_with_env(&|_| None).unwrap_err();
         assert!(e.contains("no setting \"max_llm_cals\""), "{e}");
         let e = file("[engine]\nmax_llm_calls = [1]\n").unwrap_err();
         assert!(
@@ -174,8 +189,9 @@ mod tests {
         let e = file("[engine\n").unwrap_err();
         assert!(e.contains("not valid TOML"), "{e}");
         let f = file("[engine]\nmax_llm_calls = \"many\"\n").unwrap();
-        let e = f.engine_config(|k| f.get(k)).unwrap_err();
+        let e = f.engine_config_with_env(&|_| None).unwrap_err();
         assert!(e.contains("RLM_MAX_LLM_CALLS"), "{e}");
+        assert!(e.starts_with("rlm.toml: [engine] max_llm_calls"), "{e}");
         let e = SettingsFile::load(Some(Path::new("/nonexistent/rlm.toml"))).unwrap_err();
         assert!(
             e.contains("cannot read config file /nonexistent/rlm.toml"),

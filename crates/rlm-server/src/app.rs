@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rlm_corpus::{Embedder, Store};
 use rlm_engine::session::{SessionSummary, validate_session_name};
 use rlm_engine::trace::{Trace, TraceRecord, now_rfc3339};
-use rlm_engine::{AskRequest, CancelToken, Flow};
-use rlm_engine::{CitationPolicy, Corpus, Engine, Inspector, SessionState, SessionStore, Turn};
+use rlm_engine::{AskRequest, CancelToken, QuestionSettings, ResolvedQuestion, Surface};
+use rlm_engine::{Corpus, Engine, SessionState, SessionStore, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -58,8 +58,8 @@ pub struct AskBody {
     /// `repl`, `pipeline`, `rag` or `auto`; the server's default when absent.
     #[serde(default)]
     pub flow: Option<String>,
-    /// The RLM switch (seed 001): true → the configured RLM flow, false →
-    /// `rag`. Ignored when `flow` is given.
+    /// The RLM switch: true → the configured RLM flow, false → `rag`.
+    /// Ignored when `flow` is given.
     #[serde(default)]
     pub use_rlm: Option<bool>,
     /// Per-file inspector of the `pipeline` flow.
@@ -70,19 +70,19 @@ pub struct AskBody {
     pub citations: Option<String>,
     /// Model calls across the call tree.
     #[serde(default)]
-    pub max_llm_calls: Option<u32>,
+    pub max_llm_calls: Option<serde_json::Number>,
     /// Model turns of the root agent.
     #[serde(default)]
-    pub max_iterations: Option<u32>,
+    pub max_iterations: Option<serde_json::Number>,
     /// Deepest agent level.
     #[serde(default)]
-    pub max_depth: Option<u32>,
+    pub max_depth: Option<serde_json::Number>,
     /// Cost cap in USD.
     #[serde(default)]
-    pub max_cost_usd: Option<f64>,
+    pub max_cost_usd: Option<serde_json::Number>,
     /// Wall-clock cap in seconds.
     #[serde(default)]
-    pub max_wall_secs: Option<f64>,
+    pub max_wall_secs: Option<serde_json::Number>,
     /// Domain instructions for the system prompt (replaces the server's own).
     #[serde(default)]
     pub briefing: Option<String>,
@@ -317,7 +317,7 @@ impl App {
 
     /// Validates a request into engine settings. Every problem is a 400
     /// naming the field.
-    fn prepare(&self, body: &AskBody) -> Result<Prepared, ApiError> {
+    fn prepare(&self, body: &AskBody) -> Result<ResolvedQuestion, ApiError> {
         let question = body.question.trim();
         if question.is_empty() {
             return Err(ApiError::bad_request(
@@ -334,58 +334,24 @@ impl App {
         if let Some(name) = &body.session {
             validate_session_name(name).map_err(ApiError::bad_request)?;
         }
-        let mut config = self.engine.config().clone();
-        let flow = match (&body.flow, body.use_rlm) {
-            (Some(f), _) => f
-                .parse::<Flow>()
-                .map_err(|e| ApiError::bad_request(format!("flow: {e}")))?,
-            (None, Some(true)) => config.flows.rlm_flow,
-            (None, Some(false)) => Flow::Rag,
-            (None, None) => Flow::Configured,
+        let number = |n: &Option<serde_json::Number>| n.as_ref().map(ToString::to_string);
+        let settings = QuestionSettings {
+            surface: Surface::Api,
+            flow: body.flow.clone(),
+            use_rlm: body.use_rlm,
+            inspector: body.inspector.clone(),
+            citations: body.citations.clone(),
+            verify: None,
+            context_shape: None,
+            max_llm_calls: number(&body.max_llm_calls),
+            max_iterations: number(&body.max_iterations),
+            max_depth: number(&body.max_depth),
+            max_cost_usd: number(&body.max_cost_usd),
+            max_wall_secs: number(&body.max_wall_secs),
         };
-        let inspector = body
-            .inspector
-            .as_deref()
-            .map(|i| i.parse::<Inspector>())
-            .transpose()
-            .map_err(|e| ApiError::bad_request(format!("inspector: {e}")))?;
-        let citations = body
-            .citations
-            .as_deref()
-            .map(|c| c.parse::<CitationPolicy>())
-            .transpose()
-            .map_err(|e| ApiError::bad_request(format!("citations: {e}")))?;
-        if let Some(policy) = citations {
-            config.citation_policy = policy;
-        }
-        let b = &mut config.budget;
-        if let Some(n) = body.max_llm_calls {
-            b.max_llm_calls = n;
-            b.fit_reserve();
-        }
-        if let Some(n) = body.max_iterations {
-            b.root_iterations = n;
-        }
-        if let Some(n) = body.max_depth {
-            b.max_depth = n;
-        }
-        if let Some(usd) = body.max_cost_usd {
-            if !(usd.is_finite() && usd >= 0.0) {
-                return Err(ApiError::bad_request(format!(
-                    "max_cost_usd must be a number of dollars, 0 or more (got {usd})"
-                )));
-            }
-            b.max_cost_usd = Some(usd);
-        }
-        if let Some(secs) = body.max_wall_secs {
-            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-                return Err(ApiError::bad_request(format!(
-                    "max_wall_secs must be more than 0 and at most 86400 (got {secs})"
-                )));
-            }
-            b.wall_clock = std::time::Duration::from_secs_f64(secs);
-        }
-        b.validate().map_err(ApiError::bad_request)?;
+        let resolved = settings
+            .resolve(self.engine.config())
+            .map_err(ApiError::bad_request)?;
         if body
             .briefing
             .as_ref()
@@ -393,16 +359,11 @@ impl App {
         {
             return Err(ApiError::bad_request("the briefing is too long"));
         }
-        Ok(Prepared {
-            flow,
-            inspector,
-            citations,
-            config,
-        })
+        Ok(resolved)
     }
 
     /// Runs the engine and records the outcome.
-    async fn answer(self: Arc<Self>, run: Arc<Run>, body: AskBody, prepared: Prepared) {
+    async fn answer(self: Arc<Self>, run: Arc<Run>, body: AskBody, prepared: ResolvedQuestion) {
         let session = match &body.session {
             Some(name) => match lock(&self.sessions).load(name) {
                 Ok(s) => Some(s),
@@ -415,8 +376,7 @@ impl App {
         };
         let mut req = AskRequest::new(body.question.clone());
         req.flow = prepared.flow;
-        req.pipeline.inspector = prepared.inspector;
-        req.pipeline.citation_policy = prepared.citations;
+        req.pipeline = prepared.pipeline;
         req.pipeline.embedder = self.embedder.clone();
         req.briefing = body.briefing.clone().or_else(|| self.briefing.clone());
         req.session = session;
@@ -620,15 +580,6 @@ impl App {
             Err(e) => Err(ApiError::internal(e)),
         }
     }
-}
-
-/// A request turned into engine settings.
-#[derive(Debug)]
-struct Prepared {
-    flow: Flow,
-    inspector: Option<Inspector>,
-    citations: Option<CitationPolicy>,
-    config: rlm_engine::EngineConfig,
 }
 
 fn unknown_run(id: &str) -> String {

@@ -2,6 +2,7 @@
 //! hand next to the handlers it describes; a test checks that every route
 //! of the router is in it.
 
+use rlm_engine::values::{NUMERIC_SETTINGS, Range};
 use serde_json::{Value, json};
 
 fn error_response(description: &str) -> Value {
@@ -89,11 +90,11 @@ pub fn document() -> Value {
                 "use_rlm": {"type": "boolean", "description": "RLM switch: true → the configured RLM flow, false → rag; ignored when flow is given"},
                 "inspector": {"enum": ["iterative", "per-chunk", "hypothesis", "repl"]},
                 "citations": {"enum": ["strict", "best_effort"]},
-                "max_llm_calls": {"type": "integer", "minimum": 1},
-                "max_iterations": {"type": "integer", "minimum": 1},
-                "max_depth": {"type": "integer", "minimum": 0},
-                "max_cost_usd": {"type": "number", "minimum": 0},
-                "max_wall_secs": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
+                "max_llm_calls": number_schema("RLM_MAX_LLM_CALLS"),
+                "max_iterations": number_schema("RLM_MAX_CALLS"),
+                "max_depth": number_schema("RLM_MAX_DEPTH"),
+                "max_cost_usd": number_schema("RLM_MAX_COST_USD"),
+                "max_wall_secs": number_schema("RLM_MAX_WALL_SECS"),
                 "briefing": {"type": "string"}
             }},
             "RunStatus": {"enum": ["running", "done", "failed", "cancelled"]},
@@ -143,4 +144,21 @@ pub fn document() -> Value {
             }}
         }}
     })
+}
+
+/// The schema of a numeric request field, from the engine's range for its
+/// setting (the same range the server enforces).
+fn number_schema(key: &str) -> Value {
+    match NUMERIC_SETTINGS
+        .iter()
+        .find(|s| s.key == key)
+        .map(|s| s.range)
+    {
+        Some(Range::Whole(min, max)) => json!({"type": "integer", "minimum": min, "maximum": max}),
+        Some(Range::Above(min, max)) => {
+            json!({"type": "number", "exclusiveMinimum": min, "maximum": max})
+        }
+        Some(Range::Between(min, max)) => json!({"type": "number", "minimum": min, "maximum": max}),
+        None => json!({"type": "number"}),
+    }
 }

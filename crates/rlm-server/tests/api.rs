@@ -408,6 +408,35 @@ async fn a_busy_server_refuses_more_runs_and_a_cancelled_run_is_partial() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_numeric_field_is_range_checked() {
+    let mut h = Harness::start(needle_script(), Limits::default()).await;
+    let fields = [
+        ("max_llm_calls", true),
+        ("max_iterations", true),
+        ("max_depth", true),
+        ("max_cost_usd", false),
+        ("max_wall_secs", false),
+    ];
+    for (field, whole) in fields {
+        let mut bad = vec![json!(-1), json!(1e20), json!(1.5e300), json!(u64::MAX)];
+        if whole {
+            bad.push(json!(2.5));
+        }
+        if field != "max_depth" {
+            bad.push(json!(0));
+        }
+        for value in bad {
+            let body = json!({"question": "q", field: value});
+            let (status, v) = h.post("/api/runs", body.clone()).await;
+            assert_eq!(status, 400, "{body} → {v}");
+            let message = error_message(&v);
+            assert!(message.starts_with(&format!("{field}=")), "{body} → {v}");
+        }
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_one_line_errors() {
     let mut h = Harness::start(needle_script(), Limits::default()).await;
     let cases: Vec<(Value, &str)> = vec![
@@ -431,7 +460,10 @@ async fn bad_requests_get_one_line_errors() {
             json!({"question": "q", "max_cost_usd": -2.0}),
             "max_cost_usd",
         ),
-        (json!({"question": "q", "max_iterations": 0}), "at least 1"),
+        (
+            json!({"question": "q", "max_iterations": 0}),
+            "max_iterations=\"0\" is not a whole number from 1 to 1000",
+        ),
         (
             json!({"question": "q", "colour": "red"}),
             "unknown field `colour`",

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Flow;
 use crate::citations::CitationPolicy;
+use crate::values::{Found, Lookup, Reader};
 
 /// The per-file inspector of the `pipeline` flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -172,40 +173,6 @@ impl Default for FlowsConfig {
     }
 }
 
-fn set<T: std::str::FromStr>(
-    get: &impl Fn(&str) -> Option<String>,
-    key: &str,
-    slot: &mut T,
-    what: &str,
-) -> Result<(), String> {
-    if let Some(v) = get(key).filter(|v| !v.trim().is_empty()) {
-        *slot = v
-            .trim()
-            .parse::<T>()
-            .map_err(|_| format!("environment variable {key}={v:?} is not {what}"))?;
-    }
-    Ok(())
-}
-
-fn set_bool(
-    get: &impl Fn(&str) -> Option<String>,
-    key: &str,
-    slot: &mut bool,
-) -> Result<(), String> {
-    if let Some(v) = get(key).filter(|v| !v.trim().is_empty()) {
-        *slot = match v.trim().to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" | "on" => true,
-            "0" | "false" | "no" | "off" => false,
-            _ => {
-                return Err(format!(
-                    "environment variable {key}={v:?} is not a boolean; use true or false"
-                ));
-            }
-        };
-    }
-    Ok(())
-}
-
 impl FlowsConfig {
     /// Defaults overridden by the environment.
     pub fn from_env() -> Result<Self, String> {
@@ -214,99 +181,91 @@ impl FlowsConfig {
 
     /// Like [`from_env`](Self::from_env) with an explicit lookup.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        Self::from_settings(&|k: &str| get(k).map(|v| Found::env(k, v)))
+    }
+
+    /// The settings from `lookup`, every value checked by [`crate::values`].
+    pub fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+        let r = Reader::new(lookup);
         let mut c = FlowsConfig::default();
-        let n = "a whole number";
-        let f = "a number";
-        set_bool(&get, "RLM_ENABLED", &mut c.rlm_enabled)?;
-        if let Some(v) = get("RLM_FLOW").filter(|v| !v.trim().is_empty()) {
-            c.rlm_flow = match v.parse::<Flow>() {
+        if let Some(v) = r.boolean("RLM_ENABLED")? {
+            c.rlm_enabled = v;
+        }
+        if let Some(f) = r.found("RLM_FLOW") {
+            c.rlm_flow = match f.value.parse::<Flow>() {
                 Ok(flow @ (Flow::Repl | Flow::Pipeline)) => flow,
                 _ => {
                     return Err(format!(
-                        "environment variable RLM_FLOW={v:?} is not an RLM flow; use repl or pipeline"
+                        "{}={:?} is not an RLM flow; use repl or pipeline",
+                        f.name, f.value
                     ));
                 }
             };
         }
-        set_bool(&get, "RLM_LOW_RECALL_MODE", &mut c.low_recall_mode)?;
-        set(&get, "RLM_RAG_K", &mut c.rag_k, n)?;
-        set(&get, "RLM_HIGH_RECALL_K", &mut c.high_recall_k, n)?;
-        set(&get, "RLM_MAX_FILES", &mut c.max_files, n)?;
-        set(&get, "RLM_MAX_CHUNKS", &mut c.max_chunks, n)?;
-        if let Some(v) = get("RLM_CITATION_POLICY").filter(|v| !v.trim().is_empty()) {
-            c.citation_policy = Some(v.parse().map_err(|e| format!("RLM_CITATION_POLICY: {e}"))?);
+        if let Some(v) = r.boolean("RLM_LOW_RECALL_MODE")? {
+            c.low_recall_mode = v;
         }
-        if let Some(v) = get("RLM_INSPECTOR").filter(|v| !v.trim().is_empty()) {
-            c.inspector = v.parse().map_err(|e| format!("RLM_INSPECTOR: {e}"))?;
+        let wholes: [(&str, &mut usize); 8] = [
+            ("RLM_RAG_K", &mut c.rag_k),
+            ("RLM_HIGH_RECALL_K", &mut c.high_recall_k),
+            ("RLM_MAX_FILES", &mut c.max_files),
+            ("RLM_MAX_CHUNKS", &mut c.max_chunks),
+            ("MAX_PREFILTER_CHUNKS", &mut c.max_prefilter_chunks),
+            ("RLM_MIN_KEEP", &mut c.min_keep),
+            (
+                "MAX_SELECTED_CHUNKS_PER_FILE",
+                &mut c.max_selected_chunks_per_file,
+            ),
+            (
+                "MAX_TOTAL_CHARS_FOR_SUMMARY",
+                &mut c.max_total_chars_for_summary,
+            ),
+        ];
+        for (key, slot) in wholes {
+            if let Some(v) = r.whole(key)? {
+                *slot = v;
+            }
         }
-        set(&get, "MAX_PREFILTER_CHUNKS", &mut c.max_prefilter_chunks, n)?;
-        set(&get, "MAX_RLM_ITERATIONS", &mut c.max_rlm_iterations, n)?;
-        set(&get, "RLM_MIN_KEEP", &mut c.min_keep, n)?;
-        set(
-            &get,
-            "MAX_SELECTED_CHUNKS_PER_FILE",
-            &mut c.max_selected_chunks_per_file,
-            n,
-        )?;
-        set(
-            &get,
-            "MAX_TOTAL_CHARS_FOR_SUMMARY",
-            &mut c.max_total_chars_for_summary,
-            n,
-        )?;
-        set(
-            &get,
-            "RLM_MAX_EXTRACTED_BYTES",
-            &mut c.max_extracted_bytes,
-            n,
-        )?;
-        set(
-            &get,
-            "RLM_HYPOTHESIS_MAX_DEPTH",
-            &mut c.hypothesis_max_depth,
-            n,
-        )?;
-        set(
-            &get,
-            "RLM_HYPOTHESIS_CONFIDENCE",
-            &mut c.hypothesis_confidence,
-            f,
-        )?;
-        set(&get, "RLM_HYPOTHESIS_KEEP", &mut c.hypothesis_keep, f)?;
-        set(&get, "RLM_RELEVANCE_BATCH", &mut c.relevance_batch, n)?;
-        if let Some(v) = get("RLM_CODEGEN_MODEL").filter(|v| !v.trim().is_empty()) {
-            c.codegen_model = Some(v.trim().to_string());
+        if let Some(v) = r.whole("RLM_MAX_EXTRACTED_BYTES")? {
+            c.max_extracted_bytes = v;
         }
-        if let Some(v) = get("RLM_SUMMARY_MODEL").filter(|v| !v.trim().is_empty()) {
-            c.summary_model = Some(v.trim().to_string());
+        if let Some(v) = r.whole("RLM_RELEVANCE_BATCH")? {
+            c.relevance_batch = v;
         }
-        if let Some(v) = get("RLM_RECENCY").filter(|v| !v.trim().is_empty()) {
-            c.recency = v.parse().map_err(|e| format!("RLM_RECENCY: {e}"))?;
+        if let Some(v) = r.whole("MAX_RLM_ITERATIONS")? {
+            c.max_rlm_iterations = v;
         }
-        set(
-            &get,
-            "RLM_CHUNK_EVAL_TIMEOUT_MS",
-            &mut c.chunk_eval_timeout_ms,
-            n,
-        )?;
-        set(
-            &get,
-            "RLM_CHUNK_EVAL_MEMORY_MB",
-            &mut c.chunk_eval_memory_mb,
-            n,
-        )?;
-        set(
-            &get,
-            "RLM_ITERATION_TIMEOUT_MS",
-            &mut c.iteration_timeout_ms,
-            n,
-        )?;
-        set(
-            &get,
-            "RLM_ITERATION_MEMORY_MB",
-            &mut c.iteration_memory_mb,
-            n,
-        )?;
+        if let Some(v) = r.whole("RLM_HYPOTHESIS_MAX_DEPTH")? {
+            c.hypothesis_max_depth = v;
+        }
+        if let Some(v) = r.number("RLM_HYPOTHESIS_CONFIDENCE")? {
+            c.hypothesis_confidence = v;
+        }
+        if let Some(v) = r.number("RLM_HYPOTHESIS_KEEP")? {
+            c.hypothesis_keep = v;
+        }
+        if let Some(v) = r.parsed("RLM_CITATION_POLICY")? {
+            c.citation_policy = Some(v);
+        }
+        if let Some(v) = r.parsed("RLM_INSPECTOR")? {
+            c.inspector = v;
+        }
+        c.codegen_model = r.text("RLM_CODEGEN_MODEL");
+        c.summary_model = r.text("RLM_SUMMARY_MODEL");
+        if let Some(v) = r.parsed("RLM_RECENCY")? {
+            c.recency = v;
+        }
+        let limits: [(&str, &mut u64); 4] = [
+            ("RLM_CHUNK_EVAL_TIMEOUT_MS", &mut c.chunk_eval_timeout_ms),
+            ("RLM_CHUNK_EVAL_MEMORY_MB", &mut c.chunk_eval_memory_mb),
+            ("RLM_ITERATION_TIMEOUT_MS", &mut c.iteration_timeout_ms),
+            ("RLM_ITERATION_MEMORY_MB", &mut c.iteration_memory_mb),
+        ];
+        for (key, slot) in limits {
+            if let Some(v) = r.whole(key)? {
+                *slot = v;
+            }
+        }
         c.validate()?;
         Ok(c)
     }

@@ -14,6 +14,7 @@ pub use flows::{FlowsConfig, Inspector, RecencyMode};
 use crate::budget::BudgetConfig;
 use crate::citations::CitationPolicy;
 use crate::corpus::ContextShape;
+use crate::values::{Found, Lookup, Reader};
 
 /// Engine settings beyond the budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,16 +77,6 @@ fn default_inspect_search_k() -> usize {
     3
 }
 
-fn parse_bool(key: &str, v: &str) -> Result<bool, String> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(format!(
-            "environment variable {key}={v:?} is not a boolean; use true or false"
-        )),
-    }
-}
-
 impl EngineConfig {
     /// Defaults overridden by environment variables (see the README table).
     pub fn from_env() -> Result<Self, String> {
@@ -94,51 +85,41 @@ impl EngineConfig {
 
     /// Like [`from_env`](Self::from_env) with an explicit lookup.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        Self::from_settings(&|k: &str| get(k).map(|v| Found::env(k, v)))
+    }
+
+    /// The settings from `lookup` (a question's own settings, the
+    /// environment, a settings file, strongest first). Every setting of the
+    /// engine is read here, with the rules of [`crate::values`]: this is the
+    /// one place values from flags, API requests, the environment and
+    /// `rlm.toml` are checked.
+    pub fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+        let r = Reader::new(lookup);
         let mut c = EngineConfig {
-            budget: BudgetConfig::from_lookup(&get)?,
-            flows: FlowsConfig::from_lookup(&get)?,
+            budget: BudgetConfig::from_settings(lookup)?,
+            flows: FlowsConfig::from_settings(lookup)?,
             ..Default::default()
         };
-        if let Some(v) = get("RLM_CONTEXT_SHAPE").filter(|v| !v.trim().is_empty()) {
-            c.context_shape = v.parse().map_err(|e| format!("RLM_CONTEXT_SHAPE: {e}"))?;
+        if let Some(v) = r.parsed("RLM_CONTEXT_SHAPE")? {
+            c.context_shape = v;
         }
-        if let Some(v) = get("RLM_CITATIONS").filter(|v| !v.trim().is_empty()) {
-            c.citation_policy = v.parse().map_err(|e| format!("RLM_CITATIONS: {e}"))?;
+        if let Some(v) = r.parsed("RLM_CITATIONS")? {
+            c.citation_policy = v;
         }
-        if let Some(v) = get("RLM_VERIFY_CITATIONS").filter(|v| !v.trim().is_empty()) {
-            c.verify_citations = parse_bool("RLM_VERIFY_CITATIONS", &v)?;
+        if let Some(v) = r.boolean("RLM_VERIFY_CITATIONS")? {
+            c.verify_citations = v;
         }
-        if let Some(v) = get("RLM_DEFER_FINAL").filter(|v| !v.trim().is_empty()) {
-            c.defer_final_after_fanout = parse_bool("RLM_DEFER_FINAL", &v)?;
+        if let Some(v) = r.boolean("RLM_DEFER_FINAL")? {
+            c.defer_final_after_fanout = v;
         }
-        if let Some(v) = get("RLM_INSPECT_SEARCH_K").filter(|v| !v.trim().is_empty()) {
-            c.inspect_search_k = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|k| *k <= 50)
-                .ok_or_else(|| {
-                    format!(
-                        "environment variable RLM_INSPECT_SEARCH_K={v:?} is not a whole number from 0 to 50"
-                    )
-                })?;
+        if let Some(v) = r.whole("RLM_INSPECT_SEARCH_K")? {
+            c.inspect_search_k = v;
         }
-        if let Some(v) = get("RLM_MAX_NO_CODE_REPLIES").filter(|v| !v.trim().is_empty()) {
-            c.max_replies_without_code = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| {
-                    format!(
-                        "environment variable RLM_MAX_NO_CODE_REPLIES={v:?} is not a whole number of at least 1"
-                    )
-                })?;
+        if let Some(v) = r.whole("RLM_MAX_NO_CODE_REPLIES")? {
+            c.max_replies_without_code = v;
         }
-        if let Some(v) = get("RLM_SUB_CONTEXT_CHARS").filter(|v| !v.trim().is_empty()) {
-            c.sub_context_chars = v.trim().parse().map_err(|_| {
-                format!("environment variable RLM_SUB_CONTEXT_CHARS={v:?} is not a valid number")
-            })?;
+        if let Some(v) = r.whole("RLM_SUB_CONTEXT_CHARS")? {
+            c.sub_context_chars = v;
         }
         Ok(c)
     }
@@ -215,7 +196,7 @@ mod tests {
                 (k == "RLM_MAX_NO_CODE_REPLIES").then(|| bad.to_string())
             })
             .unwrap_err();
-            assert!(e.contains("at least 1"), "{e}");
+            assert!(e.contains("from 1 to 100"), "{e}");
         }
         assert_eq!(c.context_shape, ContextShape::List);
         assert_eq!(c.citation_policy, CitationPolicy::Strict);

@@ -13,8 +13,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rlm_engine::citations::CitationStatus;
 use rlm_engine::{
-    Answer, AskRequest, CancelToken, CitationPolicy, ContextShape, Corpus, Engine, EngineConfig,
-    Flow, Inspector, SessionStore, SettingsFile, Trace, TraceEvent, TraceRecord, Turn,
+    Answer, AskRequest, CancelToken, Corpus, Engine, Flow, QuestionSettings, ResolvedQuestion,
+    SessionStore, SettingsFile, Surface, Trace, TraceEvent, TraceRecord, Turn,
 };
 use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;
@@ -44,7 +44,7 @@ pub struct AskArgs {
     /// Multi-turn session: earlier questions, answers and findings carry over.
     #[arg(long, value_name = "NAME")]
     pub session: Option<String>,
-    /// Domain instructions added to the system prompt (seed 004's PROMPT.md).
+    /// Domain instructions added to the system prompt (like a project's PROMPT.md).
     #[arg(long, value_name = "FILE")]
     pub briefing: Option<PathBuf>,
     /// Shape of `context` in the REPL: string (one string with [DOCUMENT i: path] headers) or list [env: RLM_CONTEXT_SHAPE].
@@ -58,19 +58,19 @@ pub struct AskArgs {
     pub verify: Option<String>,
     /// Model calls across the whole call tree [env: RLM_MAX_LLM_CALLS].
     #[arg(long, value_name = "N")]
-    pub max_llm_calls: Option<u32>,
+    pub max_llm_calls: Option<String>,
     /// Deepest agent level; rlm_query there is a plain llm_query [env: RLM_MAX_DEPTH].
     #[arg(long, value_name = "N")]
-    pub max_depth: Option<u32>,
+    pub max_depth: Option<String>,
     /// Model turns of the root agent [env: RLM_MAX_CALLS].
     #[arg(long, value_name = "N")]
-    pub max_iterations: Option<u32>,
+    pub max_iterations: Option<String>,
     /// Cost cap in USD [env: RLM_MAX_COST_USD].
     #[arg(long, value_name = "USD")]
-    pub max_cost_usd: Option<f64>,
+    pub max_cost_usd: Option<String>,
     /// Wall-clock cap for the question in seconds [env: RLM_MAX_WALL_SECS].
     #[arg(long, value_name = "SECS")]
-    pub max_wall_secs: Option<f64>,
+    pub max_wall_secs: Option<String>,
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -91,52 +91,32 @@ pub(crate) fn worker_command() -> anyhow::Result<WorkerCommand> {
     Ok(WorkerCommand::rlm_subcommand(exe))
 }
 
-/// The engine settings: flags, then the environment, then rlm.toml's `[engine]`.
-fn engine_config(args: &AskArgs) -> anyhow::Result<EngineConfig> {
+/// The question's flags as the engine's per-question settings.
+fn question_settings(args: &AskArgs) -> QuestionSettings {
+    QuestionSettings {
+        surface: Surface::Flags,
+        flow: args.flow.clone(),
+        use_rlm: None,
+        inspector: args.inspector.clone(),
+        citations: args.citations.clone(),
+        verify: args.verify.clone(),
+        context_shape: args.context_shape.clone(),
+        max_llm_calls: args.max_llm_calls.clone(),
+        max_iterations: args.max_iterations.clone(),
+        max_depth: args.max_depth.clone(),
+        max_cost_usd: args.max_cost_usd.clone(),
+        max_wall_secs: args.max_wall_secs.clone(),
+    }
+}
+
+/// The engine settings and the request's own: the flags over the
+/// environment over rlm.toml's `[engine]`, checked by the engine.
+fn resolve_settings(args: &AskArgs) -> anyhow::Result<ResolvedQuestion> {
     let file = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
-    let mut c = file
-        .engine_config(|k| file.lookup(k))
-        .map_err(anyhow::Error::msg)?;
-    if let Some(s) = &args.context_shape {
-        c.context_shape = s.parse::<ContextShape>().map_err(anyhow::Error::msg)?;
-    }
-    if let Some(p) = &args.citations {
-        c.citation_policy = p.parse::<CitationPolicy>().map_err(anyhow::Error::msg)?;
-    }
-    if let Some(v) = &args.verify {
-        c.verify_citations = match v.to_ascii_lowercase().as_str() {
-            "on" | "true" | "yes" => true,
-            "off" | "false" | "no" => false,
-            other => bail!("--verify {other:?}: use on or off"),
-        };
-    }
-    let b = &mut c.budget;
-    if let Some(n) = args.max_llm_calls {
-        b.max_llm_calls = n;
-        if file.lookup("RLM_ROOT_RESERVED").is_none() {
-            b.fit_reserve();
-        }
-    }
-    if let Some(n) = args.max_depth {
-        b.max_depth = n;
-    }
-    if let Some(n) = args.max_iterations {
-        b.root_iterations = n;
-    }
-    if let Some(usd) = args.max_cost_usd {
-        if usd.is_nan() || usd <= 0.0 {
-            bail!("--max-cost-usd must be a positive number of dollars");
-        }
-        b.max_cost_usd = Some(usd);
-    }
-    if let Some(s) = args.max_wall_secs {
-        if s.is_nan() || s <= 0.0 {
-            bail!("--max-wall-secs must be a positive number of seconds");
-        }
-        b.wall_clock = Duration::from_secs_f64(s);
-    }
-    b.validate().map_err(anyhow::Error::msg)?;
-    Ok(c)
+    let base = file.engine_config().map_err(anyhow::Error::msg)?;
+    question_settings(args)
+        .resolve(&base)
+        .map_err(anyhow::Error::msg)
 }
 
 /// The query embedder of a store with embeddings (the model it was embedded
@@ -184,16 +164,11 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
             "the question is empty; ask something, e.g. rlm ask \"What is the notice period?\" --store DIR"
         );
     }
-    let flow: Flow = match &args.flow {
-        Some(f) => f.parse().map_err(anyhow::Error::msg)?,
-        None => Flow::Configured,
-    };
-    let inspector = match &args.inspector {
-        Some(i) => Some(i.parse::<Inspector>().map_err(anyhow::Error::msg)?),
-        None => None,
-    };
-    let config = engine_config(&args)?;
-    let config_policy = config.citation_policy;
+    let ResolvedQuestion {
+        config,
+        flow,
+        pipeline,
+    } = resolve_settings(&args)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
     let store = Arc::new(args.store.open()?);
     let mut sessions = match &args.session {
@@ -241,12 +216,8 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         });
         let mut req = AskRequest::new(args.question.clone());
         req.flow = flow;
-        req.pipeline.inspector = inspector;
+        req.pipeline = pipeline;
         req.pipeline.embedder = embedder;
-        if args.citations.is_some() {
-            // An explicit flag beats RLM_CITATION_POLICY for the pipeline and rag flows too.
-            req.pipeline.citation_policy = Some(config_policy);
-        }
         req.briefing = briefing;
         req.session = session;
         req.trace = trace.clone();

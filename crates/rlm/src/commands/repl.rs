@@ -97,6 +97,8 @@ fn model(args: &ReplArgs) -> anyhow::Result<Result<(LlmClient, LlmConfig), Strin
 }
 
 async fn run(args: ReplArgs) -> anyhow::Result<()> {
+    let file = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut config = file.engine_config().map_err(anyhow::Error::msg)?;
     let store = Arc::new(args.store.open()?);
     let corpus = Arc::new(Corpus::load(store).context("cannot list the store's documents")?);
     let shape = ContextShape::from(args.context);
@@ -105,10 +107,6 @@ async fn run(args: ReplArgs) -> anyhow::Result<()> {
     let mut sandbox = SandboxConfig::new(worker_command()?);
     sandbox.cell_time_limit = Duration::from_secs(args.cell_timeout.max(1));
     sandbox.memory_limit_bytes = args.memory_mib.saturating_mul(1 << 20);
-    let file = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
-    let mut config = file
-        .engine_config(|k| file.lookup(k))
-        .map_err(anyhow::Error::msg)?;
     config.context_shape = shape;
     let pool = WorkerPool::new(sandbox, 1).await?;
     let (mut console, model_line) = match model(&args)? {

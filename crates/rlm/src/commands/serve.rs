@@ -36,7 +36,7 @@ pub struct ServeArgs {
     /// Finished runs kept on disk in <store>/runs/ (answer and trace); older ones are deleted.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub keep_runs: usize,
-    /// Domain instructions for every question's system prompt (seed 004's PROMPT.md); a request's own `briefing` replaces it.
+    /// Domain instructions for every question's system prompt (like a project's PROMPT.md); a request's own `briefing` replaces it.
     #[arg(long, value_name = "FILE")]
     pub briefing: Option<PathBuf>,
     #[command(flatten)]
@@ -57,9 +57,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--max-question-chars must be 1 or more");
     }
     let settings = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
-    let mut config = settings
-        .engine_config(|k| settings.lookup(k))
-        .map_err(anyhow::Error::msg)?;
+    let mut config = settings.engine_config().map_err(anyhow::Error::msg)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
     let store = Arc::new(args.store.open()?);
     let llm_config = args.llm.load()?;

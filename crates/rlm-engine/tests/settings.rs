@@ -1,0 +1,203 @@
+//! Every numeric setting through every entry point the engine owns (the
+//! environment, `rlm.toml`, a question's flags and API fields): hostile
+//! values are one-line errors naming the setting, never a panic; the
+//! bounds of each range are accepted.
+
+use std::path::Path;
+
+use rlm_engine::values::{NUMERIC_SETTINGS, NumericSetting, Range};
+use rlm_engine::{EngineConfig, QuestionSettings, SettingsFile, Surface};
+
+/// Values no numeric setting accepts, plus the ones just past its range.
+fn bad_values(s: &NumericSetting) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "nan",
+        "NaN",
+        "inf",
+        "-inf",
+        "infinity",
+        "-1",
+        "1e400",
+        "99999999999999999999999999",
+        "ten",
+        "0x10",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    match s.range {
+        Range::Whole(min, max) => {
+            v.push((max as u128 + 1).to_string());
+            if min > 0 {
+                v.push((min - 1).to_string());
+            }
+            v.push("1.5".into());
+        }
+        Range::Above(min, max) => {
+            v.push(min.to_string());
+            v.push((max * 2.0).to_string());
+        }
+        Range::Between(min, max) => {
+            v.push((min - 0.5).to_string());
+            v.push((max + 0.5).to_string());
+        }
+    }
+    v
+}
+
+/// Values at the edges of the range, which must be accepted alone.
+fn good_values(s: &NumericSetting) -> Vec<String> {
+    match s.range {
+        Range::Whole(min, max) => vec![min.to_string(), max.to_string()],
+        Range::Above(min, max) => vec![(min + 0.5).to_string(), max.to_string()],
+        Range::Between(min, max) => vec![min.to_string(), max.to_string()],
+    }
+}
+
+/// Settings whose accepted range still depends on another setting.
+fn needs_partner(key: &str, value: &str) -> bool {
+    // The root's reserve must stay below the call limit (50 by default).
+    key == "RLM_ROOT_RESERVED" && value.parse::<u64>().is_ok_and(|v| v >= 50)
+}
+
+#[test]
+fn environment_values() {
+    for s in NUMERIC_SETTINGS {
+        for bad in bad_values(s) {
+            let r = std::panic::catch_unwind(|| {
+                EngineConfig::from_lookup(|k| (k == s.key).then(|| bad.clone()))
+            });
+            let e = r
+                .unwrap_or_else(|_| panic!("{}={bad} panicked", s.key))
+                .expect_err(&format!("{}={bad} accepted", s.key));
+            assert!(e.contains(s.key), "{}={bad}: {e}", s.key);
+            assert!(!e.contains('\n'), "{}={bad}: {e}", s.key);
+        }
+        for good in good_values(s) {
+            let r = EngineConfig::from_lookup(|k| (k == s.key).then(|| good.clone()));
+            if !needs_partner(s.key, &good) {
+                assert!(r.is_ok(), "{}={good}: {r:?}", s.key);
+            }
+        }
+    }
+}
+
+#[test]
+fn settings_file_values() {
+    for s in NUMERIC_SETTINGS {
+        let key = s
+            .key
+            .strip_prefix("RLM_")
+            .unwrap_or(s.key)
+            .to_ascii_lowercase();
+        for bad in bad_values(s) {
+            // As a TOML number where TOML has one (nan, inf, -1, 1.5 …), else as a string.
+            // (TOML's own 0x10 is the number 16: only its string form is bad.)
+            let bare = (bad != "0x10").then(|| bad.clone());
+            for literal in bare.into_iter().chain([format!("{bad:?}")]) {
+                let text = format!("[engine]\n{key} = {literal}\n");
+                let Ok(file) = SettingsFile::parse(&text, Path::new("rlm.toml")) else {
+                    continue; // not TOML at all: its own one-line error
+                };
+                let e = file
+                    .engine_config_with_env(&|_| None)
+                    .expect_err(&format!("{key} = {literal} accepted"));
+                assert!(
+                    e.starts_with(&format!("rlm.toml: [engine] {key}")),
+                    "{key} = {literal}: {e}"
+                );
+            }
+        }
+    }
+}
+
+/// A question's numeric settings: (field, flag, key).
+const QUESTION_NUMBERS: [(&str, &str, &str); 5] = [
+    ("max_llm_calls", "--max-llm-calls", "RLM_MAX_LLM_CALLS"),
+    ("max_iterations", "--max-iterations", "RLM_MAX_CALLS"),
+    ("max_depth", "--max-depth", "RLM_MAX_DEPTH"),
+    ("max_cost_usd", "--max-cost-usd", "RLM_MAX_COST_USD"),
+    ("max_wall_secs", "--max-wall-secs", "RLM_MAX_WALL_SECS"),
+];
+
+fn question(field: &str, value: &str, surface: Surface) -> QuestionSettings {
+    let mut q = QuestionSettings {
+        surface,
+        ..QuestionSettings::default()
+    };
+    let slot = match field {
+        "max_llm_calls" => &mut q.max_llm_calls,
+        "max_iterations" => &mut q.max_iterations,
+        "max_depth" => &mut q.max_depth,
+        "max_cost_usd" => &mut q.max_cost_usd,
+        _ => &mut q.max_wall_secs,
+    };
+    *slot = Some(value.to_string());
+    q
+}
+
+#[test]
+fn question_values_from_flags_and_api_fields() {
+    let base = EngineConfig::default();
+    for (field, flag, key) in QUESTION_NUMBERS {
+        let s = NUMERIC_SETTINGS.iter().find(|s| s.key == key).unwrap();
+        for (surface, name) in [(Surface::Flags, flag), (Surface::Api, field)] {
+            for bad in bad_values(s) {
+                let e = question(field, &bad, surface)
+                    .resolve(&base)
+                    .expect_err(&format!("{name}={bad} accepted"));
+                assert!(e.starts_with(&format!("{name}=")), "{name}={bad}: {e}");
+            }
+            for good in good_values(s) {
+                let r = question(field, &good, surface).resolve(&base);
+                assert!(r.is_ok(), "{name}={good}: {r:?}");
+            }
+        }
+    }
+    // A question's call limit shrinks the default reserve to fit.
+    let r = question("max_llm_calls", "2", Surface::Api)
+        .resolve(&base)
+        .unwrap();
+    assert_eq!(r.config.budget.max_llm_calls, 2);
+    assert!(r.config.budget.root_reserved_calls < 2);
+    let r = question("max_wall_secs", "2.5", Surface::Flags)
+        .resolve(&base)
+        .unwrap();
+    assert_eq!(r.config.budget.wall_clock.as_secs_f64(), 2.5);
+}
+
+#[test]
+fn question_words_are_checked_too() {
+    let base = EngineConfig::default();
+    let q = QuestionSettings {
+        surface: Surface::Flags,
+        flow: Some("magic".into()),
+        ..QuestionSettings::default()
+    };
+    assert!(
+        q.resolve(&base)
+            .unwrap_err()
+            .starts_with("--flow: unknown flow")
+    );
+    let q = QuestionSettings {
+        surface: Surface::Api,
+        verify: Some("maybe".into()),
+        ..QuestionSettings::default()
+    };
+    let e = q.resolve(&base).unwrap_err();
+    assert!(e.starts_with("verify=\"maybe\" is not a boolean"), "{e}");
+    let q = QuestionSettings {
+        surface: Surface::Api,
+        citations: Some("strict".into()),
+        inspector: Some("per-chunk".into()),
+        use_rlm: Some(false),
+        ..QuestionSettings::default()
+    };
+    let r = q.resolve(&base).unwrap();
+    assert_eq!(r.flow, rlm_engine::Flow::Rag);
+    assert_eq!(
+        r.pipeline.citation_policy,
+        Some(rlm_engine::CitationPolicy::Strict)
+    );
+    assert_eq!(r.pipeline.inspector, Some(rlm_engine::Inspector::PerChunk));
+}
