@@ -1,4 +1,4 @@
-//! Citations in answers and their mechanical verification (seed 003, level 1).
+//! Citations in answers and their mechanical verification (ids exist, quotes appear in the cited text).
 //!
 //! Markers the prompt teaches the model (all machine-parseable):
 //!

@@ -18,7 +18,7 @@ pub enum ContextShape {
     /// One string, each document preceded by `[DOCUMENT i: path]` (the paper's shape).
     #[default]
     String,
-    /// A list of per-document strings (seed 003's `context[]`).
+    /// A list of per-document strings (`context[i]` is document i).
     List,
 }
 
@@ -51,7 +51,7 @@ pub struct CorpusDocument {
 }
 
 /// The documents of a store, listed once per question. Texts stay in the
-/// store and are read one at a time when a sandbox session starts (see
+/// store and are read one at a time when a sandbox interpreter starts (see
 /// [`Corpus::texts`]), so a 100 MB corpus is never held by the engine.
 #[derive(Debug)]
 pub struct Corpus {
@@ -118,7 +118,7 @@ impl Corpus {
     }
 
     /// The document texts as a sandbox [`TextSource`] (text `i` = document `i`),
-    /// read from the store while a session starts.
+    /// read from the store while an interpreter starts.
     pub fn texts(self: &Arc<Self>) -> Arc<dyn TextSource> {
         Arc::new(CorpusTexts(Arc::clone(self)))
     }

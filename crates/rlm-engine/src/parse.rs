@@ -270,7 +270,7 @@ const ASYNC_TWINS: &[&str] = &["llm_query", "rlm_query"];
 /// Adapts model code to the sandbox's split between sync and awaitable host
 /// functions (one name cannot be both): `await llm_query(...)` and
 /// `llm_query(...)` inside an `asyncio.gather(...)` call become
-/// `llm_query_async(...)`, the form models trained on seed 004-style code write.
+/// `llm_query_async(...)`, the form models trained on `asyncio.gather` fan-out code write.
 pub fn adapt_async_calls(code: &str) -> String {
     let mut out = code.to_string();
     for name in ASYNC_TWINS {

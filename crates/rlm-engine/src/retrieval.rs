@@ -50,7 +50,7 @@ pub(crate) struct Hit {
 /// Hybrid retrieval (BM25 + vectors fused by RRF, `Store::search_hybrid`)
 /// when an embedder is given and the store has embeddings, else BM25. A
 /// hybrid failure (model mismatch, embedder down) falls back to BM25 with a
-/// `fallback` event. Seed 001's "High recall mode on" is a `retrieval` step.
+/// `fallback` event. The "High recall mode on" log line is a `retrieval` step.
 pub(crate) fn stage1(
     fx: &Run,
     query: &str,

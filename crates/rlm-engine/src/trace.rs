@@ -249,7 +249,7 @@ pub enum TraceEvent {
     },
     /// A step of the `pipeline`, `rag` or `auto` flow: `route`, `intent`,
     /// `retrieval`, `expansion`, `inspector`, `selection`, `summary`, `merge`,
-    /// `citations` (seed 001's log lines are in `message`).
+    /// `citations` (the pipeline's log lines are in `message`).
     FlowStep {
         /// Agent id (`0` for the question, `0.N` for file N).
         agent: String,

@@ -363,7 +363,7 @@ async fn per_chunk_selects_by_generated_programs() {
             .iter()
             .all(|c| c.status == CitationStatus::Verified)
     );
-    // Intent extracted once, frozen, in the trace; seed 001's log lines.
+    // Intent extracted once, frozen, in the trace; the pipeline's log lines.
     let intent_calls = server
         .requests()
         .iter()

@@ -256,7 +256,7 @@ fn bad_worker_path_is_a_clear_error() {
 }
 
 #[test]
-fn crashed_session_is_replaced_in_jsonl_mode() {
+fn crashed_interpreter_is_replaced_in_jsonl_mode() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
     let out = jsonl(

@@ -1,4 +1,4 @@
-//! Generated inspection programs (seed 000): extraction from a model reply,
+//! Generated inspection programs (the per-chunk and iterative inspectors): extraction from a model reply,
 //! static validation, and running them in the sandbox with tight limits.
 
 use std::collections::HashSet;
@@ -121,7 +121,7 @@ fn validate_common(code: &str, name: &str, evidence: &str) -> Result<(), String>
     Ok(())
 }
 
-/// Seed 000's `_validate_inspection_code` for `evaluate_chunk_relevance`.
+/// The static checks of a generated `evaluate_chunk_relevance` program.
 pub fn validate_chunk_program(code: &str, query: &str, chunk_text: &str) -> Result<(), String> {
     validate_common(
         code,
@@ -151,7 +151,7 @@ pub fn validate_chunk_program(code: &str, query: &str, chunk_text: &str) -> Resu
     Ok(())
 }
 
-/// Seed 000's `_validate_inspection_program` for `inspect_iteration`.
+/// The static checks of a generated `inspect_iteration` program.
 pub fn validate_iteration_program(
     code: &str,
     query: &str,
@@ -183,12 +183,12 @@ impl HostHandler for NoHost {
     }
 }
 
-/// A sandbox session for generated programs, with the limits of its kind
-/// (seed 000: 2 s / 256 MB per chunk, 5 s / 512 MB per iteration). A worker
+/// A sandbox interpreter for generated programs, with the limits of its kind
+/// (by default 2 s / 256 MB per chunk, 5 s / 512 MB per iteration). A worker
 /// that dies (memory, timeout) is replaced on the next run.
 pub struct ProgramRunner {
     config: SandboxConfig,
-    session: Option<Interpreter>,
+    interp: Option<Interpreter>,
 }
 
 /// Why a program run produced no value.
@@ -203,20 +203,18 @@ impl ProgramRunner {
         config.kill_grace = Duration::from_millis(time_ms.clamp(500, 3000));
         ProgramRunner {
             config,
-            session: None,
+            interp: None,
         }
     }
 
-    async fn session(&mut self) -> Result<&mut Interpreter, RunError> {
-        if self.session.as_mut().is_none_or(|s| !s.is_alive()) {
+    async fn interpreter(&mut self) -> Result<&mut Interpreter, RunError> {
+        if self.interp.as_mut().is_none_or(|s| !s.is_alive()) {
             let s = Interpreter::start(&self.config, &InterpreterSpec::new())
                 .await
                 .map_err(|e| format!("the sandbox could not start: {e}"))?;
-            self.session = Some(s);
+            self.interp = Some(s);
         }
-        self.session
-            .as_mut()
-            .ok_or_else(|| "no sandbox".to_string())
+        self.interp.as_mut().ok_or_else(|| "no sandbox".to_string())
     }
 
     /// Defines `code`, sets `inputs`, runs `expr` and returns its value
@@ -228,19 +226,19 @@ impl ProgramRunner {
         expr: &str,
     ) -> Result<Value, RunError> {
         let handler = Arc::new(NoHost);
-        let session = self.session().await?;
+        let interp = self.interpreter().await?;
         for (name, v) in inputs {
-            session
+            interp
                 .set_var(name, v.clone())
                 .await
                 .map_err(|e| format!("sandbox: {e}"))?;
         }
         let cell = format!("{code}\n\nrlm_program_result = {expr}\n");
-        let result = session.run_cell(&cell, &handler).await;
+        let result = interp.run_cell(&cell, &handler).await;
         let r = match result {
             Ok(r) => r,
             Err(e) => {
-                self.session = None;
+                self.interp = None;
                 return Err(format!("the program was stopped: {e}"));
             }
         };
@@ -250,8 +248,8 @@ impl ProgramRunner {
                 err.exc_type, err.message
             ));
         }
-        let session = self.session().await?;
-        session
+        let interp = self.interpreter().await?;
+        interp
             .get_var("rlm_program_result")
             .await
             .map_err(|e| format!("sandbox: {e}"))?
@@ -260,13 +258,13 @@ impl ProgramRunner {
 
     /// Closes the worker.
     pub async fn close(self) {
-        if let Some(s) = self.session {
+        if let Some(s) = self.interp {
             s.close().await;
         }
     }
 }
 
-/// Seed 000's sanity tests and the real evaluation of one chunk program in
+/// The sanity tests (garbage text must not match) and the real evaluation of one chunk program in
 /// one cell: `[f(""), f(garbage), f(chunk_text)]`. Sanity failures are errors.
 pub async fn evaluate_chunk(
     runner: &mut ProgramRunner,
@@ -326,7 +324,7 @@ pub fn query_terms(text: &str) -> Vec<String> {
     out
 }
 
-/// Seed 000's query-term fallback `inspect_iteration`: keeps the chunks
+/// The query-term fallback `inspect_iteration`: keeps the chunks
 /// that share the most query terms (at least one), at most half the set.
 pub fn fallback_iteration_program(terms: &[String]) -> String {
     let list = terms

@@ -1,5 +1,5 @@
 //! Deterministic selection helpers shared by the inspectors: the cheap score,
-//! seed 000's top-k fallback, the post-selection budget
+//! the top-k fallback, the post-selection budget
 //! (`MAX_SELECTED_CHUNKS_PER_FILE`, `MAX_TOTAL_CHARS_FOR_SUMMARY`) and recency
 //! prioritization.
 
@@ -19,7 +19,7 @@ pub fn cheap_score(terms: &[String], text: &str, entry: bool) -> usize {
     terms.iter().filter(|w| t.contains(w.as_str())).count() + usize::from(entry)
 }
 
-/// Seed 000's `_select_top_k_chunks`: the `k` best chunks by cheap score
+/// The top-k fallback: the `k` best chunks by cheap score
 /// (ties by document order), returned in document order.
 pub(crate) fn top_k(chunks: &[&FileChunk], query: &str, k: usize) -> Vec<String> {
     let terms = query_terms(query);

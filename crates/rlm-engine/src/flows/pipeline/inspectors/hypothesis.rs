@@ -1,4 +1,4 @@
-//! Seed 002's hypothesis-driven recursion, per file: from the frozen intent
+//! The hypothesis inspector: hypothesis-driven recursion, per file: from the frozen intent
 //! and the current chunks a hypothesis `{statement, confidence, gaps}`; every
 //! chunk scored 0–1 against it (batched calls); chunks scoring at least
 //! `RLM_HYPOTHESIS_KEEP` stay. Stops on average confidence ≥

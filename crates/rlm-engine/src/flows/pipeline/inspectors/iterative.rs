@@ -1,8 +1,8 @@
-//! Seed 000 mode 2 (the preferred inspector): prefilter (exact duplicates
+//! The iterative inspector (the preferred one): prefilter (exact duplicates
 //! removed by hash, at most `MAX_PREFILTER_CHUNKS` by cheap score), phase A
 //! boolean evaluation, then up to `MAX_RLM_ITERATIONS` generated
 //! `inspect_iteration(chunks)` programs run in the sandbox (5 s / 512 MB),
-//! with every post-processing rule of the seed.
+//! with every post-processing rule (select-all guard, minimum kept, narrowing rule, confidence boost).
 
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -135,7 +135,7 @@ async fn program_for(
     Ok(fallback_program.to_string())
 }
 
-/// Seed 000's extract limit: past `max_bytes` of JSON, string values are cut
+/// The extract limit: past `max_bytes` of JSON, string values are cut
 /// to 500 characters and other values dropped.
 pub(crate) fn cap_extracted(
     data: Map<String, Value>,

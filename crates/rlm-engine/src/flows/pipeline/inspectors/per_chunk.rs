@@ -1,4 +1,4 @@
-//! Seed 000 mode 1: per chunk, the model writes `evaluate_chunk_relevance`;
+//! The per-chunk inspector: per chunk, the model writes `evaluate_chunk_relevance`;
 //! it is validated, sanity-tested and run in the sandbox (2 s / 256 MB).
 //! Guardrails: more than 90% of more than 5 chunks selected → deterministic
 //! top-k with confidence 0.2; none selected → the first 3 chunks.
