@@ -99,7 +99,9 @@ pub struct SearchArgs {
     )]
     pub mode: RetrievalMode,
     /// High-recall mode: at least 200 results and no similarity cut-off.
-    #[arg(long, env = "RLM_LOW_RECALL_MODE")]
+    /// (No environment variable: the engine's `RLM_LOW_RECALL_MODE` means
+    /// the opposite, high recall off.)
+    #[arg(long)]
     pub high_recall: bool,
     /// Config file with `[llm]` and `[embeddings]` tables (default ./rlm.toml when present).
     #[arg(long, value_name = "FILE")]
