@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::values::{Found, Lookup, Reader};
+use crate::values::{FromSettings, Lookup, Reader};
 
 /// Limits for one question. Every field has an
 /// environment variable (see [`BudgetConfig::from_env`]).
@@ -65,21 +65,10 @@ impl Default for BudgetConfig {
 /// Fraction of `max_total_tokens` at which new calls are refused.
 pub const TOKEN_CHECK_RATIO: f64 = 0.95;
 
-impl BudgetConfig {
-    /// Defaults overridden by the `RLM_*` environment variables. A variable that
-    /// is set but not a valid number is an error naming it.
-    pub fn from_env() -> Result<Self, String> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// Like [`from_env`](Self::from_env) with an explicit variable lookup (testable).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        Self::from_settings(&|k: &str| get(k).map(|v| Found::env(k, v)))
-    }
-
+impl FromSettings for BudgetConfig {
     /// The limits from `lookup` (a question's own settings, the environment,
     /// a settings file), every value range-checked by [`crate::values`].
-    pub fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+    fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
         let r = Reader::new(lookup);
         let mut c = BudgetConfig::default();
         if let Some(v) = r.whole("RLM_MAX_DEPTH")? {
@@ -127,7 +116,9 @@ impl BudgetConfig {
         c.validate()?;
         Ok(c)
     }
+}
 
+impl BudgetConfig {
     /// Rejects limits that cannot work, with a message saying which and why.
     pub fn validate(&self) -> Result<(), String> {
         if self.root_iterations == 0 {

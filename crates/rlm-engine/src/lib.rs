@@ -26,6 +26,7 @@
 //! # async fn demo() -> anyhow::Result<()> {
 //! use std::sync::Arc;
 //! use rlm_engine::{AskRequest, Corpus, Engine, EngineConfig};
+//! use rlm_engine::values::FromSettings;
 //!
 //! let store = Arc::new(rlm_corpus::Store::open(std::path::Path::new(".rlm"))?);
 //! let corpus = Arc::new(Corpus::load(store)?);

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::EngineConfig;
-use crate::values::{Found, LAYER_FILE};
+use crate::values::{Found, FromSettings, LAYER_FILE};
 
 /// The config file read when none is named, if it exists.
 pub const DEFAULT_SETTINGS_FILE: &str = "rlm.toml";

@@ -44,6 +44,26 @@ pub const LAYER_FILE: u8 = 2;
 /// Where setting values are looked up: `RLM_*` key → value found.
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<Found>;
 
+/// Settings read from `RLM_*` keys: implement [`from_settings`]
+/// (strongest source first), get the environment readers for free.
+///
+/// [`from_settings`]: FromSettings::from_settings
+pub trait FromSettings: Sized {
+    /// The settings from `lookup`, every value checked by this module.
+    fn from_settings(lookup: Lookup<'_>) -> Result<Self, String>;
+
+    /// Like [`from_env`](Self::from_env) with an explicit variable lookup (testable).
+    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        Self::from_settings(&|k: &str| get(k).map(|v| Found::env(k, v)))
+    }
+
+    /// Defaults overridden by the `RLM_*` environment variables (see the
+    /// README tables); a bad value is an error naming it.
+    fn from_env() -> Result<Self, String> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+}
+
 /// The kind and range of a numeric setting.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Range {

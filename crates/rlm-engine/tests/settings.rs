@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use rlm_engine::values::{NUMERIC_SETTINGS, NumericSetting, Range};
+use rlm_engine::values::{FromSettings, NUMERIC_SETTINGS, NumericSetting, Range};
 use rlm_engine::{EngineConfig, QuestionSettings, SettingsFile, Surface};
 
 /// Values no numeric setting accepts, plus the ones just past its range.

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Flow;
 use crate::citations::CitationPolicy;
-use crate::values::{Found, Lookup, Reader};
+use crate::values::{FromSettings, Lookup, Reader};
 
 /// The per-file inspector of the `pipeline` flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -173,19 +173,9 @@ impl Default for FlowsConfig {
     }
 }
 
-impl FlowsConfig {
-    /// Defaults overridden by the environment.
-    pub fn from_env() -> Result<Self, String> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// Like [`from_env`](Self::from_env) with an explicit lookup.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        Self::from_settings(&|k: &str| get(k).map(|v| Found::env(k, v)))
-    }
-
+impl FromSettings for FlowsConfig {
     /// The settings from `lookup`, every value checked by [`crate::values`].
-    pub fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+    fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
         let r = Reader::new(lookup);
         let mut c = FlowsConfig::default();
         if let Some(v) = r.boolean("RLM_ENABLED")? {
@@ -269,7 +259,9 @@ impl FlowsConfig {
         c.validate()?;
         Ok(c)
     }
+}
 
+impl FlowsConfig {
     /// Rejects settings that cannot work, naming the variable.
     pub fn validate(&self) -> Result<(), String> {
         let positive: [(&str, usize); 8] = [

@@ -14,7 +14,7 @@ pub use flows::{FlowsConfig, Inspector, RecencyMode};
 use crate::budget::BudgetConfig;
 use crate::citations::CitationPolicy;
 use crate::corpus::ContextShape;
-use crate::values::{Found, Lookup, Reader};
+use crate::values::{FromSettings, Lookup, Reader};
 
 /// Engine settings beyond the budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,23 +77,13 @@ fn default_inspect_search_k() -> usize {
     3
 }
 
-impl EngineConfig {
-    /// Defaults overridden by environment variables (see the README table).
-    pub fn from_env() -> Result<Self, String> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// Like [`from_env`](Self::from_env) with an explicit lookup.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        Self::from_settings(&|k: &str| get(k).map(|v| Found::env(k, v)))
-    }
-
+impl FromSettings for EngineConfig {
     /// The settings from `lookup` (a question's own settings, the
     /// environment, a settings file, strongest first). Every setting of the
     /// engine is read here, with the rules of [`crate::values`]: this is the
     /// one place values from flags, API requests, the environment and
     /// `rlm.toml` are checked.
-    pub fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+    fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
         let r = Reader::new(lookup);
         let mut c = EngineConfig {
             budget: BudgetConfig::from_settings(lookup)?,
