@@ -363,7 +363,7 @@ fn bad_input_gives_one_line_errors() {
         ),
         (
             &["q?", "--store", "store", "--verify", "maybe"],
-            "use on or off",
+            "--verify=\"maybe\" is not a boolean",
         ),
         (
             &["q?", "--store", "store", "--flow", "magic"],
@@ -379,7 +379,7 @@ fn bad_input_gives_one_line_errors() {
         ),
         (
             &["q?", "--store", "store", "--max-cost-usd", "0"],
-            "positive",
+            "--max-cost-usd=\"0\" is not a number more than 0",
         ),
     ];
     for (args, needle) in cases {

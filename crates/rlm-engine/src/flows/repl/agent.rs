@@ -12,7 +12,7 @@ use rlm_llm::{Message, ModelRole};
 use rlm_sandbox::{CellResult, InputValue, Interpreter, truncate_output};
 use serde_json::Value;
 
-use super::host::{AgentHost, BoxFut};
+use super::host::{AgentHost, BoxFut, caps};
 use super::inspection::{SUB_INSPECTION, input_sizes, interpreter_spec, root_inspection};
 use super::synthesis::{Outcome, material_from_ctx, synthesize};
 use crate::budget::Exhausted;
@@ -307,7 +307,17 @@ impl Agent {
         match d {
             FinalDirective::Answer(a) => Ok(a),
             FinalDirective::Var(name) => match self.get_var(&name).await {
-                Some(v) => Ok(value_to_text(&v)),
+                Some(v) => {
+                    let text = value_to_text(&v);
+                    let n = text.chars().count();
+                    if n > caps::ANSWER_CHARS {
+                        return Err(format!(
+                            "Error: FINAL_VAR({name}) holds {n} characters; an answer may have at most {}, so no answer was committed. Write the answer itself, not the material it comes from.",
+                            caps::ANSWER_CHARS
+                        ));
+                    }
+                    Ok(text)
+                }
                 None => Err(format!(
                     "Error: FINAL_VAR({name}) names a variable that does not exist, so no answer was committed. Create it in a ```repl block first (call SHOW_VARS() to list variables), or write FINAL(your answer)."
                 )),

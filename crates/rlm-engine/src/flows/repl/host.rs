@@ -26,6 +26,44 @@ pub(crate) type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// The largest `k` of `search(query, k)`.
 const MAX_SEARCH_K: u64 = 1000;
 
+/// Caps on what host calls move into the parent (which, unlike the sandbox,
+/// has no memory limit of its own): enforced here, before anything is kept,
+/// with a Python error the model can act on.
+pub(crate) mod caps {
+    /// Characters of a `search()` query.
+    pub const SEARCH_QUERY_CHARS: usize = 10_000;
+    /// Words of a `search()` query (each one is a term the index looks up).
+    pub const SEARCH_QUERY_WORDS: usize = 1_000;
+    /// Characters of one finding's text.
+    pub const FINDING_CHARS: usize = 10_000;
+    /// Characters of one finding's source.
+    pub const FINDING_SOURCE_CHARS: usize = 1_000;
+    /// Findings one run may record.
+    pub const FINDINGS_PER_RUN: usize = 1_000;
+    /// Characters of all the findings of one run.
+    pub const FINDINGS_CHARS_PER_RUN: usize = 1_000_000;
+    /// Characters of a committed answer.
+    pub const ANSWER_CHARS: usize = 1_000_000;
+}
+
+fn value_error(message: String) -> HostError {
+    HostError::Raise {
+        exc_type: "ValueError".into(),
+        message,
+    }
+}
+
+/// Refuses `text` past `limit` characters, saying what to do instead.
+pub(crate) fn within(what: &str, text: &str, limit: usize, instead: &str) -> Result<(), HostError> {
+    let n = text.chars().count();
+    if n > limit {
+        return Err(value_error(format!(
+            "{what} has {n} characters; the limit is {limit}: {instead}"
+        )));
+    }
+    Ok(())
+}
+
 /// `rlm_query`: a child agent one level deeper, or a plain `llm_query` when
 /// the child would be at `max_depth`.
 fn rlm_query(
@@ -270,10 +308,17 @@ impl AgentHost {
             "FINAL" => {
                 let v = arg(&call, 0, "answer")
                     .ok_or_else(|| type_error("FINAL() needs the answer".into()))?;
+                let answer = value_to_text(v);
+                within(
+                    "the answer given to FINAL()",
+                    &answer,
+                    caps::ANSWER_CHARS,
+                    "write the answer itself, not the material it comes from",
+                )?;
                 self.state
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .final_call = Some(FinalDirective::Answer(value_to_text(v)));
+                    .final_call = Some(FinalDirective::Answer(answer));
                 Ok(Value::Null)
             }
             "FINAL_VAR" => {
@@ -283,7 +328,16 @@ impl AgentHost {
                     Value::String(s) if is_identifier(s.trim()) => {
                         FinalDirective::Var(s.trim().to_string())
                     }
-                    other => FinalDirective::Answer(value_to_text(other)),
+                    other => {
+                        let answer = value_to_text(other);
+                        within(
+                            "the answer given to FINAL_VAR()",
+                            &answer,
+                            caps::ANSWER_CHARS,
+                            "write the answer itself, not the material it comes from",
+                        )?;
+                        FinalDirective::Answer(answer)
+                    }
                 };
                 self.state
                     .lock()
@@ -296,12 +350,37 @@ impl AgentHost {
                     .map(value_to_text)
                     .ok_or_else(|| type_error("add_finding() needs the finding text".into()))?;
                 let source = arg(&call, 1, "source").map(value_to_text);
+                within(
+                    "the finding",
+                    &text,
+                    caps::FINDING_CHARS,
+                    "record the fact in a sentence or two, not the passage",
+                )?;
+                if let Some(source) = &source {
+                    within(
+                        "the finding's source",
+                        source,
+                        caps::FINDING_SOURCE_CHARS,
+                        "name the document or chunk",
+                    )?;
+                }
+                let mut findings = ctx.findings.lock().unwrap_or_else(|e| e.into_inner());
+                let recorded: usize = findings.iter().map(|f| f.text.chars().count()).sum();
+                if findings.len() >= caps::FINDINGS_PER_RUN
+                    || recorded + text.chars().count() > caps::FINDINGS_CHARS_PER_RUN
+                {
+                    return Err(value_error(format!(
+                        "no more findings can be recorded in this run ({} findings, {recorded} characters; the limits are {} and {}): answer from what you have",
+                        findings.len(),
+                        caps::FINDINGS_PER_RUN,
+                        caps::FINDINGS_CHARS_PER_RUN
+                    )));
+                }
                 ctx.trace.emit(TraceEvent::Finding {
                     agent: self.id.clone(),
                     text: text.clone(),
                     source: source.clone(),
                 });
-                let mut findings = ctx.findings.lock().unwrap_or_else(|e| e.into_inner());
                 findings.push(Finding { text, source });
                 // The count, so a person at `rlm repl` sees the finding land.
                 Ok(Value::from(findings.len()))
@@ -321,12 +400,26 @@ impl AgentHost {
                             ))
                         })? as usize,
                 };
-                ctx.corpus
-                    .search_json(&query, k)
-                    .map_err(|e| HostError::Raise {
-                        exc_type: "ValueError".into(),
-                        message: format!("search failed: {e}"),
-                    })
+                within(
+                    "the search() query",
+                    &query,
+                    caps::SEARCH_QUERY_CHARS,
+                    "search with a few keywords",
+                )?;
+                let words = query.split_whitespace().count();
+                if words > caps::SEARCH_QUERY_WORDS {
+                    return Err(value_error(format!(
+                        "the search() query has {words} words; the limit is {}: search with a few keywords",
+                        caps::SEARCH_QUERY_WORDS
+                    )));
+                }
+                // Off the async runtime: a search is CPU work, and under
+                // `rlm serve` other requests share the runtime's threads.
+                let corpus = ctx.corpus.clone();
+                tokio::task::spawn_blocking(move || corpus.search_json(&query, k))
+                    .await
+                    .map_err(|e| HostError::runtime(format!("search failed: {e}")))?
+                    .map_err(|e| value_error(format!("search failed: {e}")))
             }
             other => Err(HostError::Raise {
                 exc_type: "NameError".into(),
