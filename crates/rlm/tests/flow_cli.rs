@@ -218,7 +218,7 @@ fn bad_flow_inputs_are_one_line_errors() {
         (
             vec![],
             vec![("RLM_MAX_FILES", "0")],
-            "RLM_MAX_FILES must be at least 1",
+            "environment variable RLM_MAX_FILES=\"0\" is not a whole number from 1",
         ),
         (vec![], vec![("RLM_FLOW", "rag")], "RLM_FLOW"),
     ] {
