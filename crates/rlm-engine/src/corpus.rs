@@ -187,6 +187,9 @@ impl Corpus {
                         "doc_index": self.index_of(&h.doc_id),
                         "path": h.path,
                         "score": h.score,
+                        // The window around the best-matching terms, unmarked
+                        // (quotes copied from it must be verbatim).
+                        "snippet": h.snippet.replace("**", ""),
                         "text": h.text,
                     })
                 })

@@ -112,10 +112,10 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
         provided: host(HostFunctionKind::Sync),
         needs_model: false,
         root_doc: Some(
-            "-> list of dicts with `chunk_id`, `doc_index`, `path`, `score`, `text`: keyword (BM25) search over the chunks of the corpus.",
+            "-> list of dicts with `chunk_id`, `doc_index`, `path`, `score`, `snippet` (the words around the match), `text` (the whole chunk): keyword (BM25) search over the chunks of the corpus.",
         ),
         sub_doc: Some(
-            "`search(query, k=10)` over the whole corpus (chunks with `chunk_id`, `doc_index`, `path`, `score`, `text`)",
+            "`search(query, k=10)` over the whole corpus (chunks with `chunk_id`, `doc_index`, `path`, `score`, `snippet`, `text`)",
         ),
         summary: "keyword (BM25) search over the corpus's chunks",
     },

@@ -25,10 +25,12 @@ if findings:
     for f in findings[-30:]:
         print("-", f["text"], "| source:", f["source"])"#;
 
-/// The root's inspection cell: the document index, then (with `k` > 0) the
-/// lines of the top `k` full-text hits for the question that share at least
-/// two of its words — a weak model that never searches well still starts
-/// from the passage most likely to hold the answer.
+/// The root's inspection cell: the document index, then (with `k` > 0) for
+/// each of the top `k` full-text hits for the question its short lines that
+/// share at least two of its words, or else the window of the hit around its
+/// best-matching terms (long lines: PDF text, transcripts, minified pages) —
+/// a weak model that never searches well still starts from the passage most
+/// likely to hold the answer, never from the head of a long line.
 pub(crate) fn root_inspection(k: usize) -> String {
     if k == 0 {
         return ROOT_INSPECTION.to_string();
@@ -41,10 +43,10 @@ _hits = search(question, {k}) if _words else []
 if _hits:
     print("Full-text search for the question found these passages (a lead, not proof: check them):")
     for _h in _hits:
-        _lines = [l.strip() for l in _h["text"].splitlines() if len([w for w in _words if w in l.lower()]) >= 2]
+        _lines = [l.strip() for l in _h["text"].splitlines() if len(l) <= 400 and len([w for w in _words if w in l.lower()]) >= 2]
         print(f"[[chunk:{{_h['chunk_id']}}]] in [DOCUMENT {{_h['doc_index']}}: {{_h['path']}}]")
-        for _l in (_lines[:3] if _lines else [_h["text"][:300]]):
-            print("    " + _l[:300])"#
+        for _l in (_lines[:3] if _lines else [_h["snippet"]]):
+            print("    " + _l)"#
     )
 }
 

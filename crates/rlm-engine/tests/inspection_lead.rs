@@ -1,0 +1,71 @@
+//! The root's inspection lead on documents without line breaks (PDF text,
+//! transcripts, minified pages): it shows the window around the words of the
+//! question, never the head of a long line.
+
+mod common;
+
+use common::*;
+use rlm_llm::testing::{Script, ScriptedServer};
+
+/// Filler prose of about `n` characters, all on one line.
+fn filler(n: usize, seed: &str) -> String {
+    let words = [
+        "quarterly",
+        "revenue",
+        "shipments",
+        "warehouse",
+        "regional",
+        "staffing",
+        "forecast",
+        "inventory",
+        "logistics",
+        "procurement",
+    ];
+    let mut out = String::new();
+    let mut i = 0;
+    while out.len() < n {
+        out.push_str(words[i % words.len()]);
+        out.push(' ');
+        if i % 13 == 0 {
+            out.push_str(seed);
+            out.push(' ');
+        }
+        i += 1;
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_lead_shows_the_matching_window_of_a_long_line() {
+    // One document, no line breaks: the needle sits mid-chunk, far past the
+    // first 300 characters of its (only) line.
+    let text = format!(
+        "{} The vault access code for the Lisbon office is 58213. {}",
+        filler(1200, "memo"),
+        filler(6000, "note")
+    );
+    assert!(!text.contains('\n'));
+    let ts = store(&[("report.txt", &text), ("other.txt", &filler(3000, "misc"))]);
+    let server = ScriptedServer::start(Script::new().on(root(), "FINAL(58213)".to_string())).await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(
+        &engine,
+        &ts,
+        "What is the vault access code for the Lisbon office?",
+    )
+    .await;
+    assert_eq!(answer.answer, "58213");
+    let reqs = server.requests();
+    let first_user = &reqs[0].messages[1].content;
+    // The output (after the inspection code, which names the same words).
+    let at = first_user
+        .rfind("Full-text search for the question found")
+        .unwrap_or_else(|| panic!("no lead: {first_user}"));
+    let lead = &first_user[at..];
+    assert!(
+        lead.contains("vault access code for the Lisbon office is 58213"),
+        "{lead}"
+    );
+    // Quotes copied from the lead are verbatim: no highlight marks.
+    assert!(!lead.contains("**"), "{lead}");
+}
