@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+mod alloc;
 mod convert;
 mod hints;
 mod interpreter;
@@ -40,6 +41,10 @@ pub mod worker;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+/// The counting global allocator a binary that hosts the worker must install;
+/// its limits (and its out-of-memory exit) apply only once the process runs
+/// [`worker::run_worker`].
+pub use alloc::LimitedAllocator;
 pub use hints::add_hint;
 pub use interpreter::{
     CellError, CellResult, DEFAULT_TRUNCATE_CHARS, DocumentRecord, HostCall, HostError,
@@ -47,6 +52,3 @@ pub use interpreter::{
     RLM_WORKER_SUBCOMMAND, SandboxConfig, SandboxError, SourceDocument, TextSource, WORKER_BIN,
     WORKER_ENV, Worker, WorkerCommand, WorkerPool, truncate_output, worker_beside,
 };
-/// The counting global allocator a worker process must install (re-exported so
-/// binaries that host the worker subcommand need no direct monty dependency).
-pub use monty_alloc::LimitedAllocator;

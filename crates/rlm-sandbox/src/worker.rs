@@ -1,10 +1,10 @@
 //! The worker process: one monty REPL interpreter driven over stdin/stdout.
 //!
-//! The worker must run in its own process with `monty_alloc::LimitedAllocator`
-//! as the global allocator (see `src/bin/rlm-sandbox-worker.rs` and the hidden
+//! The worker must run in its own process with [`crate::LimitedAllocator`] as
+//! the global allocator (see `src/bin/rlm-sandbox-worker.rs` and the hidden
 //! `rlm __sandbox-worker` subcommand): the allocator counts the whole process
-//! and ends it when the hard memory ceiling is crossed, which must never take
-//! the parent down. The interpreter runs on a thread with a 64 MB stack because
+//! and, once [`run_worker`] started, ends it when the hard memory ceiling is
+//! crossed, which must never take the parent down. The interpreter runs on a thread with a 64 MB stack because
 //! parsing deeply nested expressions recurses on the native stack.
 
 use std::collections::{BTreeSet, HashMap};
@@ -41,6 +41,7 @@ const SHOW_VARS: &str = "SHOW_VARS";
 /// `args` are the worker's command-line arguments after the program (or
 /// subcommand) name: `--memory-limit BYTES` (0 = unlimited).
 pub fn run_worker(args: &[String]) -> i32 {
+    crate::alloc::enter_worker_mode();
     let mut memory_limit: Option<usize> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {

@@ -4,7 +4,7 @@
 
 /// Counts every allocation of this process so the memory limit can be enforced.
 #[global_allocator]
-static ALLOCATOR: monty_alloc::LimitedAllocator = monty_alloc::LimitedAllocator;
+static ALLOCATOR: rlm_sandbox::LimitedAllocator = rlm_sandbox::LimitedAllocator;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
