@@ -197,6 +197,37 @@ impl Corpus {
         ))
     }
 
+    /// The top `k` full-text hits for `query`, each as one line: its
+    /// document, the character offsets of the window around the match in
+    /// the document, and the window's text (for hints to the model).
+    pub fn match_windows(&self, query: &str, k: usize) -> Vec<String> {
+        let Ok(hits) = self.store.search(query, k) else {
+            return Vec::new();
+        };
+        hits.into_iter()
+            .filter_map(|h| {
+                let index = self.index_of(&h.doc_id)?;
+                let chunk = self.store.chunk(&h.chunk_id).ok().flatten()?;
+                let window = h.snippet.replace("**", "");
+                let text = self.document_text(index).ok()?;
+                let chunk_start = text
+                    .get(..chunk.byte_start as usize)
+                    .map_or(0, |t| t.chars().count());
+                let within = chunk
+                    .text
+                    .find(window.trim())
+                    .map_or(0, |b| chunk.text[..b].chars().count());
+                let start = chunk_start + within;
+                Some(format!(
+                    "- {} characters {start}-{}: \"{}\"",
+                    document_header(index, &h.path),
+                    start + window.trim().chars().count(),
+                    window.trim()
+                ))
+            })
+            .collect()
+    }
+
     fn source_chunk(&self, c: rlm_corpus::Chunk) -> Option<SourceChunk> {
         let doc_index = self.index_of(&c.doc_id)?;
         Some(SourceChunk {

@@ -22,6 +22,9 @@ pub const NUDGE_REPEAT: &str = include_str!("../prompts/nudge_repeat.md");
 pub const FINAL_NOW: &str = include_str!("../prompts/final_now.md");
 /// Added to a turn's outputs when its code and output equal the previous turn's.
 pub const NOTE_STUCK: &str = include_str!("../prompts/note_stuck.md");
+/// Added to a turn's outputs after several turns that only printed counts:
+/// where the question's words fall in the corpus.
+pub const NOTE_COUNTS: &str = include_str!("../prompts/note_counts.md");
 /// The last turn after the same reply several times in a row.
 pub const FINAL_AFTER_REPEATS: &str = include_str!("../prompts/final_after_repeats.md");
 /// The last turn after several replies in a row without code or FINAL.

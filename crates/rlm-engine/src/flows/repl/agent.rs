@@ -5,6 +5,8 @@
 //! temperature when they repeat themselves, and a last turn that shows them
 //! their own earlier prose; budgets and caps end in the synthesis fallback.
 
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -37,6 +39,32 @@ impl Stop {
             Stop::Failure(m) => m.clone(),
         }
     }
+}
+
+/// Turns in a row that only printed counts before the agent is shown where
+/// the matches are.
+const COUNTS_ONLY_TURNS: u32 = 3;
+
+/// True when a turn's outputs are only counts ("1 of 1 documents mention
+/// lease", "42", "matches: 3"): a few short lines, each starting or ending
+/// with a number, none with the text of a match.
+fn only_counts(body: &str) -> bool {
+    let lines: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("REPL output"))
+        .collect();
+    !lines.is_empty()
+        && lines.len() <= 6
+        && lines.iter().all(|l| {
+            let number = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
+            let words: Vec<&str> = l.split_whitespace().collect();
+            l.chars().count() <= 100
+                && words.len() <= 10
+                // "3 of 12 documents mention lease", "42", "matches: 3"
+                && (words.first().is_some_and(|w| number(w.trim_matches(['(', '[', ','])))
+                    || words.last().is_some_and(|w| number(w)))
+        })
 }
 
 /// Temperature after the same reply (or a stuck turn) `streak` times in a
@@ -332,8 +360,12 @@ impl Agent {
         let mut temperature: Option<f32> = None;
         let mut consecutive_errors = 0u32;
         let mut no_code_streak = 0u32;
-        let mut recent_turns: Vec<(String, String)> = Vec::new();
+        // Every earlier turn's code and output, hashed: a turn that repeats
+        // any of them is stuck (a small model cycles through four cells as
+        // readily as through two).
+        let mut seen_turns: HashSet<u64> = HashSet::new();
         let mut stuck = 0u32;
+        let mut counts_only = 0u32;
         let mut prose_reply: Option<String> = None;
         let mut stop: Option<Stop> = None;
         for turn in 1..=max_turns {
@@ -519,29 +551,35 @@ impl Agent {
                 break;
             }
             let mut body = outputs.join("\n\n");
-            // The same code with the same output as one of the last three
-            // turns: the model is stuck (small models re-send a failing
-            // search, or alternate two cells, for 20 turns).
-            let signature = (
-                parsed
-                    .code_blocks
-                    .iter()
-                    .map(|b| b.code.trim())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                body.clone(),
-            );
-            if recent_turns.contains(&signature) {
+            // The same code with the same output as any earlier turn: the
+            // model is stuck (small models re-send a failing search, or cycle
+            // through a few cells, for 20 turns).
+            let mut signature = DefaultHasher::new();
+            for b in &parsed.code_blocks {
+                b.code.trim().hash(&mut signature);
+            }
+            body.hash(&mut signature);
+            if !seen_turns.insert(signature.finish()) {
                 stuck += 1;
                 temperature = Some(raised_temperature(stuck + 1));
                 notes.push(prompts::NOTE_STUCK.trim().to_string());
             } else {
                 stuck = 0;
             }
-            // Also catches two cells sent in alternation (A, B, A, B…).
-            recent_turns.push(signature);
-            if recent_turns.len() > 3 {
-                recent_turns.remove(0);
+            // Cells that keep printing only counts: show where the matches are.
+            if only_counts(&body) {
+                counts_only += 1;
+            } else {
+                counts_only = 0;
+            }
+            if counts_only >= COUNTS_ONLY_TURNS {
+                if let Some(windows) = self.match_windows().await {
+                    notes.push(render(
+                        prompts::NOTE_COUNTS,
+                        &[("count", &counts_only.to_string()), ("windows", &windows)],
+                    ));
+                }
+                counts_only = 0;
             }
             for note in notes {
                 body.push_str("\n\n");
@@ -581,6 +619,18 @@ impl Agent {
         let material = self.material().await;
         let task = self.task.clone();
         synthesize(&self.ctx, &self.id, self.depth, &task, &reason, material).await
+    }
+
+    /// Where the words of the agent's task fall in the corpus: the top
+    /// full-text hits with their document, character offsets and the text
+    /// around the match. `None` when nothing matches.
+    async fn match_windows(&self) -> Option<String> {
+        let corpus = self.ctx.corpus.clone();
+        let task = self.task.clone();
+        let hits = tokio::task::spawn_blocking(move || corpus.match_windows(&task, 3))
+            .await
+            .ok()?;
+        (!hits.is_empty()).then(|| hits.join("\n"))
     }
 
     fn push_user(&mut self, text: String) {
@@ -699,5 +749,24 @@ impl Agent {
             }
         }
         material_from_ctx(&self.ctx, &self.id, &extra)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_only_outputs() {
+        assert!(only_counts("REPL output:\n1 of 1 documents mention lease"));
+        assert!(only_counts("REPL output:\n42\n"));
+        assert!(!only_counts(
+            "REPL output:\nThe lease starts on March 1, 2024."
+        ));
+        assert!(!only_counts(
+            "REPL output:\n3 documents mention the lease: it starts on March 1 and runs for twelve months"
+        ));
+        assert!(!only_counts(NO_OUTPUT));
+        assert!(!only_counts(""));
     }
 }

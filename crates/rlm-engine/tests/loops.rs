@@ -1,0 +1,69 @@
+//! Loops a small model falls into, and what the engine tells it.
+
+mod common;
+
+use common::*;
+use rlm_llm::testing::{Script, ScriptedServer};
+
+const STUCK: &str = "same code as one of your last turns";
+
+/// Four cells in a cycle (A, B, C, D, A): the fifth turn repeats the first
+/// turn's code and output, four turns back, and is caught as stuck.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cycle_of_four_cells_is_stuck() {
+    let ts = needle_store();
+    let cells: Vec<String> = ["secret", "code", "what", "is"]
+        .iter()
+        .map(|w| {
+            repl(&format!(
+                "n = len([d for d in documents if \"{w}\" in d[\"text\"].lower()])\nprint(n, \"of\", len(documents), \"documents mention {w}\")"
+            ))
+        })
+        .collect();
+    let mut replies = cells.clone();
+    replies.push(cells[0].clone());
+    replies.push("FINAL(gave up)".to_string());
+    let server = ScriptedServer::start(Script::new().on_sequence(root(), replies)).await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    assert_eq!(answer.answer, "gave up");
+    let reqs = server.requests();
+    for (turn, r) in reqs.iter().enumerate().take(5).skip(1) {
+        assert!(!r.last_message().contains(STUCK), "turn {turn}");
+    }
+    let fifth = reqs[5].last_message();
+    assert!(fifth.contains(STUCK), "{fifth}");
+}
+
+/// Three turns in a row that only print counts: the fourth request shows
+/// where the question's words are (document, offsets, the text around them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn counting_turns_get_the_match_windows() {
+    let ts = needle_store();
+    let replies = vec![
+        repl(
+            "print(len([d for d in documents if \"secret\" in d[\"text\"].lower()]), \"of\", len(documents))",
+        ),
+        repl("print(context.count(\"code\"))"),
+        repl("print(len(documents), \"documents\")"),
+        "FINAL(gave up)".to_string(),
+    ];
+    let server = ScriptedServer::start(Script::new().on_sequence(root(), replies)).await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    assert_eq!(answer.answer, "gave up");
+    let reqs = server.requests();
+    for r in &reqs[1..3] {
+        assert!(!r.last_message().contains("only printed counts"));
+    }
+    let fourth = reqs[3].last_message();
+    assert!(
+        fourth.contains("your last 3 turns only printed counts"),
+        "{fourth}"
+    );
+    assert!(
+        fourth.contains("[DOCUMENT 1: docs/b_notes.txt] characters"),
+        "{fourth}"
+    );
+    assert!(fourth.contains("The secret code is 4721"), "{fourth}");
+}
