@@ -1,7 +1,15 @@
 //! Multi-turn sessions (`rlm ask --session NAME`): earlier questions, answers
 //! and findings, persisted in `<store>/sessions.sqlite` (a file of its own, so
 //! the corpus schema is never touched).
+//!
+//! What a session stores and reads back is bounded (the `MAX_*` constants):
+//! each turn's question and answer text, its citations and the findings it
+//! adds are cut to fixed sizes when saved, a session keeps only its newest
+//! turns and findings, and reading one (for a question's prompt or for
+//! `GET /api/sessions/{name}`) returns at most a bounded page, whatever an
+//! older file holds.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, params};
@@ -12,6 +20,30 @@ pub const SESSIONS_FILE: &str = "sessions.sqlite";
 
 /// Longest accepted session name.
 pub const MAX_SESSION_NAME: usize = 64;
+
+/// Longest question or answer text a turn stores, in bytes; longer text is
+/// cut at a character boundary and ends with a note of what was cut.
+pub const MAX_TURN_TEXT_BYTES: usize = 64 * 1024;
+/// Largest citation list (as JSON) a turn stores; the citations past it are dropped.
+pub const MAX_TURN_CITATIONS_BYTES: usize = 64 * 1024;
+/// Longest finding text stored, in bytes (cut like a turn's text).
+pub const MAX_FINDING_BYTES: usize = 4 * 1024;
+/// Longest finding source stored, in bytes.
+pub const MAX_FINDING_SOURCE_BYTES: usize = 1024;
+/// Findings one turn adds, at most (its first ones).
+pub const MAX_TURN_FINDINGS: usize = 100;
+/// Bytes (text and source) of the findings one turn adds, at most.
+pub const MAX_TURN_FINDINGS_BYTES: usize = 128 * 1024;
+/// Findings a session keeps: the newest; older ones are deleted as new ones come.
+pub const MAX_SESSION_FINDINGS: usize = 500;
+/// Bytes of the findings a session keeps (the newest).
+pub const MAX_SESSION_FINDINGS_BYTES: usize = 512 * 1024;
+/// Turns a session keeps: the newest; older ones are deleted as new ones come.
+pub const MAX_SESSION_TURNS: usize = 200;
+/// Bytes of turns (question, answer, citations) one read returns, at most
+/// (always at least the newest turn): [`SessionStore::load`] and one page
+/// of [`SessionStore::page`].
+pub const MAX_PAGE_TURN_BYTES: usize = 1024 * 1024;
 
 /// One earlier question of a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +78,86 @@ pub struct SessionState {
     pub history: Vec<Turn>,
     /// Findings so far, oldest first.
     pub findings: Vec<Finding>,
+}
+
+/// A bounded slice of a session's turns plus its kept findings
+/// ([`SessionStore::page`]; `GET /api/sessions/{name}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPage {
+    /// The session name.
+    pub name: String,
+    /// Turns the session keeps.
+    pub turns_total: u64,
+    /// Position (0 = the oldest kept turn) of the first turn in `history`;
+    /// pass it as `before` to read the turns before it.
+    pub first: u64,
+    /// Turns `first..first + history.len()`, oldest first.
+    pub history: Vec<Turn>,
+    /// Findings the session keeps.
+    pub findings_total: u64,
+    /// The newest findings within [`MAX_SESSION_FINDINGS`] and
+    /// [`MAX_SESSION_FINDINGS_BYTES`], oldest first.
+    pub findings: Vec<Finding>,
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, ending with a
+/// note of how much was cut.
+pub fn clip_text(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    // The note takes at most 48 bytes.
+    let cut = text.floor_char_boundary(max.saturating_sub(48));
+    Cow::Owned(format!(
+        "{} [… {} more bytes not kept]",
+        &text[..cut],
+        text.len() - cut
+    ))
+}
+
+fn finding_bytes(f: &Finding) -> usize {
+    f.text.len() + f.source.as_ref().map_or(0, String::len)
+}
+
+/// The findings of one turn as a session stores them: each cut to
+/// [`MAX_FINDING_BYTES`] (source: [`MAX_FINDING_SOURCE_BYTES`]), the first
+/// ones up to [`MAX_TURN_FINDINGS`] and [`MAX_TURN_FINDINGS_BYTES`]; with
+/// the number left out.
+pub fn cap_findings(findings: &[Finding]) -> (Vec<Finding>, usize) {
+    let mut kept = Vec::new();
+    let mut bytes = 0;
+    for f in findings.iter().take(MAX_TURN_FINDINGS) {
+        let f = Finding {
+            text: clip_text(&f.text, MAX_FINDING_BYTES).into_owned(),
+            source: f
+                .source
+                .as_deref()
+                .map(|s| clip_text(s, MAX_FINDING_SOURCE_BYTES).into_owned()),
+        };
+        bytes += finding_bytes(&f);
+        if bytes > MAX_TURN_FINDINGS_BYTES {
+            break;
+        }
+        kept.push(f);
+    }
+    let omitted = findings.len() - kept.len();
+    (kept, omitted)
+}
+
+/// The citations of a turn as stored: the first ones whose JSON fits
+/// [`MAX_TURN_CITATIONS_BYTES`].
+fn cap_citations(citations: &[crate::Citation]) -> Result<String, String> {
+    let mut parts = Vec::new();
+    let mut bytes = 2;
+    for c in citations {
+        let json = serde_json::to_string(c).map_err(|e| e.to_string())?;
+        bytes += json.len() + 1;
+        if bytes > MAX_TURN_CITATIONS_BYTES {
+            break;
+        }
+        parts.push(json);
+    }
+    Ok(format!("[{}]", parts.join(",")))
 }
 
 /// One line of [`SessionStore::list`].
@@ -131,48 +243,143 @@ impl SessionStore {
         &self.path
     }
 
-    /// Loads a session (empty if it does not exist yet).
+    /// Loads a session for a new question (empty if it does not exist yet):
+    /// its newest turns within [`MAX_PAGE_TURN_BYTES`] and its kept findings,
+    /// each text within the `MAX_*` caps, whatever the file holds.
     pub fn load(&self, name: &str) -> Result<SessionState, String> {
+        let page = self.page(name, None, MAX_SESSION_TURNS)?;
+        Ok(SessionState {
+            name: page.name,
+            history: page.history,
+            findings: page.findings,
+        })
+    }
+
+    /// A bounded page of a session: the newest of its turns before position
+    /// `before` (all when `None`), at most `limit` and [`MAX_PAGE_TURN_BYTES`]
+    /// of them (at least one), plus its findings as [`SessionPage::findings`]
+    /// says. Texts longer than the caps (in files written before them) are
+    /// cut as they are read.
+    pub fn page(
+        &self,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<SessionPage, String> {
         validate_session_name(name)?;
         let err = |e: rusqlite::Error| format!("cannot read session {name:?}: {e}");
+        let count = |table: &str| -> Result<u64, String> {
+            self.conn
+                .query_row(
+                    &format!("SELECT COUNT(*) FROM {table} WHERE session = ?1"),
+                    params![name],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map(|n| n as u64)
+                .map_err(err)
+        };
+        let turns_total = count("turns")?;
+        let findings_total = count("findings")?;
+        let end = before.map_or(turns_total, |b| b.min(turns_total));
+        let limit = limit.clamp(1, MAX_SESSION_TURNS) as u64;
+        let start = end.saturating_sub(limit);
+        // substr counts characters: a character is at most 4 bytes, so this
+        // reads at most 4x the cap of a longer text, never the whole of it.
+        let text_chars = MAX_TURN_TEXT_BYTES as i64 + 1;
         let mut st = self
             .conn
             .prepare(
-                "SELECT question, answer, partial, citations FROM turns WHERE session = ?1 ORDER BY id",
+                "SELECT substr(question, 1, ?2), substr(answer, 1, ?2), partial,
+                        CASE WHEN length(citations) <= ?3 THEN citations END
+                 FROM turns WHERE session = ?1 ORDER BY id LIMIT ?4 OFFSET ?5",
             )
             .map_err(err)?;
-        let history = st
-            .query_map(params![name], |r| {
-                let citations: Option<String> = r.get(3)?;
-                Ok(Turn {
-                    question: r.get(0)?,
-                    answer: r.get(1)?,
-                    partial: r.get::<_, i64>(2)? != 0,
-                    citations: citations
-                        .and_then(|c| serde_json::from_str(&c).ok())
-                        .unwrap_or_default(),
-                })
-            })
+        let rows = st
+            .query_map(
+                params![
+                    name,
+                    text_chars,
+                    MAX_TURN_CITATIONS_BYTES as i64,
+                    (end - start) as i64,
+                    start as i64
+                ],
+                |r| {
+                    let question: String = r.get(0)?;
+                    let answer: String = r.get(1)?;
+                    let citations: Option<String> = r.get(3)?;
+                    let bytes =
+                        question.len() + answer.len() + citations.as_ref().map_or(0, String::len);
+                    let turn = Turn {
+                        question: clip_text(&question, MAX_TURN_TEXT_BYTES).into_owned(),
+                        answer: clip_text(&answer, MAX_TURN_TEXT_BYTES).into_owned(),
+                        partial: r.get::<_, i64>(2)? != 0,
+                        citations: citations
+                            .and_then(|c| serde_json::from_str(&c).ok())
+                            .unwrap_or_default(),
+                    };
+                    Ok((turn, bytes))
+                },
+            )
             .map_err(err)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(err)?;
+        // The newest turns that fit the page, at least one.
+        let mut history = Vec::new();
+        let mut bytes = 0;
+        for (turn, size) in rows.into_iter().rev() {
+            bytes += size;
+            if bytes > MAX_PAGE_TURN_BYTES && !history.is_empty() {
+                break;
+            }
+            history.push(turn);
+        }
+        history.reverse();
+        let first = end - history.len() as u64;
+
         let mut st = self
             .conn
-            .prepare("SELECT text, source FROM findings WHERE session = ?1 ORDER BY id")
+            .prepare(
+                "SELECT substr(text, 1, ?2), substr(source, 1, ?3) FROM findings
+                 WHERE session = ?1 ORDER BY id DESC LIMIT ?4",
+            )
             .map_err(err)?;
-        let findings = st
-            .query_map(params![name], |r| {
-                Ok(Finding {
-                    text: r.get(0)?,
-                    source: r.get(1)?,
-                })
-            })
+        let newest = st
+            .query_map(
+                params![
+                    name,
+                    MAX_FINDING_BYTES as i64 + 1,
+                    MAX_FINDING_SOURCE_BYTES as i64 + 1,
+                    MAX_SESSION_FINDINGS as i64
+                ],
+                |r| {
+                    let text: String = r.get(0)?;
+                    let source: Option<String> = r.get(1)?;
+                    Ok(Finding {
+                        text: clip_text(&text, MAX_FINDING_BYTES).into_owned(),
+                        source: source
+                            .map(|s| clip_text(&s, MAX_FINDING_SOURCE_BYTES).into_owned()),
+                    })
+                },
+            )
             .map_err(err)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(err)?;
-        Ok(SessionState {
+        let mut findings = Vec::new();
+        let mut bytes = 0;
+        for f in newest {
+            bytes += finding_bytes(&f);
+            if bytes > MAX_SESSION_FINDINGS_BYTES {
+                break;
+            }
+            findings.push(f);
+        }
+        findings.reverse();
+        Ok(SessionPage {
             name: name.to_string(),
+            turns_total,
+            first,
             history,
+            findings_total,
             findings,
         })
     }
@@ -216,7 +423,13 @@ impl SessionStore {
         Ok(turns + findings > 0)
     }
 
-    /// Appends a finished question and the findings it added, atomically.
+    /// Appends a finished question and the findings it added, atomically,
+    /// within the caps: the turn's texts and citations are cut
+    /// ([`MAX_TURN_TEXT_BYTES`], [`MAX_TURN_CITATIONS_BYTES`]), its findings
+    /// too ([`cap_findings`]), and the session's oldest turns and findings
+    /// beyond [`MAX_SESSION_TURNS`], [`MAX_SESSION_FINDINGS`] and
+    /// [`MAX_SESSION_FINDINGS_BYTES`] are deleted. A failure (a full disk)
+    /// changes nothing stored.
     pub fn append(
         &mut self,
         name: &str,
@@ -226,20 +439,52 @@ impl SessionStore {
         validate_session_name(name)?;
         let now = crate::trace::now_rfc3339();
         let err = |e: rusqlite::Error| format!("cannot save session {name:?}: {e}");
+        let citations = cap_citations(&turn.citations)?;
+        let (findings, _) = cap_findings(new_findings);
         let tx = self.conn.transaction().map_err(err)?;
-        let citations = serde_json::to_string(&turn.citations).map_err(|e| e.to_string())?;
         tx.execute(
             "INSERT INTO turns (session, question, answer, partial, created_at, citations) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![name, turn.question, turn.answer, turn.partial as i64, now, citations],
+            params![
+                name,
+                clip_text(&turn.question, MAX_TURN_TEXT_BYTES),
+                clip_text(&turn.answer, MAX_TURN_TEXT_BYTES),
+                turn.partial as i64,
+                now,
+                citations
+            ],
         )
         .map_err(err)?;
-        for f in new_findings {
+        for f in &findings {
             tx.execute(
                 "INSERT INTO findings (session, text, source, created_at) VALUES (?1, ?2, ?3, ?4)",
                 params![name, f.text, f.source, now],
             )
             .map_err(err)?;
         }
+        tx.execute(
+            "DELETE FROM turns WHERE session = ?1 AND id NOT IN
+                 (SELECT id FROM turns WHERE session = ?1 ORDER BY id DESC LIMIT ?2)",
+            params![name, MAX_SESSION_TURNS as i64],
+        )
+        .map_err(err)?;
+        // The newest findings within both caps stay: a running total of
+        // bytes from the newest back, and a count.
+        tx.execute(
+            "DELETE FROM findings WHERE id IN (
+                 SELECT id FROM (
+                     SELECT id,
+                            SUM(length(CAST(text AS BLOB)) + COALESCE(length(CAST(source AS BLOB)), 0))
+                                OVER (ORDER BY id DESC) AS bytes,
+                            ROW_NUMBER() OVER (ORDER BY id DESC) AS n
+                     FROM findings WHERE session = ?1)
+                 WHERE bytes > ?2 OR n > ?3)",
+            params![
+                name,
+                MAX_SESSION_FINDINGS_BYTES as i64,
+                MAX_SESSION_FINDINGS as i64
+            ],
+        )
+        .map_err(err)?;
         tx.commit().map_err(err)
     }
 }
@@ -322,6 +567,115 @@ mod tests {
         assert!(old.history[0].citations.is_empty());
         s.append("old", &Turn::default(), &[]).unwrap();
         assert_eq!(s.load("old").unwrap().history.len(), 2);
+    }
+
+    #[test]
+    fn what_a_session_stores_and_returns_is_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SessionStore::open(dir.path()).unwrap();
+        // One turn with far too much: a 10 MB answer, 1,000 findings of 100 KB.
+        let huge = Finding {
+            text: "é".repeat(50_000),
+            source: Some("s".repeat(10_000)),
+        };
+        let turn = Turn {
+            question: "q".into(),
+            answer: "a".repeat(10 << 20),
+            partial: false,
+            citations: Vec::new(),
+        };
+        let t0 = std::time::Instant::now();
+        s.append("big", &turn, &vec![huge.clone(); 1000]).unwrap();
+        let st = s.load("big").unwrap();
+        let answer = &st.history[0].answer;
+        assert!(answer.len() <= MAX_TURN_TEXT_BYTES, "{}", answer.len());
+        assert!(
+            answer.ends_with("more bytes not kept]"),
+            "the cut is marked"
+        );
+        let (per_turn, _) = cap_findings(&vec![huge.clone(); 1000]);
+        assert_eq!(st.findings.len(), per_turn.len());
+        assert!(st.findings.len() <= MAX_TURN_FINDINGS);
+        let bytes: usize = st.findings.iter().map(finding_bytes).sum();
+        assert!(bytes <= MAX_TURN_FINDINGS_BYTES, "{bytes}");
+        for f in &st.findings {
+            assert!(f.text.len() <= MAX_FINDING_BYTES);
+            assert!(f.source.as_ref().unwrap().len() <= MAX_FINDING_SOURCE_BYTES);
+        }
+
+        // Many turns: the session keeps the newest turns and findings only.
+        let small = |i: usize| Finding {
+            text: format!("finding {i} {}", "x".repeat(900)),
+            source: None,
+        };
+        for i in 0..(MAX_SESSION_TURNS + 20) {
+            let t = Turn {
+                question: format!("q{i}"),
+                answer: "b".repeat(20_000),
+                ..Turn::default()
+            };
+            let fs: Vec<Finding> = (0..10).map(|k| small(i * 10 + k)).collect();
+            s.append("long", &t, &fs).unwrap();
+        }
+        let page = s.page("long", None, 1000).unwrap();
+        assert_eq!(page.turns_total, MAX_SESSION_TURNS as u64);
+        assert!(page.findings_total <= MAX_SESSION_FINDINGS as u64);
+        let kept: usize = page.findings.iter().map(finding_bytes).sum();
+        assert!(kept <= MAX_SESSION_FINDINGS_BYTES, "{kept}");
+        let newest = MAX_SESSION_TURNS + 19;
+        assert_eq!(
+            page.history.last().unwrap().question,
+            format!("q{newest}"),
+            "the newest turns stay"
+        );
+        assert!(
+            page.findings
+                .last()
+                .unwrap()
+                .text
+                .starts_with(&format!("finding {}", newest * 10 + 9))
+        );
+        // One page is bounded in bytes; earlier turns are read with `before`.
+        let page_bytes = serde_json::to_vec(&page).unwrap().len();
+        assert!(
+            page_bytes <= MAX_PAGE_TURN_BYTES + MAX_SESSION_FINDINGS_BYTES + 64 * 1024,
+            "{page_bytes}"
+        );
+        assert!(page.first > 0 && page.first + page.history.len() as u64 == page.turns_total);
+        let older = s.page("long", Some(page.first), 5).unwrap();
+        assert_eq!(older.history.len(), 5);
+        assert_eq!(older.first, page.first - 5);
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
+
+    #[test]
+    fn an_oversized_row_from_an_older_file_is_read_back_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SessionStore::open(dir.path()).unwrap();
+        let big = "z".repeat(8 << 20);
+        s.conn
+            .execute(
+                "INSERT INTO findings (session, text, source, created_at) VALUES ('old', ?1, NULL, 'now')",
+                params![big],
+            )
+            .unwrap();
+        s.conn
+            .execute(
+                "INSERT INTO turns (session, question, answer, partial, created_at, citations) VALUES ('old', 'q', ?1, 0, 'now', NULL)",
+                params![big],
+            )
+            .unwrap();
+        let st = s.load("old").unwrap();
+        assert!(st.history[0].answer.len() <= MAX_TURN_TEXT_BYTES);
+        assert!(st.findings[0].text.len() <= MAX_FINDING_BYTES);
+        assert_eq!(clip_text("short", 10), "short");
+        let long = "é".repeat(100);
+        let cut = clip_text(&long, 64);
+        assert!(cut.len() <= 64, "{cut}");
     }
 
     #[test]
