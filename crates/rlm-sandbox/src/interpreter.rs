@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::protocol::{
     Frame, FromWorker, ToWorker, WireCellResult, WireDocument, WireHostResult, WireInput,
-    WireLimits, WirePiece, read_frame_async, write_frame_async, write_frame_lazy_async,
+    WireLimits, WirePiece, read_frame_async, write_frame, write_frame_async,
+    write_frame_lazy_async,
 };
 
 /// Environment variable naming the worker program (see [`WorkerCommand::locate`]).
@@ -106,6 +107,11 @@ pub struct SandboxConfig {
     pub cell_time_limit: Duration,
     /// Extra time before an unresponsive worker is killed. Default 5 s.
     pub kill_grace: Duration,
+    /// Wall time a cell may spend waiting for its host calls (summed over the
+    /// cell; not counted in `cell_time_limit`). Past it the calls still running
+    /// are dropped and the cell ends with `TimeoutError`; the interpreter lives
+    /// on. Default 30 min.
+    pub host_wait_limit: Duration,
     /// Host function calls allowed per cell. Default 10,000.
     pub max_host_calls_per_cell: u64,
     /// Printed bytes a cell keeps (head and tail, middle cut). Default 1 MB.
@@ -124,6 +130,7 @@ impl SandboxConfig {
             memory_limit_bytes: 1 << 30,
             cell_time_limit: Duration::from_secs(30),
             kill_grace: Duration::from_secs(5),
+            host_wait_limit: Duration::from_secs(30 * 60),
             max_host_calls_per_cell: 10_000,
             max_captured_output_bytes: 1_000_000,
             max_recursion_depth: 1000,
@@ -839,6 +846,7 @@ impl Interpreter {
         handler: &Arc<H>,
     ) -> Result<CellResult, SandboxError> {
         let started = Instant::now();
+        let config = &self.config;
         let worker = self.worker.as_mut().ok_or(SandboxError::Closed)?;
         worker
             .send(
@@ -848,69 +856,104 @@ impl Interpreter {
                 &[],
             )
             .await?;
-        let mut tasks: JoinSet<Result<Value, HostError>> = JoinSet::new();
-        let mut call_of_task: HashMap<tokio::task::Id, u32> = HashMap::new();
-        // Time the worker may spend computing without host calls outstanding.
-        let limit = self.config.cell_time_limit + self.config.kill_grace;
-        let mut budget = limit;
+        let mut calls = HostCalls::default();
+        // Answers are queued and written while frames are read: the worker may be
+        // writing calls while the parent writes answers, and neither pipe may fill
+        // with nobody reading it.
+        let mut outbox = Outbox::default();
+        // Time the worker may compute with no host call in flight...
+        let mut compute_left = config.cell_time_limit + config.kill_grace;
+        // ... and time the cell may wait with host calls in flight.
+        let mut host_left = config.host_wait_limit;
+        let mut host_timed_out = false;
         loop {
-            let msg = if tasks.is_empty() {
-                let t0 = Instant::now();
-                let next = match tokio::time::timeout(budget, worker.frames.recv()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        let _ = worker.child.kill().await;
-                        return Err(SandboxError::CellTimeout(self.config.cell_time_limit));
-                    }
-                };
-                budget = budget.saturating_sub(t0.elapsed());
-                worker.decode(next).await?
-            } else {
-                tokio::select! {
-                    next = worker.frames.recv() => worker.decode(next).await?,
-                    Some(joined) = tasks.join_next_with_id() => {
-                        let (task_id, answer) = match joined {
-                            Ok((id, answer)) => (id, answer),
-                            Err(e) => (e.id(), Err(HostError::runtime("the host function failed unexpectedly"))),
-                        };
-                        if let Some(call_id) = call_of_task.remove(&task_id) {
-                            let result = match answer {
-                                Ok(value) => WireHostResult::Value { value },
-                                Err(HostError::Raise { exc_type, message }) => WireHostResult::Raise { exc_type, message },
-                                Err(HostError::EndCell(reason)) => WireHostResult::EndCell { reason },
-                            };
-                            worker.send(&ToWorker::HostResult { call_id, result }, &[]).await?;
-                        }
-                        continue;
-                    }
+            let waiting = !calls.is_empty();
+            let budget = if waiting { host_left } else { compute_left };
+            let t0 = Instant::now();
+            let event = tokio::select! {
+                next = worker.frames.recv() => Event::Frame(next),
+                Some(joined) = calls.tasks.join_next_with_id() => Event::Answer(joined),
+                written = worker.stdin.write(outbox.pending()), if !outbox.is_empty() => {
+                    Event::Written(written)
                 }
+                () = tokio::time::sleep(budget) => Event::Deadline,
             };
-            match msg {
-                FromWorker::HostCall {
-                    call_id,
-                    name,
-                    args,
-                    kwargs,
-                    awaitable,
-                } => {
-                    let h = handler.clone();
-                    let call = HostCall {
+            let spent = t0.elapsed();
+            if waiting {
+                host_left = host_left.saturating_sub(spent);
+            } else {
+                compute_left = compute_left.saturating_sub(spent);
+            }
+            match event {
+                Event::Frame(next) => match worker.decode(next).await? {
+                    FromWorker::HostCall {
+                        call_id,
                         name,
                         args,
                         kwargs,
                         awaitable,
+                    } => {
+                        if host_timed_out {
+                            outbox.push(call_id, host_timeout(config));
+                        } else {
+                            let h = handler.clone();
+                            let call = HostCall {
+                                name,
+                                args,
+                                kwargs,
+                                awaitable,
+                            };
+                            calls.spawn(call_id, async move { h.handle(call).await });
+                        }
+                    }
+                    FromWorker::CellDone(r) => {
+                        calls.tasks.abort_all();
+                        // A half-written answer would corrupt the stream; unsent
+                        // ones are for a finished cell and are dropped.
+                        let rest = outbox.pending().to_vec();
+                        let finished =
+                            tokio::time::timeout(config.kill_grace, worker.stdin.write_all(&rest))
+                                .await;
+                        if !matches!(finished, Ok(Ok(()))) {
+                            let _ = worker.child.kill().await;
+                        }
+                        return Ok(cell_result(r, started.elapsed()));
+                    }
+                    other => {
+                        let _ = worker.child.kill().await;
+                        return Err(SandboxError::Protocol(format!(
+                            "unexpected message during a cell: {other:?}"
+                        )));
+                    }
+                },
+                Event::Answer(joined) => {
+                    let (task_id, answer) = match joined {
+                        Ok((id, answer)) => (id, answer),
+                        Err(e) => (
+                            e.id(),
+                            Err(HostError::runtime("the host function failed unexpectedly")),
+                        ),
                     };
-                    let abort = tasks.spawn(async move { h.handle(call).await });
-                    call_of_task.insert(abort.id(), call_id);
+                    if let Some(call_id) = calls.ids.remove(&task_id) {
+                        outbox.push(call_id, wire_answer(answer));
+                    }
                 }
-                FromWorker::CellDone(r) => {
-                    tasks.abort_all();
-                    return Ok(cell_result(r, started.elapsed()));
+                Event::Written(Ok(n)) if n > 0 => outbox.advance(n),
+                Event::Written(_) => return Err(worker.death().await),
+                Event::Deadline if waiting => {
+                    // Every call still running is answered with the timeout, which
+                    // ends the cell; the worker then has the rest of its own time
+                    // (at least the grace) to finish.
+                    host_timed_out = true;
+                    calls.tasks.abort_all();
+                    for (_, call_id) in calls.ids.drain() {
+                        outbox.push(call_id, host_timeout(config));
+                    }
+                    compute_left = compute_left.max(config.kill_grace);
                 }
-                other => {
-                    return Err(SandboxError::Protocol(format!(
-                        "unexpected message during a cell: {other:?}"
-                    )));
+                Event::Deadline => {
+                    let _ = worker.child.kill().await;
+                    return Err(SandboxError::CellTimeout(config.cell_time_limit));
                 }
             }
         }
@@ -982,6 +1025,97 @@ impl Interpreter {
     /// The configuration the interpreter runs under.
     pub fn config(&self) -> &SandboxConfig {
         &self.config
+    }
+}
+
+/// What woke the cell loop up.
+enum Event {
+    /// A frame from the worker (or its end).
+    Frame(Option<std::io::Result<Frame>>),
+    /// A host call's answer.
+    Answer(Result<(tokio::task::Id, Result<Value, HostError>), tokio::task::JoinError>),
+    /// Bytes of the outbox were written.
+    Written(std::io::Result<usize>),
+    /// The time budget in force ran out.
+    Deadline,
+}
+
+/// Host calls being answered, by task.
+#[derive(Default)]
+struct HostCalls {
+    tasks: JoinSet<Result<Value, HostError>>,
+    ids: HashMap<tokio::task::Id, u64>,
+}
+
+impl HostCalls {
+    fn spawn(
+        &mut self,
+        call_id: u64,
+        answer: impl Future<Output = Result<Value, HostError>> + Send + 'static,
+    ) {
+        let task = self.tasks.spawn(answer);
+        self.ids.insert(task.id(), call_id);
+    }
+
+    /// True when no call is in flight.
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// Encoded answers waiting to be written to the worker, the first one maybe in part.
+#[derive(Default)]
+struct Outbox {
+    frames: std::collections::VecDeque<Vec<u8>>,
+    /// Bytes of the first frame already written.
+    written: usize,
+}
+
+impl Outbox {
+    fn push(&mut self, call_id: u64, result: WireHostResult) {
+        let msg = ToWorker::HostResult { call_id, result };
+        let header = serde_json::to_vec(&msg).expect("a host answer serializes");
+        let mut frame = Vec::with_capacity(header.len() + 8);
+        write_frame(&mut frame, &header, &[]).expect("writing to memory cannot fail");
+        self.frames.push_back(frame);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The unwritten rest of the first frame.
+    fn pending(&self) -> &[u8] {
+        self.frames.front().map_or(&[], |f| &f[self.written..])
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.written += n;
+        if self.frames.front().is_some_and(|f| self.written >= f.len()) {
+            self.frames.pop_front();
+            self.written = 0;
+        }
+    }
+}
+
+/// A host function's answer as the worker gets it.
+fn wire_answer(answer: Result<Value, HostError>) -> WireHostResult {
+    match answer {
+        Ok(value) => WireHostResult::Value { value },
+        Err(HostError::Raise { exc_type, message }) => WireHostResult::Raise { exc_type, message },
+        Err(HostError::EndCell(reason)) => WireHostResult::EndCell { reason },
+    }
+}
+
+/// The answer to every host call of a cell past its host-wait limit.
+fn host_timeout(config: &SandboxConfig) -> WireHostResult {
+    WireHostResult::Abort {
+        exc_type: "TimeoutError".into(),
+        message: format!(
+            "host calls did not finish within {:?} (the limit a cell may wait for them); \
+             the cell was stopped. Make fewer or smaller calls per cell",
+            config.host_wait_limit
+        ),
     }
 }
 

@@ -173,7 +173,7 @@ pub enum ToWorker {
     /// The answer to a host call.
     HostResult {
         /// The call being answered.
-        call_id: u32,
+        call_id: u64,
         /// The value or the error to raise.
         result: WireHostResult,
     },
@@ -212,6 +212,14 @@ pub enum WireHostResult {
         /// Why the host stopped the cell.
         reason: String,
     },
+    /// Stop the cell now (uncatchable) with this exception as its error, e.g.
+    /// when its host calls ran past the host-wait limit.
+    Abort {
+        /// Exception type name, e.g. `TimeoutError`.
+        exc_type: String,
+        /// Message.
+        message: String,
+    },
 }
 
 /// Messages from the worker to the parent.
@@ -229,8 +237,10 @@ pub enum FromWorker {
     VarSet,
     /// Python called a host function.
     HostCall {
-        /// Correlation id for the answer.
-        call_id: u32,
+        /// Correlation id for the answer, unique over the interpreter's life (an
+        /// answer that arrives after its cell ended can never be taken for the
+        /// answer to a call of a later cell).
+        call_id: u64,
         /// Function name.
         name: String,
         /// Positional arguments.

@@ -262,8 +262,12 @@ struct Interpreter {
     limits: WireLimits,
     /// Every top-level name the interpreter may have bound (for `SHOW_VARS`).
     known_names: BTreeSet<String>,
-    /// Host answers that arrived but were not asked for yet, by call id.
-    answers: HashMap<u32, WireHostResult>,
+    /// Host answers of the running cell that arrived but were not asked for
+    /// yet, by wire call id.
+    answers: HashMap<u64, WireHostResult>,
+    /// Cells run so far: the high half of every wire call id (monty numbers
+    /// the calls of each cell from 0).
+    cells: u32,
 }
 
 impl Interpreter {
@@ -342,6 +346,7 @@ impl Interpreter {
             limits,
             known_names,
             answers: HashMap::new(),
+            cells: 0,
         })
     }
 
@@ -350,6 +355,7 @@ impl Interpreter {
         let started = Instant::now();
         let mut repl = self.repl.take().expect("repl is present between cells");
         self.answers.clear();
+        self.cells = self.cells.wrapping_add(1);
         self.known_names.extend(assigned_names(code));
         if code.contains(SHOW_VARS) {
             repl = self.define_show_vars(repl);
@@ -409,7 +415,7 @@ impl Interpreter {
                     } else if let Some(&awaitable) = self.functions.get(&call.function_name)
                         && call.object_id.is_none()
                     {
-                        let call_id = call.call_id;
+                        let call_id = self.wire_id(call.call_id);
                         let args = call.args.iter().map(to_json).collect();
                         let kwargs = call
                             .kwargs
@@ -436,12 +442,8 @@ impl Interpreter {
                                 HostAnswer::Result(r) => {
                                     call.resume(r, PrintWriter::Callback(&mut out))
                                 }
-                                HostAnswer::EndCell(reason) => {
-                                    let exc = MontyException::new(
-                                        ExcType::SystemExit,
-                                        Some(reason.clone()),
-                                    );
-                                    ended_by_host = Some(reason);
+                                HostAnswer::Stop(exc, reason) => {
+                                    ended_by_host = reason;
                                     call.abort(exc, PrintWriter::Callback(&mut out))
                                 }
                             }
@@ -457,18 +459,21 @@ impl Interpreter {
                 Ok(ReplProgress::ResolveFutures(pending)) => {
                     let ids = pending.pending_call_ids().to_vec();
                     let mut results = Vec::with_capacity(ids.len());
-                    let mut end = None;
+                    let mut stop = None;
                     for id in ids {
-                        match self.wait_answer(id, chan)? {
+                        match self.wait_answer(self.wire_id(id), chan)? {
                             HostAnswer::Result(r) => results.push((id, r)),
-                            HostAnswer::EndCell(reason) => end = Some(reason),
+                            // The cell ends now: the other answers are not awaited
+                            // (late ones are dropped by their cell number).
+                            HostAnswer::Stop(exc, reason) => {
+                                stop = Some((exc, reason));
+                                break;
+                            }
                         }
                     }
-                    match end {
-                        Some(reason) => {
-                            let exc =
-                                MontyException::new(ExcType::SystemExit, Some(reason.clone()));
-                            ended_by_host = Some(reason);
+                    match stop {
+                        Some((exc, reason)) => {
+                            ended_by_host = reason;
                             pending.abort(exc, PrintWriter::Callback(&mut out))
                         }
                         None => pending.resume(results, PrintWriter::Callback(&mut out)),
@@ -497,10 +502,16 @@ impl Interpreter {
         })
     }
 
-    /// Blocks until the parent answers `call_id`, keeping other answers for later.
+    /// The id a call of the running cell has on the wire.
+    fn wire_id(&self, call_id: u32) -> u64 {
+        (u64::from(self.cells) << 32) | u64::from(call_id)
+    }
+
+    /// Blocks until the parent answers `call_id`, keeping other answers of the
+    /// cell for later and dropping answers to calls of earlier cells.
     fn wait_answer(
         &mut self,
-        call_id: u32,
+        call_id: u64,
         chan: &mut Channel,
     ) -> Result<HostAnswer, Disconnected> {
         loop {
@@ -510,13 +521,15 @@ impl Interpreter {
                         HostAnswer::Result(ExtFunctionResult::Return(from_json(value)))
                     }
                     WireHostResult::Raise { exc_type, message } => {
-                        let ty = ExcType::from_str(&exc_type).unwrap_or(ExcType::RuntimeError);
-                        HostAnswer::Result(ExtFunctionResult::Error(MontyException::new(
-                            ty,
-                            Some(message),
-                        )))
+                        HostAnswer::Result(ExtFunctionResult::Error(exception(&exc_type, message)))
                     }
-                    WireHostResult::EndCell { reason } => HostAnswer::EndCell(reason),
+                    WireHostResult::EndCell { reason } => HostAnswer::Stop(
+                        MontyException::new(ExcType::SystemExit, Some(reason.clone())),
+                        Some(reason),
+                    ),
+                    WireHostResult::Abort { exc_type, message } => {
+                        HostAnswer::Stop(exception(&exc_type, message), None)
+                    }
                 });
             }
             match chan.recv()? {
@@ -527,7 +540,9 @@ impl Interpreter {
                     },
                     _,
                 )) => {
-                    self.answers.insert(id, result);
+                    if id >> 32 == u64::from(self.cells) {
+                        self.answers.insert(id, result);
+                    }
                 }
                 // Anything else in the middle of a cell is a broken parent.
                 _ => return Err(Disconnected),
@@ -613,8 +628,15 @@ impl Interpreter {
 enum HostAnswer {
     /// Resume Python with this.
     Result(ExtFunctionResult),
-    /// Stop the cell on purpose.
-    EndCell(String),
+    /// Stop the cell (uncatchably) with this exception; the reason is set when
+    /// the host ended the cell on purpose ([`WireHostResult::EndCell`]).
+    Stop(MontyException, Option<String>),
+}
+
+/// The exception named `exc_type` (`RuntimeError` for a name monty does not know).
+fn exception(exc_type: &str, message: String) -> MontyException {
+    let ty = ExcType::from_str(exc_type).unwrap_or(ExcType::RuntimeError);
+    MontyException::new(ty, Some(message))
 }
 
 fn s(text: &str) -> MontyObject {
