@@ -7,6 +7,8 @@
 //! fallbacks (only when no ```repl fence is present, because a reply that has
 //! both usually shows Python as an example next to the code it wants run).
 
+use std::sync::OnceLock;
+
 use serde_json::Value;
 
 /// One fenced code block the engine will execute.
@@ -353,7 +355,6 @@ impl RepeatDetector {
 /// d["text"].lower()`) can never match — the small local model looped on
 /// exactly that for twenty turns.
 pub fn code_lints(code: &str) -> Vec<String> {
-    use std::sync::OnceLock;
     static PATTERNS: OnceLock<[regex::Regex; 2]> = OnceLock::new();
     let patterns = PATTERNS.get_or_init(|| {
         [
@@ -409,6 +410,51 @@ pub(crate) fn json_field(v: &Value, k: &str) -> String {
         Some(Value::Null) | None => String::new(),
         Some(other) => other.to_string(),
     }
+}
+
+/// Why a committed answer is not an answer, if it is not: it holds only
+/// citation markers, gives an internal chunk id as a fact, is a template
+/// placeholder, or echoes the question. (Small models copy ids from the
+/// inspection output, or fill in the prompt's own example.)
+pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
+    static PATTERNS: OnceLock<[regex::Regex; 3]> = OnceLock::new();
+    let [marker, chunk_id, placeholder] = PATTERNS.get_or_init(|| {
+        [
+            regex::Regex::new(r"\[\[[^\]]*\]\]").expect("valid regex"),
+            regex::Regex::new(r"\b[0-9a-f]{16}-[0-9]+\b").expect("valid regex"),
+            regex::Regex::new(
+                r"(?i)\{\{?\s*[a-z_ ]+\s*\}?\}|<\s*(your |the )?(final )?answer[^>]*>|\[\s*(your|insert|the) [^\]]*\]|\byour (final )?answer here\b",
+            )
+            .expect("valid regex"),
+        ]
+    });
+    let text = marker.replace_all(answer, " ");
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let answer_words = words(&text);
+    if answer_words.is_empty() {
+        return Some("it holds no answer text, only citation markers or punctuation".into());
+    }
+    if let Some(id) = chunk_id.find(&text) {
+        return Some(format!(
+            "it gives the internal chunk id {} as if it were a fact; chunk ids belong only inside [[chunk:ID \"quote\"]] markers after the fact they support",
+            id.as_str()
+        ));
+    }
+    if let Some(p) = placeholder.find(&text) {
+        return Some(format!(
+            "it is a template placeholder ({}), not the answer",
+            p.as_str()
+        ));
+    }
+    if answer_words == words(question) {
+        return Some("it repeats the question instead of answering it".into());
+    }
+    None
 }
 
 #[cfg(test)]
@@ -591,5 +637,39 @@ mod tests {
         assert_eq!(v["entity"], "Kevin");
         assert!(parse_json_object("no json").is_none());
         assert!(parse_json_object("} {").is_none());
+    }
+
+    #[test]
+    fn answers_that_are_not_answers() {
+        let q = "What is the planted number?";
+        assert!(not_an_answer("The planted number is 7731.", q).is_none());
+        assert!(
+            not_an_answer(
+                "It is 7731 [[chunk:12495df8814cacdd-1 \"number is 7731\"]].",
+                q
+            )
+            .is_none()
+        );
+        let why = not_an_answer("The planted number is 12495df8814cacdd-1", q).unwrap();
+        assert!(why.contains("chunk id 12495df8814cacdd-1"), "{why}");
+        assert!(
+            not_an_answer("[[chunk:12495df8814cacdd-1]]", q)
+                .unwrap()
+                .contains("only citation markers")
+        );
+        for placeholder in [
+            "{answer}",
+            "<your answer>",
+            "[your answer here]",
+            "Your answer here.",
+        ] {
+            let why = not_an_answer(placeholder, q).unwrap();
+            assert!(why.contains("placeholder"), "{placeholder}: {why}");
+        }
+        assert!(
+            not_an_answer("what is the planted number", q)
+                .unwrap()
+                .contains("repeats the question")
+        );
     }
 }

@@ -67,3 +67,54 @@ async fn counting_turns_get_the_match_windows() {
     );
     assert!(fourth.contains("The secret code is 4721"), "{fourth}");
 }
+
+/// An answer that is an internal chunk id is sent back once; the model's
+/// second answer is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_chunk_id_as_the_answer_is_sent_back_once() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            "FINAL(The secret code is 12495df8814cacdd-1)".to_string(),
+            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(!answer.partial, "{answer:?}");
+    assert!(
+        answer.answer.starts_with("The secret code is 4721"),
+        "{}",
+        answer.answer
+    );
+    let reqs = server.requests();
+    let note = reqs[1].last_message();
+    assert!(
+        note.contains("your FINAL was not accepted")
+            && note.contains("chunk id 12495df8814cacdd-1"),
+        "{note}"
+    );
+}
+
+/// If the second answer is no better, it is committed, marked partial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_placeholder_answer_twice_is_partial() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new().on_sequence(root(), ["FINAL(<your answer>)", "FINAL({answer})"]),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(answer.partial);
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("not an answer: it is a template placeholder"),
+        "{answer:?}"
+    );
+}

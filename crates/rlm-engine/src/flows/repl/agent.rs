@@ -91,6 +91,8 @@ struct Agent {
     assigned: Vec<String>,
     last_outputs: Vec<String>,
     deferred: Option<String>,
+    /// An answer that was not an answer was sent back once already.
+    rejected_answer: bool,
 }
 
 /// Runs one agent to an outcome. `Err` only when its sandbox cannot start.
@@ -183,6 +185,7 @@ pub(crate) fn run_agent(
             assigned: Vec::new(),
             last_outputs: Vec::new(),
             deferred: None,
+            rejected_answer: false,
         };
         // The inspection cell: even a weak model starts from a scouted corpus.
         let inspection = if is_root {
@@ -299,6 +302,30 @@ impl Agent {
 
     fn take_final(&self) -> Option<FinalDirective> {
         self.host.take_final()
+    }
+
+    /// Commits `answer` unless, at the root, it is not an answer (an
+    /// internal id, a placeholder, the question again): the first time the
+    /// agent is told what was wrong (`Err` with the note) and goes on; after
+    /// that, or on a last turn, it is committed as partial.
+    fn try_commit(&mut self, answer: &str, via: &str, last_turn: bool) -> Result<Outcome, String> {
+        // Sub-agents may be asked for ids (the pipeline's repl inspector).
+        let checked = self.depth == 0 && self.input.is_none();
+        let Some(why) = checked
+            .then(|| parse::not_an_answer(answer, &self.task))
+            .flatten()
+        else {
+            return Ok(self.commit(answer, via));
+        };
+        if self.rejected_answer || last_turn {
+            let mut outcome = self.commit(answer, via);
+            outcome.partial_reason = Some(format!("the committed answer is not an answer: {why}"));
+            return Ok(outcome);
+        }
+        self.rejected_answer = true;
+        Err(format!(
+            "Note: your FINAL was not accepted: {why}. Answer the question itself in words, with the facts you found (cite them with [[doc:N \"exact quote\"]]), then FINAL(...) again."
+        ))
     }
 
     fn commit(&self, answer: &str, via: &str) -> Outcome {
@@ -496,7 +523,10 @@ impl Agent {
                             if subcalls > 0 && cfg.defer_final_after_fanout {
                                 notes.push(self.defer(&answer, "code", subcalls));
                             } else {
-                                return self.commit(&answer, "code");
+                                match self.try_commit(&answer, "code", false) {
+                                    Ok(outcome) => return outcome,
+                                    Err(note) => notes.push(note),
+                                }
                             }
                         }
                         Err(msg) => notes.push(msg),
@@ -512,7 +542,10 @@ impl Agent {
                 if subcalls > 0 && cfg.defer_final_after_fanout {
                     notes.push(self.defer(&content, "answer_dict", subcalls));
                 } else {
-                    return self.commit(&content, "answer_dict");
+                    match self.try_commit(&content, "answer_dict", false) {
+                        Ok(outcome) => return outcome,
+                        Err(note) => notes.push(note),
+                    }
                 }
             }
             if let Some(d) = parsed.prose_final {
@@ -532,7 +565,10 @@ impl Agent {
                         if subcalls > 0 && cfg.defer_final_after_fanout {
                             notes.push(self.defer(&answer, "prose", subcalls));
                         } else {
-                            return self.commit(&answer, "prose");
+                            match self.try_commit(&answer, "prose", false) {
+                                Ok(outcome) => return outcome,
+                                Err(note) => notes.push(note),
+                            }
                         }
                     }
                     Err(msg) => notes.push(msg),
@@ -690,7 +726,9 @@ impl Agent {
     ) -> Result<Outcome, Stop> {
         self.push_user(prompt);
         match self.last_answer_turn(iteration).await? {
-            Some(answer) => Ok(self.commit(&answer, via)),
+            Some(answer) => Ok(self
+                .try_commit(&answer, via, true)
+                .unwrap_or_else(|_| self.commit(&answer, via))),
             None => Err(Stop::Failure(no_answer)),
         }
     }
