@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::budget::UsageReport;
 use crate::citations::{Citation, CitationPolicy, VerificationReport};
 use crate::config::Inspector;
+use crate::grounding::{ClaimReport, Evidence, Grounded};
 use crate::session::Finding;
 
 /// Identifies the trace of an answer.
@@ -40,6 +41,16 @@ pub struct Answer {
     pub trace: TraceInfo,
     /// Findings added during this run (the session keeps them).
     pub findings: Vec<Finding>,
+    /// The answer's claims, each with the citations that back it (the
+    /// model's, or one the engine attached) and whether it is supported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<ClaimReport>,
+    /// Claims supported out of claims made; `None` when verification is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounded: Option<Grounded>,
+    /// The evidence ledger: what the run's agents saw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
     /// `pipeline` flow: one summary per inspected file, citing its chunks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file_summaries: Vec<FileSummary>,

@@ -112,6 +112,18 @@ impl CitationStatus {
     }
 }
 
+/// Who wrote a citation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CitationOrigin {
+    /// A marker the model wrote in the answer.
+    #[default]
+    Model,
+    /// Attached by the engine to a claim the model left uncited (see
+    /// [`crate::grounding`]); its quote is verbatim from the chunk.
+    Engine,
+}
+
 /// One citation found in the answer, resolved and checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Citation {
@@ -141,6 +153,9 @@ pub struct Citation {
     pub status: CitationStatus,
     /// Why it failed, in words.
     pub detail: Option<String>,
+    /// Who wrote it.
+    #[serde(default)]
+    pub origin: CitationOrigin,
 }
 
 /// Verification of all citations of one answer.
@@ -276,6 +291,7 @@ fn resolved(raw: &RawCitation, chunk: &SourceChunk, status: CitationStatus) -> C
         byte_end: Some(chunk.byte_end),
         status,
         detail: None,
+        origin: CitationOrigin::Model,
     }
 }
 
@@ -294,6 +310,7 @@ fn unresolved(raw: &RawCitation, status: CitationStatus, detail: String) -> Cita
         byte_end: None,
         status,
         detail: Some(detail),
+        origin: CitationOrigin::Model,
     }
 }
 

@@ -182,6 +182,7 @@ mod tests {
                 CitationStatus::QuoteNotFound
             },
             detail: None,
+            origin: Default::default(),
         }
     }
 

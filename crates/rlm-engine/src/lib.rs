@@ -51,6 +51,7 @@ pub mod console;
 pub mod corpus;
 mod engine;
 mod flows;
+pub mod grounding;
 pub mod host;
 pub mod parse;
 pub mod prompts;

@@ -23,6 +23,7 @@ use crate::citations::{self, CitationPolicy, VerificationReport};
 use crate::claims;
 use crate::config::{EngineConfig, Flow};
 use crate::corpus::Corpus;
+use crate::grounding::{self, EvidenceKind, Ledger};
 use crate::request::AskRequest;
 use crate::session::{Finding, SessionState};
 use crate::text::preview;
@@ -63,6 +64,9 @@ pub(crate) struct Run {
     pub(crate) session: SessionState,
     pub(crate) findings: Mutex<Vec<Finding>>,
     pub(crate) sub_results: Mutex<Vec<SubResult>>,
+    /// What the run's agents saw (search hits, printed corpus text, what
+    /// they passed to sub-calls and got back).
+    pub(crate) ledger: Ledger,
     /// Why model calls are impossible (`rlm repl` without a model), if they are.
     pub(crate) no_model: Option<String>,
     call_slots: Semaphore,
@@ -123,6 +127,7 @@ impl Run {
             session: req.session.clone().unwrap_or_default(),
             findings: Mutex::new(Vec::new()),
             sub_results: Mutex::new(Vec::new()),
+            ledger: Ledger::default(),
             no_model: parts.no_model,
             id: new_run_id(),
         })
@@ -349,7 +354,11 @@ impl Run {
             )
             .await;
         let result = match r {
-            Ok(resp) => Ok(resp.text),
+            Ok(resp) => {
+                self.saw(EvidenceKind::SubPrompt, &id, &prompt).await;
+                self.saw(EvidenceKind::SubAnswer, &id, &resp.text).await;
+                Ok(resp.text)
+            }
             Err(CallError::Budget(e)) => Err(format!(
                 "{e}. No more sub-calls can be made: work with the results you already have and commit an answer with FINAL."
             )),
@@ -390,6 +399,26 @@ impl Run {
             result: text,
             elapsed_ms: t0.elapsed().as_millis() as u64,
         });
+    }
+
+    /// Records in the ledger text agent `agent` saw or passed on (off the
+    /// async runtime: mapping it back to chunks searches the index).
+    pub(crate) async fn saw(&self, kind: EvidenceKind, agent: &str, text: &str) {
+        if text.trim().is_empty() {
+            return;
+        }
+        let corpus = self.corpus.clone();
+        let (agent_id, text) = (agent.to_string(), text.to_string());
+        let found = tokio::task::spawn_blocking(move || {
+            let ledger = Ledger::default();
+            ledger.saw_text(kind, &agent_id, &text, &corpus);
+            ledger.snapshot().0
+        })
+        .await
+        .unwrap_or_default();
+        for e in found {
+            self.ledger.record(e);
+        }
     }
 
     /// Runs `work` until it ends, the caller cancels, or the wall clock runs
@@ -439,6 +468,15 @@ impl Run {
             }
             Some(checked)
         };
+        let (claims, grounded) = match &verification {
+            Some(v) => {
+                let (claims, grounded) =
+                    grounding::ground(&text, v, &self.ledger, self.corpus.as_ref());
+                (claims, Some(grounded))
+            }
+            None => (Vec::new(), None),
+        };
+        let (evidence, _) = self.ledger.snapshot();
         let usage = self.budget.report();
         self.trace.emit(TraceEvent::RunFinished {
             partial: partial_reason.is_some(),
@@ -446,6 +484,9 @@ impl Run {
             usage: usage.clone(),
         });
         Answer {
+            claims,
+            grounded,
+            evidence,
             answer: text,
             partial: partial_reason.is_some(),
             partial_reason,

@@ -46,8 +46,8 @@ impl SettingsFile {
                 p
             }
         };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        let text =
+            rlm_llm::bounded::read_text(&path, "config file", rlm_llm::bounded::CONFIG_FILE_LIMIT)?;
         Self::parse(&text, &path)
     }
 

@@ -8,12 +8,13 @@
 //! code and usage, never configuration of providers.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use rlm_llm::bounded::CappedLines;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
@@ -332,6 +333,8 @@ pub struct Trace {
 #[derive(Debug, Default)]
 struct Sinks {
     file: Option<BufWriter<File>>,
+    /// The first error writing `file`; nothing more is written after it.
+    write_error: Option<String>,
     history: Option<Vec<TraceRecord>>,
 }
 
@@ -355,6 +358,8 @@ impl Trace {
     }
 
     /// A trace that also appends every event to `path` (created or truncated).
+    /// A failed write stops the file and is kept: check
+    /// [`Trace::write_error`] when the run ends.
     pub fn to_file(path: &Path) -> std::io::Result<Self> {
         let f = File::create(path)?;
         let t = Self::new();
@@ -409,13 +414,20 @@ impl Trace {
             ts: now_rfc3339(),
             event,
         };
-        if let Some(w) = sinks.file.as_mut()
-            && let Ok(line) = serde_json::to_string(&rec)
-        {
+        if let Some(w) = sinks.file.as_mut() {
             // Flush per line: a killed run keeps every event up to the kill.
-            let ok = writeln!(w, "{line}").and_then(|_| w.flush());
-            if ok.is_err() {
-                sinks.file = None; // Disk full or similar: stop writing, keep running.
+            let written = serde_json::to_string(&rec)
+                .map_err(|e| format!("event {} could not be encoded: {e}", rec.seq))
+                .and_then(|line| {
+                    writeln!(w, "{line}")
+                        .and_then(|_| w.flush())
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(e) = written {
+                // Disk full or similar: stop writing, keep running, and keep
+                // the error for `write_error` (the trace is incomplete).
+                sinks.file = None;
+                sinks.write_error = Some(e);
             }
         }
         if let Some(h) = sinks.history.as_mut() {
@@ -424,6 +436,12 @@ impl Trace {
         let _ = self.tx.send(rec);
         drop(sinks);
         self.changed.notify_waiters();
+    }
+
+    /// The first error writing the trace file (see [`Trace::to_file`]), if
+    /// any: the file then lacks that event and every later one.
+    pub fn write_error(&self) -> Option<String> {
+        self.sinks().write_error.clone()
     }
 
     /// Events emitted so far.
@@ -571,18 +589,16 @@ pub fn now_rfc3339() -> String {
 pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, String> {
     let f = File::open(path).map_err(|e| format!("cannot open trace {}: {e}", path.display()))?;
     let mut out = Vec::new();
-    for (i, line) in BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
+    // Streamed with a cap per line: an endless file is an error, not a hang.
+    let lines = CappedLines::new(BufReader::new(f), rlm_llm::bounded::JSONL_LINE_LIMIT);
+    for line in lines {
+        let (n, line) = line.map_err(|e| format!("trace {}: {e}", path.display()))?;
         match serde_json::from_str::<TraceRecord>(&line) {
             Ok(r) => out.push(r),
             Err(e) => {
                 return Err(format!(
-                    "{} line {}: not an rlm trace event ({e}); is this a file written by `rlm ask --trace`?",
+                    "{} line {n}: not an rlm trace event ({e}); is this a file written by `rlm ask --trace`?",
                     path.display(),
-                    i + 1
                 ));
             }
         }
@@ -926,6 +942,30 @@ mod tests {
         assert_eq!(back[3].event, sample()[3]);
         assert_eq!(back[9].seq, 9);
         assert_eq!(rx.try_recv().unwrap().seq, 0);
+    }
+
+    #[test]
+    fn a_failed_write_is_kept_and_the_run_goes_on() {
+        let t = Trace::to_file(Path::new("/dev/full")).unwrap();
+        assert_eq!(t.write_error(), None);
+        let mut rx = t.subscribe();
+        for e in sample() {
+            t.emit(e);
+        }
+        let e = t.write_error().expect("the write to /dev/full failed");
+        assert!(e.contains("No space left on device"), "{e}");
+        // Subscribers still saw every event.
+        assert_eq!(rx.try_recv().unwrap().seq, 0);
+        assert_eq!(t.len(), sample().len() as u64);
+    }
+
+    #[test]
+    fn an_endless_trace_is_refused_at_the_line_cap() {
+        let e = read_trace(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(
+            e,
+            "trace /dev/zero: line 1 is longer than the limit of 256 MiB"
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ use super::inspection::{SUB_INSPECTION, input_sizes, interpreter_spec, root_insp
 use super::synthesis::{Outcome, material_from_ctx, synthesize};
 use crate::budget::Exhausted;
 use crate::corpus::ContextShape;
+use crate::grounding::EvidenceKind;
 use crate::parse::{self, FinalDirective, RepeatDetector};
 use crate::prompts::{self, render};
 use crate::run::{CallError, CallOpts, MODEL_FAILED, Run};
@@ -263,6 +264,11 @@ impl Agent {
                 .map_err(|e| e.to_string()),
             None => Err("the sandbox interpreter is closed".into()),
         };
+        if let Ok(r) = &result {
+            self.ctx
+                .saw(EvidenceKind::Printed, &self.id, &r.stdout)
+                .await;
+        }
         match &result {
             Ok(r) => self.trace(TraceEvent::CellOutput {
                 agent: self.id.clone(),

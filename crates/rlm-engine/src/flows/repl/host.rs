@@ -13,6 +13,8 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::synthesis::Outcome;
+use crate::citations::CitationSource;
+use crate::grounding::EvidenceKind;
 use crate::host::repl_function;
 use crate::parse::FinalDirective;
 use crate::run::Run;
@@ -91,6 +93,9 @@ fn rlm_query(
             kind: "rlm_query".into(),
             prompt_preview: preview(&prompt, 300),
         });
+        if let Some(text) = context.as_ref().map(value_to_text) {
+            ctx.saw(EvidenceKind::SubPrompt, &id, &text).await;
+        }
         let input = context.map(|c| match c {
             Value::String(s) => InputValue::Text(s),
             Value::Array(items) if items.iter().all(Value::is_string) => {
@@ -104,6 +109,9 @@ fn rlm_query(
                 Some(reason) => format!("(partial: {reason}) {}", o.answer),
                 None => o.answer,
             });
+        if let Ok(answer) = &r {
+            ctx.saw(EvidenceKind::SubAnswer, &id, answer).await;
+        }
         ctx.finish_subcall(&id, &parent, depth, &prompt, &r, started);
         r
     })
@@ -416,15 +424,42 @@ impl AgentHost {
                 // Off the async runtime: a search is CPU work, and under
                 // `rlm serve` other requests share the runtime's threads.
                 let corpus = ctx.corpus.clone();
-                tokio::task::spawn_blocking(move || corpus.search_json(&query, k))
+                let hits = tokio::task::spawn_blocking(move || corpus.search_json(&query, k))
                     .await
                     .map_err(|e| HostError::runtime(format!("search failed: {e}")))?
-                    .map_err(|e| value_error(format!("search failed: {e}")))
+                    .map_err(|e| value_error(format!("search failed: {e}")))?;
+                self.saw_hits(&hits).await;
+                Ok(hits)
             }
             other => Err(HostError::Raise {
                 exc_type: "NameError".into(),
                 message: format!("name '{other}' is not defined"),
             }),
+        }
+    }
+}
+
+impl AgentHost {
+    /// Records the chunks of `search()` hits in the run's ledger.
+    async fn saw_hits(&self, hits: &Value) {
+        let ids: Vec<String> = hits
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["chunk_id"].as_str().map(str::to_string))
+            .collect();
+        let corpus = self.ctx.corpus.clone();
+        let chunks = tokio::task::spawn_blocking(move || {
+            ids.iter()
+                .filter_map(|id| corpus.chunk(id))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for chunk in &chunks {
+            self.ctx
+                .ledger
+                .saw_chunk(EvidenceKind::SearchHit, &self.id, chunk);
         }
     }
 }

@@ -1,0 +1,537 @@
+//! Grounding: what a run's agents actually saw (the evidence ledger), and,
+//! once the answer is committed, the support of each of its claims.
+//!
+//! A claim (a sentence, list item or table row of the answer) is supported
+//! when a citation of the model verified (its quote is in the cited chunk),
+//! or else when the engine finds a passage that backs it: first among the
+//! chunks in the ledger, then by a full-text search for the claim. The
+//! engine's citation quotes the chunk verbatim (a sentence holding every
+//! number of the claim and most of its words) with the chunk's span, and
+//! says it was the engine's. Claims nothing backs are marked unsupported.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::citations::{
+    Citation, CitationKind, CitationOrigin, CitationSource, CitationStatus, SourceChunk,
+    VerificationReport, normalize,
+};
+use crate::claims;
+use crate::corpus::Corpus;
+
+/// Entries a ledger keeps at most (later ones are counted, not kept).
+const LEDGER_ENTRIES: usize = 2_000;
+/// Characters of text kept per ledger entry.
+const ENTRY_CHARS: usize = 2_000;
+/// Printed lines per cell mapped back to chunks.
+const LINES_PER_OUTPUT: usize = 12;
+/// Shortest printed line worth mapping back to a chunk.
+const MIN_LINE_CHARS: usize = 30;
+/// Longest quote the engine attaches.
+const QUOTE_CHARS: usize = 300;
+
+/// What an agent saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// A hit of `search()`.
+    SearchHit,
+    /// Corpus text a cell printed.
+    Printed,
+    /// Corpus text passed to a sub-model or sub-agent.
+    SubPrompt,
+    /// What a sub-model or sub-agent answered.
+    SubAnswer,
+}
+
+/// One entry of the evidence ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// What kind of sighting.
+    pub kind: EvidenceKind,
+    /// The agent that saw it.
+    pub agent: String,
+    /// The chunk it maps to, when it is corpus text.
+    pub chunk_id: Option<String>,
+    /// That chunk's document.
+    pub doc_index: Option<usize>,
+    /// Byte span of the chunk in its document.
+    pub byte_start: Option<u64>,
+    /// End of that span.
+    pub byte_end: Option<u64>,
+    /// The text seen (capped).
+    pub text: String,
+}
+
+/// The evidence ledger of one run.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    inner: Mutex<LedgerInner>,
+}
+
+#[derive(Debug, Default)]
+struct LedgerInner {
+    entries: Vec<Evidence>,
+    dropped: usize,
+}
+
+fn capped(text: &str) -> String {
+    match text.char_indices().nth(ENTRY_CHARS) {
+        Some((i, _)) => text[..i].to_string(),
+        None => text.to_string(),
+    }
+}
+
+impl Ledger {
+    /// Records one entry (past [`LEDGER_ENTRIES`], only counts it).
+    pub fn record(&self, e: Evidence) {
+        self.push(e);
+    }
+
+    fn push(&self, e: Evidence) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.entries.len() >= LEDGER_ENTRIES {
+            inner.dropped += 1;
+        } else {
+            inner.entries.push(e);
+        }
+    }
+
+    /// Records a chunk an agent saw whole (a search hit).
+    pub fn saw_chunk(&self, kind: EvidenceKind, agent: &str, chunk: &SourceChunk) {
+        self.push(Evidence {
+            kind,
+            agent: agent.to_string(),
+            chunk_id: Some(chunk.id.clone()),
+            doc_index: Some(chunk.doc_index),
+            byte_start: Some(chunk.byte_start),
+            byte_end: Some(chunk.byte_end),
+            text: capped(&chunk.text),
+        });
+    }
+
+    /// Records text an agent saw or passed on, mapped back to the chunks it
+    /// was copied from (its longer lines, found verbatim in a chunk); text
+    /// that maps to no chunk is kept as it is (a sub-answer, say).
+    pub fn saw_text(&self, kind: EvidenceKind, agent: &str, text: &str, corpus: &Corpus) {
+        let chunks = locate(corpus, text);
+        if chunks.is_empty() {
+            if kind == EvidenceKind::SubAnswer && !text.trim().is_empty() {
+                self.push(Evidence {
+                    kind,
+                    agent: agent.to_string(),
+                    chunk_id: None,
+                    doc_index: None,
+                    byte_start: None,
+                    byte_end: None,
+                    text: capped(text),
+                });
+            }
+            return;
+        }
+        for (chunk, line) in chunks {
+            self.push(Evidence {
+                kind,
+                agent: agent.to_string(),
+                chunk_id: Some(chunk.id.clone()),
+                doc_index: Some(chunk.doc_index),
+                byte_start: Some(chunk.byte_start),
+                byte_end: Some(chunk.byte_end),
+                text: capped(&line),
+            });
+        }
+    }
+
+    /// The entries, in the order they were seen, and how many were dropped.
+    pub fn snapshot(&self) -> (Vec<Evidence>, usize) {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        (inner.entries.clone(), inner.dropped)
+    }
+
+    /// Chunk ids the agents saw, first sighting first.
+    fn chunk_ids(&self) -> Vec<String> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = HashSet::new();
+        inner
+            .entries
+            .iter()
+            .filter_map(|e| e.chunk_id.clone())
+            .filter(|id| seen.insert(id.clone()))
+            .collect()
+    }
+}
+
+/// The chunks that the longer lines of `text` were copied from.
+fn locate(corpus: &Corpus, text: &str) -> Vec<(SourceChunk, String)> {
+    let mut out: Vec<(SourceChunk, String)> = Vec::new();
+    let lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.chars().count() >= MIN_LINE_CHARS)
+        .take(LINES_PER_OUTPUT);
+    for line in lines {
+        let query: String = line
+            .split_whitespace()
+            .take(30)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let Ok(hits) = corpus.store().search(&query, 3) else {
+            continue;
+        };
+        let needle = normalize(line);
+        for h in hits {
+            if out.iter().any(|(c, _)| c.id == h.chunk_id) {
+                continue;
+            }
+            if normalize(&h.text).contains(&needle)
+                && let Some(chunk) = corpus.chunk(&h.chunk_id)
+            {
+                out.push((chunk, line.to_string()));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// How well a claim is backed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Support {
+    /// A citation with a quote found in its chunk backs it.
+    Supported,
+    /// Nothing checked backs it.
+    Unsupported,
+}
+
+/// One claim of the answer with its citations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimReport {
+    /// The claim's text.
+    pub text: String,
+    /// Byte span of the claim in the answer.
+    pub start: usize,
+    /// End of that span.
+    pub end: usize,
+    /// The citations that back (or fail to back) it.
+    pub citations: Vec<Citation>,
+    /// Whether it is backed.
+    pub support: Support,
+    /// Who supplied the backing citation: `model`, `engine`, or `none`.
+    pub origin: String,
+}
+
+/// Claims supported out of claims made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grounded {
+    /// Claims in the answer (structure such as headings excluded).
+    pub claims: usize,
+    /// Claims backed by a quote found in its chunk.
+    pub supported: usize,
+    /// Of those, backed by a citation the engine attached.
+    pub engine_attached: usize,
+}
+
+/// The claims of `answer` and their support, from the model's verified
+/// citations, the ledger, then the corpus.
+pub fn ground(
+    answer: &str,
+    verification: &VerificationReport,
+    ledger: &Ledger,
+    corpus: &Corpus,
+) -> (Vec<ClaimReport>, Grounded) {
+    let ledger_chunks: Vec<SourceChunk> = ledger
+        .chunk_ids()
+        .iter()
+        .filter_map(|id| corpus.chunk(id))
+        .collect();
+    let mut reports = Vec::new();
+    let mut grounded = Grounded::default();
+    for c in claims::claims(answer) {
+        if c.structural {
+            continue;
+        }
+        let text = answer[c.start..c.end].trim().to_string();
+        let own: Vec<Citation> = verification
+            .citations
+            .iter()
+            .filter(|x| x.answer_offset >= c.start && x.answer_offset < c.end)
+            .cloned()
+            .collect();
+        grounded.claims += 1;
+        let claim_text = strip_markers(&text);
+        if own.iter().any(|x| x.status == CitationStatus::Verified) {
+            grounded.supported += 1;
+            reports.push(ClaimReport {
+                text,
+                start: c.start,
+                end: c.end,
+                citations: own,
+                support: Support::Supported,
+                origin: "model".into(),
+            });
+            continue;
+        }
+        let attached = support_from(&claim_text, &ledger_chunks)
+            .or_else(|| support_from(&claim_text, &search_chunks(corpus, &claim_text)))
+            .map(|(chunk, offset, quote)| engine_citation(c.start, &chunk, offset, quote));
+        let mut citations = own;
+        let (support, origin) = match attached {
+            Some(cite) => {
+                citations.push(cite);
+                grounded.supported += 1;
+                grounded.engine_attached += 1;
+                (Support::Supported, "engine")
+            }
+            None => (Support::Unsupported, "none"),
+        };
+        reports.push(ClaimReport {
+            text,
+            start: c.start,
+            end: c.end,
+            citations,
+            support,
+            origin: origin.into(),
+        });
+    }
+    (reports, grounded)
+}
+
+fn strip_markers(text: &str) -> String {
+    let mut out = text.to_string();
+    for m in crate::citations::extract_citations(text).iter().rev() {
+        out.replace_range(m.offset..m.offset + m.marker.len(), " ");
+    }
+    out
+}
+
+fn search_chunks(corpus: &Corpus, claim: &str) -> Vec<SourceChunk> {
+    let query: String = claim
+        .split_whitespace()
+        .take(40)
+        .collect::<Vec<_>>()
+        .join(" ");
+    corpus
+        .store()
+        .search(&query, 5)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|h| corpus.chunk(&h.chunk_id))
+        .collect()
+}
+
+const STOP_WORDS: &[&str] = &[
+    "the",
+    "and",
+    "for",
+    "are",
+    "was",
+    "were",
+    "with",
+    "that",
+    "this",
+    "from",
+    "its",
+    "has",
+    "have",
+    "had",
+    "but",
+    "not",
+    "all",
+    "any",
+    "can",
+    "will",
+    "our",
+    "their",
+    "they",
+    "them",
+    "his",
+    "her",
+    "she",
+    "him",
+    "who",
+    "what",
+    "which",
+    "when",
+    "where",
+    "there",
+    "here",
+    "into",
+    "than",
+    "then",
+    "also",
+    "been",
+    "being",
+    "does",
+    "did",
+    "per",
+    "about",
+    "answer",
+    "document",
+    "documents",
+    "according",
+    "states",
+    "says",
+    "said",
+];
+
+/// The words of a claim that a supporting passage must share: numbers and
+/// content words (three letters or more, not stop words).
+fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
+    let mut numbers = Vec::new();
+    let mut words = Vec::new();
+    for w in claim
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let lower = w.to_lowercase();
+        if w.chars().any(|c| c.is_ascii_digit()) {
+            if !numbers.contains(&lower) {
+                numbers.push(lower);
+            }
+        } else if lower.chars().count() >= 3
+            && !STOP_WORDS.contains(&lower.as_str())
+            && !words.contains(&lower)
+        {
+            words.push(lower);
+        }
+    }
+    (numbers, words)
+}
+
+/// The first chunk with a sentence that backs `claim`: it holds every
+/// number of the claim and at least 60% of its content words (at least
+/// two). Returns the chunk, the byte offset of the quote in the chunk's
+/// text and the quote, verbatim.
+fn support_from(claim: &str, chunks: &[SourceChunk]) -> Option<(SourceChunk, usize, String)> {
+    let (numbers, words) = claim_terms(claim);
+    if numbers.len() + words.len() < 2 {
+        return None;
+    }
+    for chunk in chunks {
+        for (start, sentence) in sentences(&chunk.text) {
+            let tokens: HashSet<String> = sentence
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect();
+            if !numbers.iter().all(|n| tokens.contains(n)) {
+                continue;
+            }
+            let matched = words.iter().filter(|w| tokens.contains(*w)).count();
+            let needed = ((words.len() as f64) * 0.6).ceil() as usize;
+            if matched + numbers.len() >= 2 && matched >= needed {
+                let quote = trim_quote(sentence);
+                return Some((chunk.clone(), start, quote.to_string()));
+            }
+        }
+    }
+    None
+}
+
+/// Sentences of `text` with their byte offsets: split after `.`, `!`, `?`
+/// followed by whitespace, and at line breaks.
+fn sentences(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    for (i, ch) in text.char_indices() {
+        let end_here = ch == '\n'
+            || (matches!(ch, '.' | '!' | '?')
+                && bytes.get(i + 1).is_some_and(|b| b.is_ascii_whitespace()));
+        if end_here {
+            let end = if ch == '\n' { i } else { i + 1 };
+            push_sentence(text, start, end, &mut out);
+            start = i + 1;
+        }
+    }
+    push_sentence(text, start, text.len(), &mut out);
+    out
+}
+
+fn push_sentence<'a>(text: &'a str, start: usize, end: usize, out: &mut Vec<(usize, &'a str)>) {
+    let s = &text[start..end];
+    let lead = s.len() - s.trim_start().len();
+    let t = s.trim();
+    if !t.is_empty() {
+        out.push((start + lead, t));
+    }
+}
+
+/// At most [`QUOTE_CHARS`] characters of a sentence, cut at a character boundary.
+fn trim_quote(sentence: &str) -> &str {
+    match sentence.char_indices().nth(QUOTE_CHARS) {
+        Some((i, _)) => &sentence[..i],
+        None => sentence,
+    }
+}
+
+fn engine_citation(
+    claim_start: usize,
+    chunk: &SourceChunk,
+    offset: usize,
+    quote: String,
+) -> Citation {
+    let start = chunk.byte_start + offset as u64;
+    Citation {
+        marker: String::new(),
+        answer_offset: claim_start,
+        kind: CitationKind::Chunk,
+        id: chunk.id.clone(),
+        quote: Some(quote.clone()),
+        chunk_id: Some(chunk.id.clone()),
+        doc_id: Some(chunk.doc_id.clone()),
+        doc_index: Some(chunk.doc_index),
+        path: Some(chunk.path.clone()),
+        byte_start: Some(start),
+        byte_end: Some(start + quote.len() as u64),
+        status: CitationStatus::Verified,
+        detail: None,
+        origin: CitationOrigin::Engine,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_keep_their_offsets() {
+        let text = "First one. Second: 4721!\nThird line";
+        let s = sentences(text);
+        assert_eq!(s.len(), 3);
+        for (start, sentence) in &s {
+            assert_eq!(&text[*start..*start + sentence.len()], *sentence);
+        }
+        assert_eq!(s[1].1, "Second: 4721!");
+    }
+
+    fn chunk(text: &str) -> SourceChunk {
+        SourceChunk {
+            id: "d-0".into(),
+            doc_id: "d".into(),
+            doc_index: 0,
+            path: "a.txt".into(),
+            byte_start: 100,
+            byte_end: 100 + text.len() as u64,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn support_needs_the_numbers_and_most_words() {
+        let c = [chunk(
+            "Meeting notes. The secret code is 4721. Keep it safe.",
+        )];
+        let (found, offset, quote) = support_from("The secret code is 4721.", &c).unwrap();
+        assert_eq!(quote, "The secret code is 4721.");
+        assert_eq!(&found.text[offset..offset + quote.len()], quote);
+        assert!(support_from("The secret code is 9999.", &c).is_none());
+        assert!(support_from("The launch is scheduled for Mars.", &c).is_none());
+        let cite = engine_citation(0, &found, offset, quote);
+        assert_eq!(cite.byte_start, Some(100 + 15));
+        assert_eq!(cite.origin, CitationOrigin::Engine);
+    }
+}

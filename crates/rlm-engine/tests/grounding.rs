@@ -1,0 +1,78 @@
+//! Grounded answers: the evidence ledger records what agents saw, and each
+//! claim of the answer gets the model's verified citation, or one the engine
+//! attaches (verbatim quote, chunk span), or is marked unsupported.
+
+mod common;
+
+use common::*;
+use rlm_engine::citations::{CitationOrigin, CitationStatus};
+use rlm_engine::grounding::{EvidenceKind, Support};
+use rlm_llm::testing::{Script, ScriptedServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn uncited_claims_get_engine_citations_or_are_marked() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            repl("for d in documents:\n    for line in d[\"text\"].splitlines():\n        if \"secret\" in line.lower():\n            print(d[\"index\"], line)"),
+            "FINAL(The secret code is 4721. The launch is planned for March 2031.)".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    // The ledger has the printed line, mapped to its chunk.
+    let printed: Vec<_> = answer
+        .evidence
+        .iter()
+        .filter(|e| e.kind == EvidenceKind::Printed)
+        .collect();
+    assert!(
+        printed
+            .iter()
+            .any(|e| e.text.contains("The secret code is 4721") && e.chunk_id.is_some()),
+        "{:?}",
+        answer.evidence
+    );
+    // Two claims: the first backed by an engine citation, the second not.
+    assert_eq!(answer.claims.len(), 2, "{:?}", answer.claims);
+    let first = &answer.claims[0];
+    assert_eq!(first.support, Support::Supported);
+    assert_eq!(first.origin, "engine");
+    let cite = &first.citations[0];
+    assert_eq!(cite.origin, CitationOrigin::Engine);
+    assert_eq!(cite.status, CitationStatus::Verified);
+    assert_eq!(cite.quote.as_deref(), Some("The secret code is 4721."));
+    assert!(cite.path.as_deref().unwrap().ends_with("b_notes.txt"));
+    // The quote is verbatim at the span it names.
+    let doc = ts.corpus.document_text(cite.doc_index.unwrap()).unwrap();
+    let (a, b) = (cite.byte_start.unwrap() as usize, cite.byte_end.unwrap() as usize);
+    assert_eq!(&doc[a..b], "The secret code is 4721.");
+    let second = &answer.claims[1];
+    assert_eq!(second.support, Support::Unsupported);
+    assert_eq!(second.origin, "none");
+    let g = answer.grounded.unwrap();
+    assert_eq!((g.claims, g.supported, g.engine_attached), (2, 1, 1));
+    // And --json carries it all.
+    let v = serde_json::to_value(&answer).unwrap();
+    assert_eq!(v["grounded"]["supported"], 1);
+    assert_eq!(v["claims"][0]["citations"][0]["origin"], "engine");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_model_citation_that_verifies_is_kept_as_the_models() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on(
+        root(),
+        "FINAL(The code is 4721 [[doc:1 \"The secret code is 4721\"]].)".to_string(),
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    assert_eq!(answer.claims.len(), 1);
+    assert_eq!(answer.claims[0].origin, "model");
+    assert_eq!(answer.claims[0].citations[0].origin, CitationOrigin::Model);
+    let g = answer.grounded.unwrap();
+    assert_eq!((g.claims, g.supported, g.engine_attached), (1, 1, 0));
+}
