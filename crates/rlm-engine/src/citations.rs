@@ -95,8 +95,10 @@ pub enum CitationKind {
 pub enum CitationStatus {
     /// The id exists and the quote was found.
     Verified,
-    /// The id exists; there was no quote long enough to check.
-    Exists,
+    /// The id exists, but there was no quote long enough to check: id
+    /// only, not verified, never counted as valid (an invented fact with a
+    /// real id would pass otherwise).
+    IdOnly,
     /// No chunk or document with this id.
     UnknownId,
     /// The id exists but the quote is not in it.
@@ -106,9 +108,10 @@ pub enum CitationStatus {
 }
 
 impl CitationStatus {
-    /// True for the statuses that count as supported.
+    /// True for the statuses that count as supported: a quote found in
+    /// the cited chunk.
     pub fn is_valid(self) -> bool {
-        matches!(self, CitationStatus::Verified | CitationStatus::Exists)
+        self == CitationStatus::Verified
     }
 }
 
@@ -330,7 +333,7 @@ fn check(raw: &RawCitation, src: &dyn CitationSource, quotes_checked: &mut usize
                 );
             };
             if pieces.is_empty() {
-                return resolved(raw, &chunk, CitationStatus::Exists);
+                return resolved(raw, &chunk, CitationStatus::IdOnly);
             }
             if contains_all(&normalize(&chunk.text), &pieces) {
                 resolved(raw, &chunk, CitationStatus::Verified)
@@ -375,7 +378,7 @@ fn check(raw: &RawCitation, src: &dyn CitationSource, quotes_checked: &mut usize
                 );
             }
             if pieces.is_empty() {
-                return doc_level(CitationStatus::Exists, None);
+                return doc_level(CitationStatus::IdOnly, None);
             }
             // Resolve to the first chunk holding the whole quote.
             if let Some(ch) = chunks
@@ -568,7 +571,7 @@ pub(crate) mod tests {
     #[test]
     fn short_quotes_are_not_checked() {
         let r = verify("[[chunk:c2 \"4721\"]]", &Fixture);
-        assert_eq!(r.citations[0].status, CitationStatus::Exists);
+        assert_eq!(r.citations[0].status, CitationStatus::IdOnly);
         assert_eq!(r.quotes_checked, 0);
     }
 
@@ -581,7 +584,7 @@ pub(crate) mod tests {
         assert_eq!(r.citations[0].status, CitationStatus::PathMismatch);
         assert_eq!(
             r.citations[1].status,
-            CitationStatus::Exists,
+            CitationStatus::IdOnly,
             "a path suffix is accepted"
         );
     }

@@ -47,7 +47,10 @@ async fn uncited_claims_get_engine_citations_or_are_marked() {
     assert!(cite.path.as_deref().unwrap().ends_with("b_notes.txt"));
     // The quote is verbatim at the span it names.
     let doc = ts.corpus.document_text(cite.doc_index.unwrap()).unwrap();
-    let (a, b) = (cite.byte_start.unwrap() as usize, cite.byte_end.unwrap() as usize);
+    let (a, b) = (
+        cite.byte_start.unwrap() as usize,
+        cite.byte_end.unwrap() as usize,
+    );
     assert_eq!(&doc[a..b], "The secret code is 4721.");
     let second = &answer.claims[1];
     assert_eq!(second.support, Support::Unsupported);
