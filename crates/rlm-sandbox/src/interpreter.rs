@@ -16,9 +16,10 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use crate::convert::{Unsendable, check_value};
 use crate::protocol::{
-    Frame, FromWorker, ToWorker, WireCellResult, WireDocument, WireHostResult, WireInput,
-    WireLimits, WirePiece, read_frame_async, write_frame, write_frame_async,
+    Frame, FromWorker, MAX_HEADER_BYTES, ToWorker, WireCellResult, WireDocument, WireHostResult,
+    WireInput, WireLimits, WirePiece, read_frame_async, write_frame, write_frame_async,
     write_frame_lazy_async,
 };
 
@@ -277,6 +278,15 @@ impl InterpreterSpec {
                 )));
             }
         }
+        for (name, value) in &self.inputs {
+            if let InputValue::Json(v) = value
+                && let Err(why) = check_value(v)
+            {
+                return Err(SandboxError::InvalidSpec(
+                    why.message(&format!("input {name:?}")),
+                ));
+            }
+        }
         let available = self.texts.as_ref().map(|t| t.count());
         for (name, value) in &self.inputs {
             let used: Vec<usize> = match value {
@@ -453,6 +463,10 @@ pub enum SandboxError {
     /// The interpreter was closed (or died earlier).
     #[error("the sandbox interpreter is closed; start a new interpreter")]
     Closed,
+    /// A value could not cross between the parent and the worker (nested too
+    /// deep, or too large); the interpreter lives on.
+    #[error("{0}")]
+    Value(String),
 }
 
 /// A running worker process that has not started an interpreter yet.
@@ -505,7 +519,7 @@ impl Worker {
         tokio::spawn(async move {
             let mut reader = tokio::io::BufReader::with_capacity(1 << 16, &mut stdout);
             loop {
-                match read_frame_async(&mut reader).await {
+                match read_frame_async(&mut reader, u64::from(MAX_HEADER_BYTES)).await {
                     Ok(Some(frame)) => {
                         if tx.send(Ok(frame)).await.is_err() {
                             break;
@@ -566,6 +580,16 @@ impl Worker {
         Ok(())
     }
 
+    async fn send_header(&mut self, header: &[u8]) -> Result<(), SandboxError> {
+        if write_frame_async(&mut self.stdin, header, &[])
+            .await
+            .is_err()
+        {
+            return Err(self.death().await);
+        }
+        Ok(())
+    }
+
     /// Receives the next message; `timeout` kills the worker when it passes.
     async fn recv(&mut self, timeout: Option<Duration>) -> Result<FromWorker, SandboxError> {
         let next = match timeout {
@@ -594,9 +618,19 @@ impl Worker {
                 Ok(msg) => Ok(msg),
                 Err(e) => {
                     let _ = self.child.kill().await;
-                    Err(SandboxError::Protocol(format!("undecodable message: {e}")))
+                    Err(SandboxError::Protocol(format!(
+                        "the worker sent a message that is not valid ({e}); it was stopped"
+                    )))
                 }
             },
+            // A frame the parent refuses to read (e.g. over the size limit): the
+            // worker is not speaking the protocol, whether or not it still runs.
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                let _ = self.child.kill().await;
+                Err(SandboxError::Protocol(format!(
+                    "the worker sent a malformed frame ({e}); it was stopped"
+                )))
+            }
             Some(Err(_)) | None => Err(self.death().await),
         }
     }
@@ -723,6 +757,13 @@ impl Worker {
             },
         };
         let header = serde_json::to_vec(&msg).map_err(|e| SandboxError::Protocol(e.to_string()))?;
+        if header.len() > MAX_HEADER_BYTES as usize {
+            return Err(SandboxError::InvalidSpec(format!(
+                "the interpreter's inputs other than texts (JSON values, names, literals) are {} \
+                 bytes as JSON; the limit is {MAX_HEADER_BYTES} bytes: pass large strings as texts",
+                header.len()
+            )));
+        }
         let mut unreadable = None;
         let written =
             write_frame_lazy_async(
@@ -894,16 +935,16 @@ impl Interpreter {
                         awaitable,
                     } => {
                         if host_timed_out {
-                            outbox.push(call_id, host_timeout(config));
+                            outbox.push(call_id, &name, host_timeout(config));
                         } else {
                             let h = handler.clone();
                             let call = HostCall {
-                                name,
+                                name: name.clone(),
                                 args,
                                 kwargs,
                                 awaitable,
                             };
-                            calls.spawn(call_id, async move { h.handle(call).await });
+                            calls.spawn(call_id, name, async move { h.handle(call).await });
                         }
                     }
                     FromWorker::CellDone(r) => {
@@ -934,8 +975,8 @@ impl Interpreter {
                             Err(HostError::runtime("the host function failed unexpectedly")),
                         ),
                     };
-                    if let Some(call_id) = calls.ids.remove(&task_id) {
-                        outbox.push(call_id, wire_answer(answer));
+                    if let Some((call_id, name)) = calls.ids.remove(&task_id) {
+                        outbox.push(call_id, &name, wire_answer(answer));
                     }
                 }
                 Event::Written(Ok(n)) if n > 0 => outbox.advance(n),
@@ -946,8 +987,8 @@ impl Interpreter {
                     // (at least the grace) to finish.
                     host_timed_out = true;
                     calls.tasks.abort_all();
-                    for (_, call_id) in calls.ids.drain() {
-                        outbox.push(call_id, host_timeout(config));
+                    for (_, (call_id, name)) in calls.ids.drain() {
+                        outbox.push(call_id, &name, host_timeout(config));
                     }
                     compute_left = compute_left.max(config.kill_grace);
                 }
@@ -973,6 +1014,7 @@ impl Interpreter {
             .await?;
         match worker.recv(Some(self.config.startup_timeout)).await? {
             FromWorker::Var { defined, value } => Ok(defined.then_some(value)),
+            FromWorker::Unsendable { message } => Err(SandboxError::Value(message)),
             other => Err(SandboxError::Protocol(format!(
                 "expected a variable, got {other:?}"
             ))),
@@ -987,15 +1029,13 @@ impl Interpreter {
             )));
         }
         let worker = self.worker.as_mut().ok_or(SandboxError::Closed)?;
-        worker
-            .send(
-                &ToWorker::SetVar {
-                    name: name.to_string(),
-                    value,
-                },
-                &[],
-            )
-            .await?;
+        let what = format!("the value for variable {name}");
+        let msg = ToWorker::SetVar {
+            name: name.to_string(),
+            value,
+        };
+        let header = value_message(&msg, &what).map_err(SandboxError::Value)?;
+        worker.send_header(&header).await?;
         match worker.recv(Some(self.config.startup_timeout)).await? {
             FromWorker::VarSet => Ok(()),
             other => Err(SandboxError::Protocol(format!(
@@ -1044,17 +1084,19 @@ enum Event {
 #[derive(Default)]
 struct HostCalls {
     tasks: JoinSet<Result<Value, HostError>>,
-    ids: HashMap<tokio::task::Id, u64>,
+    /// The call id and function name of each task.
+    ids: HashMap<tokio::task::Id, (u64, String)>,
 }
 
 impl HostCalls {
     fn spawn(
         &mut self,
         call_id: u64,
+        name: String,
         answer: impl Future<Output = Result<Value, HostError>> + Send + 'static,
     ) {
         let task = self.tasks.spawn(answer);
-        self.ids.insert(task.id(), call_id);
+        self.ids.insert(task.id(), (call_id, name));
     }
 
     /// True when no call is in flight.
@@ -1072,9 +1114,19 @@ struct Outbox {
 }
 
 impl Outbox {
-    fn push(&mut self, call_id: u64, result: WireHostResult) {
+    /// Queues the answer to call `call_id` of host function `name`; an answer
+    /// the worker could not read becomes a `ValueError` saying why.
+    fn push(&mut self, call_id: u64, name: &str, result: WireHostResult) {
         let msg = ToWorker::HostResult { call_id, result };
-        let header = serde_json::to_vec(&msg).expect("a host answer serializes");
+        let header =
+            value_message(&msg, &format!("the answer of {name}")).unwrap_or_else(|message| {
+                let result = WireHostResult::Raise {
+                    exc_type: "ValueError".into(),
+                    message,
+                };
+                serde_json::to_vec(&ToWorker::HostResult { call_id, result })
+                    .expect("an error message serializes")
+            });
         let mut frame = Vec::with_capacity(header.len() + 8);
         write_frame(&mut frame, &header, &[]).expect("writing to memory cannot fail");
         self.frames.push_back(frame);
@@ -1096,6 +1148,27 @@ impl Outbox {
             self.written = 0;
         }
     }
+}
+
+/// `msg` serialized, or why the value it carries (`what`) cannot be sent to the
+/// worker: nested deeper than serde_json reads, or over the frame limit.
+fn value_message(msg: &ToWorker, what: &str) -> Result<Vec<u8>, String> {
+    let value = match msg {
+        ToWorker::SetVar { value, .. }
+        | ToWorker::HostResult {
+            result: WireHostResult::Value { value },
+            ..
+        } => Some(value),
+        _ => None,
+    };
+    if let Some(Err(why)) = value.map(check_value) {
+        return Err(why.message(what));
+    }
+    let header = serde_json::to_vec(msg).map_err(|e| format!("{what} cannot be sent: {e}"))?;
+    if header.len() > MAX_HEADER_BYTES as usize {
+        return Err(Unsendable::TooLarge(header.len()).message(what));
+    }
+    Ok(header)
 }
 
 /// A host function's answer as the worker gets it.

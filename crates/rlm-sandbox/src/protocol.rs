@@ -9,8 +9,17 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Upper bound on one header, so a corrupt length cannot make us allocate wildly.
-const MAX_HEADER_BYTES: u32 = 256 * 1024 * 1024;
+/// The largest value (as JSON) that crosses between the parent and the worker:
+/// a host call's arguments, a host function's answer, a variable. Larger ones
+/// are refused with a clear error on the side that has them.
+pub const MAX_VALUE_BYTES: usize = 256 * 1024 * 1024;
+/// Lists, tuples and dicts a value may nest (serde_json reads at most 128
+/// levels, and the message around the value takes a few).
+pub const MAX_VALUE_DEPTH: usize = 100;
+/// Upper bound on one header: a value plus the message around it. Also the
+/// bound on a whole frame from the worker, so a corrupt or hostile length cannot
+/// make the parent allocate wildly.
+pub const MAX_HEADER_BYTES: u32 = MAX_VALUE_BYTES as u32 + 1024 * 1024;
 /// Upper bound on one blob (4 GiB is beyond any memory limit we allow).
 const MAX_BLOB_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 
@@ -259,6 +268,12 @@ pub enum FromWorker {
         /// Its value as JSON.
         value: Value,
     },
+    /// The answer to `GetVar` when the value cannot be sent (nested too deep,
+    /// too large); the interpreter lives on.
+    Unsendable {
+        /// Why, naming the variable and the limit.
+        message: String,
+    },
     /// The worker cannot continue (bad request); it exits after sending this.
     Fatal {
         /// What went wrong.
@@ -296,9 +311,13 @@ pub struct WireCellError {
     pub line: Option<u32>,
 }
 
-/// Async counterpart of [`read_frame`] for the parent side.
+/// Reads one frame from the worker (parent side). `Ok(None)` on a clean end of
+/// stream. A frame of more than `max_bytes` (header and blobs) is an
+/// `InvalidData` error, and memory grows only with the bytes that arrive, so
+/// a garbage length costs nothing.
 pub async fn read_frame_async<R: tokio::io::AsyncRead + Unpin>(
     input: &mut R,
+    max_bytes: u64,
 ) -> io::Result<Option<Frame>> {
     use tokio::io::AsyncReadExt;
     let mut len4 = [0u8; 4];
@@ -307,33 +326,45 @@ pub async fn read_frame_async<R: tokio::io::AsyncRead + Unpin>(
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let header_len = u32::from_le_bytes(len4);
-    if header_len > MAX_HEADER_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "frame header length out of range",
-        ));
-    }
-    let mut header = vec![0u8; header_len as usize];
-    input.read_exact(&mut header).await?;
+    let mut left = max_bytes;
+    let header_len = u64::from(u32::from_le_bytes(len4));
+    let header = read_part(input, header_len, &mut left, max_bytes).await?;
     input.read_exact(&mut len4).await?;
     let count = u32::from_le_bytes(len4);
     let mut blobs = Vec::new();
     for _ in 0..count {
         let mut len8 = [0u8; 8];
         input.read_exact(&mut len8).await?;
+        // Each blob is charged its bookkeeping too, so a flood of empty blobs
+        // is bounded like the bytes are.
+        left = left.saturating_sub(std::mem::size_of::<Vec<u8>>() as u64);
         let len = u64::from_le_bytes(len8);
-        if len > MAX_BLOB_BYTES {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "frame blob length out of range",
-            ));
-        }
-        let mut blob = vec![0u8; len as usize];
-        input.read_exact(&mut blob).await?;
-        blobs.push(blob);
+        blobs.push(read_part(input, len, &mut left, max_bytes).await?);
     }
     Ok(Some(Frame { header, blobs }))
+}
+
+/// Reads `len` bytes of a frame that may take `left` more bytes.
+async fn read_part<R: tokio::io::AsyncRead + Unpin>(
+    input: &mut R,
+    len: u64,
+    left: &mut u64,
+    max_bytes: u64,
+) -> io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    if len > *left {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a frame of more than {max_bytes} bytes (the limit) was announced"),
+        ));
+    }
+    *left -= len;
+    let mut bytes = Vec::new();
+    let got = (&mut *input).take(len).read_to_end(&mut bytes).await?;
+    if got as u64 != len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(bytes)
 }
 
 /// Async counterpart of [`write_frame`] for the parent side.

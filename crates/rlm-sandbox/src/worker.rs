@@ -20,12 +20,12 @@ use monty_types::{
 };
 use serde_json::Value;
 
-use crate::convert::{from_json, to_json};
+use crate::convert::{Unsendable, check_sendable, from_json, to_json};
 use crate::hints::add_hint;
 use crate::names::assigned_names;
 use crate::protocol::{
-    FromWorker, ToWorker, WireCellError, WireCellResult, WireHostResult, WireInput, WireLimits,
-    WirePiece, read_frame, write_frame,
+    FromWorker, MAX_HEADER_BYTES, ToWorker, WireCellError, WireCellResult, WireHostResult,
+    WireInput, WireLimits, WirePiece, read_frame, write_frame,
 };
 
 /// Stack size of the interpreter thread.
@@ -86,8 +86,19 @@ struct Channel {
 
 impl Channel {
     fn send(&mut self, msg: &FromWorker) -> io::Result<()> {
-        let header = serde_json::to_vec(msg).map_err(io::Error::other)?;
-        write_frame(&mut self.output, &header, &[])
+        self.send_header(&serde_json::to_vec(msg).map_err(io::Error::other)?)
+    }
+
+    /// Sends a serialized message; one over the frame limit is never written
+    /// (the parent would take the stream for garbage).
+    fn send_header(&mut self, header: &[u8]) -> io::Result<()> {
+        if header.len() > MAX_HEADER_BYTES as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "message over the frame limit",
+            ));
+        }
+        write_frame(&mut self.output, header, &[])
     }
 
     fn recv(&mut self) -> io::Result<Option<(ToWorker, Vec<Vec<u8>>)>> {
@@ -160,9 +171,8 @@ fn serve(memory_limit: Option<usize>) -> i32 {
             },
             (ToWorker::GetVar { name }, _) => match interp.as_mut() {
                 Some(s) => {
-                    let (defined, value) = s.get_var(&name);
-                    chan.send(&FromWorker::Var { defined, value })
-                        .map_err(Disconnected::from)
+                    let reply = s.get_var(&name);
+                    chan.send(&reply).map_err(Disconnected::from)
                 }
                 None => Err(Disconnected),
             },
@@ -416,35 +426,29 @@ impl Interpreter {
                         && call.object_id.is_none()
                     {
                         let call_id = self.wire_id(call.call_id);
-                        let args = call.args.iter().map(to_json).collect();
-                        let kwargs = call
-                            .kwargs
-                            .iter()
-                            .map(|(k, v)| {
-                                let key = match k {
-                                    MontyObject::String(s) => s.clone(),
-                                    other => other.to_string(),
-                                };
-                                (key, to_json(v))
-                            })
-                            .collect();
-                        chan.send(&FromWorker::HostCall {
-                            call_id,
-                            name: call.function_name.clone(),
-                            args,
-                            kwargs,
-                            awaitable,
-                        })?;
-                        if awaitable {
-                            call.resume_pending(PrintWriter::Callback(&mut out))
-                        } else {
-                            match self.wait_answer(call_id, chan)? {
-                                HostAnswer::Result(r) => {
-                                    call.resume(r, PrintWriter::Callback(&mut out))
-                                }
-                                HostAnswer::Stop(exc, reason) => {
-                                    ended_by_host = reason;
-                                    call.abort(exc, PrintWriter::Callback(&mut out))
+                        match host_call_header(&call, call_id, awaitable) {
+                            // Refused in the cell, as a catchable ValueError.
+                            Err(message) => {
+                                let exc = MontyException::new(ExcType::ValueError, Some(message));
+                                call.resume(
+                                    ExtFunctionResult::Error(exc),
+                                    PrintWriter::Callback(&mut out),
+                                )
+                            }
+                            Ok(header) => {
+                                chan.send_header(&header)?;
+                                if awaitable {
+                                    call.resume_pending(PrintWriter::Callback(&mut out))
+                                } else {
+                                    match self.wait_answer(call_id, chan)? {
+                                        HostAnswer::Result(r) => {
+                                            call.resume(r, PrintWriter::Callback(&mut out))
+                                        }
+                                        HostAnswer::Stop(exc, reason) => {
+                                            ended_by_host = reason;
+                                            call.abort(exc, PrintWriter::Callback(&mut out))
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -483,13 +487,16 @@ impl Interpreter {
             progress = step;
         };
         self.repl = Some(repl);
+        // The value and the error are cut like printed output: the result frame
+        // stays within the frame limit whatever the cell built.
+        let max_bytes = self.limits.max_captured_output_bytes;
         let error = match (&ended_by_host, error) {
             (Some(_), _) | (None, None) => None,
-            (None, Some(e)) => Some(cell_error(&e)),
+            (None, Some(e)) => Some(cell_error(&e, max_bytes)),
         };
         let value = value
             .filter(|v| !matches!(v, MontyObject::None))
-            .map(|v| v.py_repr());
+            .map(|v| repr_within(&v, max_bytes));
         let (stdout, stdout_chars) = out.finish();
         Ok(WireCellResult {
             stdout,
@@ -588,13 +595,18 @@ impl Interpreter {
         );
     }
 
-    /// Reads a variable by evaluating its name; `(false, null)` when undefined.
-    fn get_var(&mut self, name: &str) -> (bool, Value) {
+    /// Reads a variable by evaluating its name: its value, `null` when it is
+    /// undefined, or why it cannot be sent.
+    fn get_var(&mut self, name: &str) -> FromWorker {
+        let undefined = FromWorker::Var {
+            defined: false,
+            value: Value::Null,
+        };
         let valid = !name.is_empty()
             && name.chars().all(|c| c.is_alphanumeric() || c == '_')
             && !name.starts_with(|c: char| c.is_ascii_digit());
         if !valid {
-            return (false, Value::Null);
+            return undefined;
         }
         let mut repl = self.repl.take().expect("repl is present between cells");
         repl.tracker_mut().set_max_duration(Duration::from_secs(5));
@@ -605,7 +617,15 @@ impl Interpreter {
             progress = match progress {
                 Ok(ReplProgress::Complete { repl, value }) => {
                     self.repl = Some(repl);
-                    return (true, to_json(&value));
+                    return match check_sendable([&value]) {
+                        Ok(()) => FromWorker::Var {
+                            defined: true,
+                            value: to_json(&value),
+                        },
+                        Err(why) => FromWorker::Unsendable {
+                            message: why.message(&format!("variable {name}")),
+                        },
+                    };
                 }
                 Ok(ReplProgress::NameLookup(lookup)) => lookup.resume(
                     NameLookupResult::Undefined,
@@ -613,11 +633,11 @@ impl Interpreter {
                 ),
                 Ok(other) => {
                     self.repl = Some(other.into_repl());
-                    return (false, Value::Null);
+                    return undefined;
                 }
                 Err(err) => {
                     self.repl = Some(err.repl);
-                    return (false, Value::Null);
+                    return undefined;
                 }
             };
         }
@@ -639,14 +659,93 @@ fn exception(exc_type: &str, message: String) -> MontyException {
     MontyException::new(ty, Some(message))
 }
 
+/// The `HostCall` message for `call`, or (as the `ValueError` message) why its
+/// arguments cannot be sent: nested too deep, or over the value limit.
+fn host_call_header(
+    call: &monty::ReplFunctionCall,
+    call_id: u64,
+    awaitable: bool,
+) -> Result<Vec<u8>, String> {
+    let what = format!("the argument of {}", call.function_name);
+    let values = call.args.iter().chain(call.kwargs.iter().map(|(_, v)| v));
+    check_sendable(values).map_err(|why| why.message(&what))?;
+    let kwargs = call
+        .kwargs
+        .iter()
+        .map(|(k, v)| {
+            let key = match k {
+                MontyObject::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (key, to_json(v))
+        })
+        .collect();
+    let msg = FromWorker::HostCall {
+        call_id,
+        name: call.function_name.clone(),
+        args: call.args.iter().map(to_json).collect(),
+        kwargs,
+        awaitable,
+    };
+    let header = serde_json::to_vec(&msg).map_err(|e| format!("{what} cannot be sent: {e}"))?;
+    if header.len() > MAX_HEADER_BYTES as usize {
+        return Err(Unsendable::TooLarge(header.len()).message(&what));
+    }
+    Ok(header)
+}
+
+/// `text` within about `max_bytes`: its head and tail with a marker saying how
+/// many characters were cut in between.
+fn cut_middle(text: String, max_bytes: usize) -> String {
+    match cut_points(&text, max_bytes) {
+        None => text,
+        Some((head, tail)) => join_cut(&text[..head], &text[head..tail], &text[tail..]),
+    }
+}
+
+/// Where [`cut_middle`] cuts `text`, if it does.
+fn cut_points(text: &str, max_bytes: usize) -> Option<(usize, usize)> {
+    let half = (max_bytes / 2).max(1024);
+    (text.len() > 2 * half).then(|| {
+        (
+            floor_char_boundary(text, half),
+            ceil_char_boundary(text, text.len() - half),
+        )
+    })
+}
+
+fn join_cut(head: &str, cut: &str, tail: &str) -> String {
+    let cut = cut.chars().count();
+    format!("{head}\n... [{cut} characters cut] ...\n{tail}")
+}
+
+/// `repr(value)` cut like [`cut_middle`]; a long string is cut before its repr
+/// is built, which would cost a pass over all of it.
+fn repr_within(value: &MontyObject, max_bytes: usize) -> String {
+    if let MontyObject::String(text) = value
+        && let Some((head, tail)) = cut_points(text, max_bytes)
+    {
+        let head_repr = MontyObject::String(text[..head].to_string()).py_repr();
+        let tail_repr = MontyObject::String(text[tail..].to_string()).py_repr();
+        // The head keeps its opening quote, the tail its closing one.
+        return join_cut(
+            &head_repr[..head_repr.len() - 1],
+            &text[head..tail],
+            &tail_repr[1..],
+        );
+    }
+    cut_middle(value.py_repr(), max_bytes)
+}
+
 fn s(text: &str) -> MontyObject {
     MontyObject::String(text.to_string())
 }
 
-/// Turns a Python exception into the wire error: type, message (+ hint), line.
-fn cell_error(e: &MontyException) -> WireCellError {
+/// Turns a Python exception into the wire error: type, message (cut to about
+/// `max_bytes`, + hint), line.
+fn cell_error(e: &MontyException, max_bytes: usize) -> WireCellError {
     let exc_type = e.exc_type().to_string();
-    let message = e.message().unwrap_or_default().to_string();
+    let message = cut_middle(e.message().unwrap_or_default().to_string(), max_bytes);
     let line = e
         .traceback()
         .iter()

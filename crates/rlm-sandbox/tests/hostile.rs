@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rlm_sandbox::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The binaries that host a worker install this allocator; so does this test
 /// binary, which is the parent of its workers, like `rlm` is.
@@ -111,6 +111,9 @@ impl HostHandler for Host {
                 Ok(call.args.first().cloned().unwrap_or(Value::Null))
             }
             "FINAL" | "add_finding" => Ok(Value::Null),
+            // Answers the worker could not read as they are.
+            "deep" => Ok(nested(200)),
+            "big" => Ok(Value::String("b".repeat(300_000_000))),
             "hang" | "hang_async" => std::future::pending().await,
             other => Err(HostError::runtime(format!("unexpected host call {other}"))),
         }
@@ -125,6 +128,13 @@ fn spec() -> InterpreterSpec {
         .function("add_finding", HostFunctionKind::Sync)
         .function("hang", HostFunctionKind::Sync)
         .function("hang_async", HostFunctionKind::Async)
+        .function("deep", HostFunctionKind::Sync)
+        .function("big", HostFunctionKind::Sync)
+}
+
+/// A JSON list nested `levels` deep.
+fn nested(levels: usize) -> Value {
+    (0..levels).fold(json!([]), |inner, _| json!([inner]))
 }
 
 async fn start(config: &SandboxConfig) -> (Interpreter, Arc<Host>) {
@@ -204,4 +214,135 @@ async fn host_calls_that_never_finish_end_the_cell_at_its_limit() {
         eprintln!("{code:?}: ended after {took:?}: {}", e.message);
         still_usable(&mut interp, &host).await;
     }
+}
+
+/// Runs `code`, which must end with a Python exception (returned).
+async fn error_of(interp: &mut Interpreter, host: &Arc<Host>, code: &str) -> CellError {
+    let (r, took) = run(interp, host, code, Duration::from_secs(60)).await;
+    let r = r.unwrap_or_else(|e| panic!("{code:?}: the interpreter must survive: {e}"));
+    eprintln!("{code:?}: {took:?}");
+    r.error
+        .unwrap_or_else(|| panic!("{code:?} should fail; printed {:?}", r.stdout))
+}
+
+/// A value nested deeper than the other side can read, given to a host function,
+/// is a `ValueError` in the cell (it ended the interpreter with "sandbox protocol
+/// error"); so is such an answer. Variables: `get_var` refuses, `set_var` too,
+/// the interpreter lives on.
+#[tokio::test]
+async fn values_nested_too_deep_are_refused_and_the_interpreter_lives() {
+    let t0 = Instant::now();
+    let (mut interp, host) = start(&common::config()).await;
+    interp.run_cell("kept = 'kept'", &host).await.unwrap();
+    let lists = "x = []\nfor i in range(200):\n    x = [x]\n";
+    let dicts = "x = {}\nfor i in range(200):\n    x = {'k': x}\n";
+    for (code, name) in [
+        (format!("{lists}FINAL(x)"), "FINAL"),
+        (format!("{lists}add_finding(x)"), "add_finding"),
+        (format!("{dicts}add_finding(text=x)"), "add_finding"),
+        (format!("{lists}llm_query(('t', x))"), "llm_query"),
+        (
+            format!("{lists}await llm_query_async(x)"),
+            "llm_query_async",
+        ),
+        ("deep()".to_string(), "deep"),
+    ] {
+        let e = error_of(&mut interp, &host, &code).await;
+        assert_eq!(e.exc_type, "ValueError", "{code}: {e:?}");
+        assert!(
+            e.message.contains("nested too deep"),
+            "{code}: {}",
+            e.message
+        );
+        assert!(e.message.contains("100 levels"), "{code}: {}", e.message);
+        assert!(e.message.contains(name), "{code}: {}", e.message);
+        still_usable(&mut interp, &host).await;
+    }
+    // The error is an ordinary, catchable exception; 100 levels still cross.
+    let code = format!(
+        "{lists}try:\n    FINAL(x)\nexcept ValueError:\n    y = []\n    for i in range(99):\n        y = [y]\n    FINAL(y)\n'caught'"
+    );
+    let (r, _) = run(&mut interp, &host, &code, Duration::from_secs(10)).await;
+    assert_eq!(r.unwrap().value.as_deref(), Some("'caught'"));
+    // The cell's value is its repr; the variable cannot be read as JSON.
+    let (r, _) = run(
+        &mut interp,
+        &host,
+        &format!("{lists}x"),
+        Duration::from_secs(10),
+    )
+    .await;
+    let r = r.unwrap();
+    assert!(r.value.as_deref().unwrap().starts_with("[[[[[["), "{r:?}");
+    let err = interp.get_var("x").await.unwrap_err();
+    assert!(matches!(err, SandboxError::Value(_)), "{err}");
+    assert!(
+        err.to_string().contains("variable x is nested too deep"),
+        "{err}"
+    );
+    let err = interp.set_var("z", nested(200)).await.unwrap_err();
+    assert!(matches!(err, SandboxError::Value(_)), "{err}");
+    assert!(interp.is_alive());
+    still_usable(&mut interp, &host).await;
+    let too_deep = InterpreterSpec::new().input("j", InputValue::Json(nested(200)));
+    let err = Interpreter::start(&common::config(), &too_deep)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
+    eprintln!("took {:?}", t0.elapsed());
+}
+
+/// A host call's argument over the frame limit is a `ValueError` in the cell (the
+/// worker was cut off and reported as "exited with code 0"); so is such an
+/// answer, a variable is refused, and a cell's value and error message are cut.
+#[tokio::test]
+async fn values_over_the_frame_limit_are_refused_and_the_interpreter_lives() {
+    let t0 = Instant::now();
+    let mut config = common::config();
+    config.memory_limit_bytes = 3 << 30;
+    let (mut interp, host) = start(&config).await;
+    interp
+        .run_cell("kept = 'kept'\ns = 'a' * 300_000_000", &host)
+        .await
+        .unwrap();
+    for (code, name) in [
+        ("llm_query(s)", "llm_query"),
+        ("add_finding(text=s)", "add_finding"),
+        ("await llm_query_async([s])", "llm_query_async"),
+        ("big()", "big"),
+    ] {
+        let e = error_of(&mut interp, &host, code).await;
+        assert_eq!(e.exc_type, "ValueError", "{code}: {e:?}");
+        assert!(
+            e.message
+                .contains(&format!("the argument of {name} is 3000000"))
+                || e.message
+                    .contains(&format!("the answer of {name} is 3000000")),
+            "{code}: {}",
+            e.message
+        );
+        assert!(
+            e.message
+                .contains(&format!("the limit is {} bytes", protocol::MAX_VALUE_BYTES)),
+            "{code}: {}",
+            e.message
+        );
+        still_usable(&mut interp, &host).await;
+    }
+    let (r, _) = run(&mut interp, &host, "s", Duration::from_secs(60)).await;
+    let value = r.unwrap().value.unwrap();
+    assert!(value.len() < 2_000_000, "{}", value.len());
+    assert!(value.contains("characters cut"));
+    let e = error_of(&mut interp, &host, "raise ValueError(s)").await;
+    assert!(e.message.len() < 2_000_000 && e.message.contains("characters cut"));
+    let err = interp.get_var("s").await.unwrap_err();
+    assert!(matches!(err, SandboxError::Value(_)), "{err}");
+    assert!(err.to_string().contains("variable s is 3000000"), "{err}");
+    let err = interp
+        .set_var("t", Value::String("t".repeat(300_000_000)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SandboxError::Value(_)), "{err}");
+    still_usable(&mut interp, &host).await;
+    eprintln!("took {:?}", t0.elapsed());
 }
