@@ -7,13 +7,14 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::bounded::{self, CappedLines};
 use crate::error::LlmError;
 use crate::provider::{BoxFuture, Provider};
 use crate::types::{ModelReply, ModelRequest};
@@ -125,18 +126,17 @@ impl ReplayProvider {
             detail: format!("cannot open: {e}"),
         })?;
         let mut entries = Vec::new();
-        for (n, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|e| LlmError::Cassette {
+        // Streamed with a cap per line: an endless file is an error, not a hang.
+        let lines = CappedLines::new(BufReader::new(file), bounded::JSONL_LINE_LIMIT);
+        for line in lines {
+            let (n, line) = line.map_err(|detail| LlmError::Cassette {
                 path: shown.clone(),
-                detail: format!("cannot read: {e}"),
+                detail,
             })?;
-            if line.trim().is_empty() {
-                continue;
-            }
             let entry: CassetteEntry =
                 serde_json::from_str(&line).map_err(|e| LlmError::Cassette {
                     path: shown.clone(),
-                    detail: format!("line {}: not a cassette entry: {e}", n + 1),
+                    detail: format!("line {n}: not a cassette entry: {e}"),
                 })?;
             entries.push(entry);
         }

@@ -626,9 +626,8 @@ fn read_config_file(explicit: Option<&Path>) -> Result<(LlmFile, Option<PathBuf>
             p
         }
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        LlmError::Config(format!("cannot read config file {}: {e}", path.display()))
-    })?;
+    let text = crate::bounded::read_text(&path, "config file", crate::bounded::CONFIG_FILE_LIMIT)
+        .map_err(LlmError::Config)?;
     let file = parse_config_text(&text, &path.display().to_string())?;
     Ok((file, Some(path)))
 }

@@ -28,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bounded;
 mod cassette;
 mod client;
 mod config;

@@ -36,6 +36,28 @@ impl std::str::FromStr for EmbeddingsChoice {
     }
 }
 
+/// The largest config file read (as `rlm_llm::bounded::CONFIG_FILE_LIMIT`;
+/// this crate does not depend on `rlm-llm`).
+const CONFIG_FILE_LIMIT: u64 = 1 << 20;
+
+/// The text of the config file `path`, refused past [`CONFIG_FILE_LIMIT`]
+/// (only that much is read, so an endless file ends too).
+fn read_config(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let fail = |e: std::io::Error| format!("cannot read config file {}: {e}", path.display());
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(CONFIG_FILE_LIMIT + 1).read_to_string(&mut text))
+        .map_err(fail)?;
+    if text.len() as u64 > CONFIG_FILE_LIMIT {
+        return Err(format!(
+            "config file {} is larger than the limit of 1 MiB",
+            path.display()
+        ));
+    }
+    Ok(text)
+}
+
 /// Embedding settings that do not belong to the model provider's config.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EmbeddingSettings {
@@ -60,9 +82,10 @@ impl EmbeddingSettings {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<EmbeddingSettings, EmbedError> {
         let mut s = EmbeddingSettings::default();
-        if let Some(path) = config_file.filter(|p| p.is_file()) {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| EmbedError::Config(format!("cannot read {}: {e}", path.display())))?;
+        // Not only regular files: a named FIFO or device is read too (with
+        // the size cap), as the other readers of the same file do.
+        if let Some(path) = config_file.filter(|p| p.exists()) {
+            let text = read_config(path).map_err(EmbedError::Config)?;
             let doc: toml::Table = toml::from_str(&text)
                 .map_err(|e| EmbedError::Config(format!("{}: {e}", path.display())))?;
             if let Some(table) = doc.get("embeddings") {
@@ -197,5 +220,30 @@ impl EmbeddingSettings {
             .into());
         };
         Ok(settings.embedder(choice, provider)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_file_past_the_limit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("rlm.toml");
+        let mut text = "[embeddings]\nbatch_size = 8\n".to_string();
+        std::fs::write(&p, &text).unwrap();
+        let s = EmbeddingSettings::load_with_env(Some(&p), |_| None).unwrap();
+        assert_eq!(s.batch_size, Some(8));
+        text.push_str(&"#".repeat(CONFIG_FILE_LIMIT as usize));
+        std::fs::write(&p, &text).unwrap();
+        let e = EmbeddingSettings::load_with_env(Some(&p), |_| None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "embeddings configuration: config file {} is larger than the limit of 1 MiB",
+                p.display()
+            )
+        );
     }
 }

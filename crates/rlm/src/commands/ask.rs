@@ -149,12 +149,11 @@ pub(crate) fn query_embedder(
     }
 }
 
-/// The text of a `--briefing` file, if one was named.
+/// The text of a `--briefing` file, if one was named (at most 1 MiB).
 pub(crate) fn read_briefing(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
-    path.map(|p| {
-        std::fs::read_to_string(p).with_context(|| format!("cannot read briefing {}", p.display()))
-    })
-    .transpose()
+    use rlm_llm::bounded::{BRIEFING_LIMIT, read_text};
+    path.map(|p| read_text(p, "briefing", BRIEFING_LIMIT).map_err(anyhow::Error::msg))
+        .transpose()
 }
 
 /// `rlm ask`.

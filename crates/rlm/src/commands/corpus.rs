@@ -320,7 +320,7 @@ fn load_embedder(
         return Ok(None);
     }
     if let Some(c) = config
-        && !c.is_file()
+        && !c.exists()
     {
         bail!("config file {} does not exist", c.display());
     }

@@ -104,3 +104,73 @@ pub fn indexed_docs(files: &[(&str, &str)]) -> tempfile::TempDir {
     assert!(o.status.success(), "index failed: {}", stderr(&o));
     dir
 }
+
+/// Runs `cmd` (stdout and stderr piped) with `stdin` written to it, killing
+/// it and failing the test when it takes longer than `limit`: a regression
+/// that hangs fails instead of stalling the suite.
+pub fn output_within(mut cmd: Command, stdin: &[u8], limit: std::time::Duration) -> Output {
+    use std::io::{Read, Write};
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rlm runs");
+    let input = stdin.to_vec();
+    let mut pipe = child.stdin.take().expect("stdin is piped");
+    // The child may exit without reading: a broken pipe is not the test's concern.
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&input);
+    });
+    // Channels, not joins: a grandchild still holding a pipe must not hang the test.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+        rx
+    };
+    let collect = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap_or_default()
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout is piped")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr is piped")));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("rlm can be waited for") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = collect(err);
+            panic!(
+                "rlm did not finish within {limit:?}: {}",
+                String::from_utf8_lossy(&err)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(writer);
+    Output {
+        status,
+        stdout: collect(out),
+        stderr: collect(err),
+    }
+}
+
+/// The environment that points `rlm` at a scripted model server
+/// (`rlm_llm::testing::ScriptedServer::base_url`), with the models
+/// `root-model` and `sub-model`.
+pub fn model_env(base_url: &str) -> [(&'static str, &str); 5] {
+    [
+        ("RLM_PROVIDER", "openai"),
+        ("RLM_BASE_URL", base_url),
+        ("RLM_API_KEY", rlm_llm::testing::TEST_API_KEY),
+        ("RLM_PRIMARY_MODEL", "root-model"),
+        ("RLM_SUB_MODEL", "sub-model"),
+    ]
+}

@@ -1,0 +1,162 @@
+//! The `rlm` binary against hostile input: endless files, bytes that are not
+//! UTF-8, a full disk, absurd numbers, file names that carry terminal escapes,
+//! a damaged index and a writer killed mid-run. Every run is bounded in time
+//! (`common::output_within`), so a regression fails instead of hanging.
+//!
+//! Also part of this suite, kept with the store's other CLI tests:
+//! `corpus_cli::killed_index_runs_leave_a_usable_store` (SIGKILL at the two
+//! pauses around the commits) and `corpus_cli::second_writer_is_refused_with_the_lock_holders_pid`.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::stderr;
+
+/// Generous for a debug build on a loaded 2-core machine; the real runs take
+/// well under a second.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// `rlm args…` in `dir`, stdin `input`, bounded by [`LIMIT`].
+fn run(dir: &Path, args: &[&str], env: &[(&str, &str)], input: &[u8]) -> Output {
+    common::output_within(common::command(dir, args, env), input, LIMIT)
+}
+
+/// Exit code 1 and exactly one line on stderr, `error: ` followed by `expected`.
+fn assert_one_line_error(o: &Output, expected: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err, format!("error: {expected}\n"));
+}
+
+/// `rlm args…` in `dir` fails with the one-line error `expected`.
+fn refused(dir: &Path, args: &[&str], expected: &str) {
+    assert_one_line_error(&run(dir, args, &[], b""), expected);
+}
+
+fn docs() -> tempfile::TempDir {
+    common::indexed_docs(&[
+        ("a.txt", "The termination notice period is ninety days.\n"),
+        ("b.txt", "Parking is free for tenants.\n"),
+    ])
+}
+
+// 1. Every file a user names is read with a bound.
+
+#[test]
+fn briefing_and_config_files_past_their_limit_are_refused() {
+    let d = docs();
+    let dir = d.path();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["ask", "q?", "--store", "store", "--briefing", "/dev/zero"],
+            "briefing /dev/zero is larger than the limit of 1 MiB",
+        ),
+        (
+            &[
+                "serve",
+                "--store",
+                "store",
+                "--addr",
+                "127.0.0.1:0",
+                "--briefing",
+                "/dev/zero",
+            ],
+            "briefing /dev/zero is larger than the limit of 1 MiB",
+        ),
+        // rlm-engine's [engine] reader.
+        (
+            &["ask", "q?", "--store", "store", "--config", "/dev/zero"],
+            "config file /dev/zero is larger than the limit of 1 MiB",
+        ),
+        // rlm-llm's [llm] reader.
+        (
+            &["llm", "check", "--config", "/dev/zero"],
+            "invalid configuration: config file /dev/zero is larger than the limit of 1 MiB",
+        ),
+        // rlm-corpus's [embeddings] reader.
+        (
+            &[
+                "index",
+                "docs",
+                "--store",
+                "store",
+                "--embeddings",
+                "local",
+                "--config",
+                "/dev/zero",
+            ],
+            "embeddings configuration: config file /dev/zero is larger than the limit of 1 MiB",
+        ),
+    ];
+    for (args, expected) in cases {
+        let started = Instant::now();
+        refused(dir, args, expected);
+        eprintln!("{args:?}: {:?}", started.elapsed());
+    }
+    // Under the limit, a briefing that is not text is named too.
+    std::fs::write(dir.join("bin.md"), b"rules\xff").unwrap();
+    refused(
+        dir,
+        &["ask", "q?", "--store", "store", "--briefing", "bin.md"],
+        "briefing bin.md is not UTF-8 text (invalid byte at offset 5)",
+    );
+}
+
+#[test]
+fn cassettes_and_traces_are_streamed_with_a_cap_per_line() {
+    let d = docs();
+    let dir = d.path();
+    refused(
+        dir,
+        &["ask", "q?", "--store", "store", "--replay", "/dev/zero"],
+        "cassette /dev/zero: line 1 is longer than the limit of 256 MiB",
+    );
+    refused(
+        dir,
+        &["trace", "show", "/dev/zero"],
+        "trace /dev/zero: line 1 is longer than the limit of 256 MiB",
+    );
+    // Not UTF-8 on a later line: named by its number.
+    std::fs::write(dir.join("t.jsonl"), b"\n\n\xff\n").unwrap();
+    refused(
+        dir,
+        &["trace", "show", "t.jsonl"],
+        "trace t.jsonl: line 3 is not UTF-8 text",
+    );
+}
+
+#[test]
+fn a_fifo_fed_forever_ends_at_the_limit() {
+    let d = docs();
+    let dir = d.path();
+    let fifo = dir.join("briefing.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    // The writer ends when rlm closes its end (EPIPE); it is not joined, so
+    // a regression that never opens the FIFO cannot hang the test.
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        let block = vec![b'a'; 64 * 1024];
+        while f.write_all(&block).is_ok() {}
+    });
+    let args = [
+        "ask",
+        "q?",
+        "--store",
+        "store",
+        "--briefing",
+        "briefing.fifo",
+    ];
+    refused(
+        dir,
+        &args,
+        "briefing briefing.fifo is larger than the limit of 1 MiB",
+    );
+}
