@@ -12,7 +12,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::stderr;
+use common::{stderr, stdout};
 
 /// Generous for a debug build on a loaded 2-core machine; the real runs take
 /// well under a second.
@@ -159,4 +159,33 @@ fn a_fifo_fed_forever_ends_at_the_limit() {
         &args,
         "briefing briefing.fifo is larger than the limit of 1 MiB",
     );
+}
+
+// 2. `rlm repl --jsonl` survives a line that is not UTF-8.
+
+#[test]
+fn repl_jsonl_answers_a_non_utf8_line_and_goes_on() {
+    let d = docs();
+    let mut input = b"{\"code\": \"x = 41\"}\n".to_vec();
+    input.extend_from_slice(b"{\"code\": \"print('\xff')\"}\n");
+    input.extend_from_slice(b"{\"code\": \"print(x + 1)\"}\n");
+    let o = run(
+        d.path(),
+        &["repl", "--store", "store", "--jsonl"],
+        &[],
+        &input,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let replies: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), 3, "{replies:?}");
+    assert_eq!(replies[0]["error"], serde_json::Value::Null, "{replies:?}");
+    assert_eq!(replies[1]["error"]["type"], "InputError");
+    let message = replies[1]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("not UTF-8"), "{message}");
+    // The same interpreter: x is still defined.
+    assert_eq!(replies[2]["error"], serde_json::Value::Null, "{replies:?}");
+    assert_eq!(replies[2]["stdout"], "42\n");
 }

@@ -18,6 +18,7 @@ use rlm_engine::console::ReplConsole;
 use rlm_engine::corpus::{ContextShape, Corpus};
 use rlm_engine::host::REPL_FUNCTIONS;
 use rlm_engine::{Engine, SettingsFile, Trace};
+use rlm_llm::bounded::{self, Line};
 use rlm_llm::{LlmClient, LlmConfig, LlmError};
 use rlm_sandbox::{CellResult, SandboxConfig, WorkerPool};
 use serde_json::{Value, json};
@@ -68,6 +69,9 @@ impl From<ContextArg> for ContextShape {
         }
     }
 }
+
+/// The longest `--jsonl` input line (one cell's source as JSON).
+const MAX_JSONL_LINE_BYTES: usize = 64 << 20;
 
 /// Runs `rlm repl`.
 pub fn repl(args: ReplArgs) -> anyhow::Result<()> {
@@ -159,16 +163,43 @@ fn function_list(has_model: bool) -> String {
         .join(", ")
 }
 
-/// One JSON object per line in, one per line out; state persists across lines.
+/// One JSON object per line in, one per line out; state persists across
+/// lines. Lines are read as bytes: one that is not UTF-8 (or is longer than
+/// [`MAX_JSONL_LINE_BYTES`]) gets an `InputError` reply and the loop goes on
+/// with the same interpreter.
 async fn run_jsonl(console: &mut ReplConsole) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
+    let mut input = stdin.lock();
     let mut out = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
-        let line = line.context("cannot read stdin")?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut reply = match serde_json::from_str::<Value>(&line) {
+    let mut bytes = Vec::new();
+    loop {
+        let read = bounded::read_line(&mut input, &mut bytes, MAX_JSONL_LINE_BYTES)
+            .context("cannot read stdin")?;
+        let line = match read {
+            Line::End => break,
+            Line::TooLong => {
+                bounded::skip_line(&mut input).context("cannot read stdin")?;
+                Err(format!(
+                    "the line is longer than the limit of {}",
+                    bounded::size(MAX_JSONL_LINE_BYTES as u64)
+                ))
+            }
+            Line::Complete => std::str::from_utf8(&bytes).map_err(|e| {
+                format!(
+                    "the line is not UTF-8 (invalid byte at offset {}); send JSON text",
+                    e.valid_up_to()
+                )
+            }),
+        };
+        let line = match line {
+            Ok(l) if l.trim().is_empty() => continue,
+            Ok(l) => l,
+            Err(message) => {
+                write_reply(&mut out, &error_json("InputError", &message))?;
+                continue;
+            }
+        };
+        let mut reply = match serde_json::from_str::<Value>(line) {
             Ok(Value::Object(obj)) => match obj.get("code") {
                 Some(Value::String(code)) => match console.run_cell(code).await {
                     Ok(r) => result_json(&r),
@@ -191,10 +222,16 @@ async fn run_jsonl(console: &mut ReplConsole) -> anyhow::Result<()> {
                 Err(e) => json!({"error": e, "variable": committed.variable}),
             };
         }
-        serde_json::to_writer(&mut out, &reply)?;
-        out.write_all(b"\n")?;
-        out.flush()?;
+        write_reply(&mut out, &reply)?;
     }
+    Ok(())
+}
+
+/// One reply line of `--jsonl`, flushed.
+fn write_reply(out: &mut impl Write, reply: &Value) -> anyhow::Result<()> {
+    serde_json::to_writer(&mut *out, reply)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
     Ok(())
 }
 
