@@ -11,6 +11,8 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use rlm_llm::testing::{Matcher, Script, ScriptedServer};
+
 mod common;
 use common::{stderr, stdout};
 
@@ -188,4 +190,32 @@ fn repl_jsonl_answers_a_non_utf8_line_and_goes_on() {
     // The same interpreter: x is still defined.
     assert_eq!(replies[2]["error"], serde_json::Value::Null, "{replies:?}");
     assert_eq!(replies[2]["stdout"], "42\n");
+}
+
+// 3. A trace that cannot be written fails the command.
+
+#[test]
+fn ask_with_an_unwritable_trace_prints_the_answer_and_fails() {
+    let d = docs();
+    let server = ScriptedServer::spawn(Script::new().on(
+        Matcher::system_contains("You are answering a question about a collection"),
+        "FINAL(Ninety days.)",
+    ));
+    let url = server.base_url();
+    let env = common::model_env(&url);
+    let args = [
+        "ask",
+        "Notice period?",
+        "--store",
+        "store",
+        "--trace",
+        "/dev/full",
+        "-q",
+    ];
+    let o = run(d.path(), &args, &env, b"");
+    assert_eq!(stdout(&o).trim(), "Ninety days.");
+    assert_one_line_error(
+        &o,
+        "the trace could not be written to /dev/full: No space left on device (os error 28) (it is incomplete)",
+    );
 }

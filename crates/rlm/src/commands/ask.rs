@@ -238,14 +238,30 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         s.append(name, &turn, &answer.findings)
             .map_err(anyhow::Error::msg)?;
     }
-    print_answer(&answer, &args)?;
+    // The answer was produced, so it is printed; a trace that lost events
+    // still fails the command.
+    let trace_error = args.trace.as_ref().zip(trace.write_error()).map(|(p, e)| {
+        format!(
+            "the trace could not be written to {}: {e} (it is incomplete)",
+            p.display()
+        )
+    });
+    print_answer(&answer, &args, trace_error.is_none())?;
     if cancel.is_cancelled() {
+        if let Some(e) = &trace_error {
+            eprintln!("error: {e}");
+        }
         std::process::exit(130);
     }
-    Ok(())
+    match trace_error {
+        Some(e) => Err(anyhow::Error::msg(e)),
+        None => Ok(()),
+    }
 }
 
-fn print_answer(answer: &Answer, args: &AskArgs) -> anyhow::Result<()> {
+/// The answer on stdout, usage on stderr; `trace_written` is false when the
+/// trace file failed (its path is then not reported as a trace).
+fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut v = serde_json::to_value(answer)?;
@@ -336,7 +352,7 @@ fn print_answer(answer: &Answer, args: &AskArgs) -> anyhow::Result<()> {
             u.output_tokens,
             u.wall_ms as f64 / 1000.0
         )?;
-        if let Some(p) = &args.trace {
+        if let Some(p) = args.trace.as_ref().filter(|_| trace_written) {
             writeln!(
                 err,
                 "trace: {} ({} events)",
