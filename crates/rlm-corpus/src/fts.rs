@@ -148,8 +148,16 @@ impl FullText {
         let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
         // Lenient: a user's stray quote or colon must not turn into a syntax error.
         let (query, _errors) = parser.parse_query_lenient(query);
+        // The collector allocates for `k` hits up front: never ask for more
+        // than there are chunks (a huge `k` would abort on the allocation).
+        let limit = k.clamp(
+            1,
+            usize::try_from(searcher.num_docs())
+                .unwrap_or(usize::MAX)
+                .max(1),
+        );
         let top = searcher
-            .search(&query, &TopDocs::with_limit(k.max(1)))
+            .search(&query, &TopDocs::with_limit(limit))
             .map_err(CorpusError::index)?;
         let mut snippets = SnippetGenerator::create(&searcher, &*query, self.fields.text)
             .map_err(CorpusError::index)?;

@@ -305,3 +305,11 @@ fn a_stale_fulltext_index_is_rebuilt_on_open() {
     assert_eq!(store.search("termination", 5).unwrap().len(), 1);
     assert_eq!(store.indexed_chunks(), store.stats().unwrap().chunks);
 }
+
+#[test]
+fn a_huge_k_returns_every_hit_instead_of_aborting() {
+    let (_tmp, docs, store_dir) = corpus();
+    index(&store_dir, std::slice::from_ref(&docs)).unwrap();
+    let store = Store::open(&store_dir).unwrap();
+    assert_eq!(store.search("termination", usize::MAX).unwrap().len(), 1);
+}

@@ -32,6 +32,13 @@ fn assert_one_line_error(o: &Output, expected: &str) {
     assert_eq!(err, format!("error: {expected}\n"));
 }
 
+/// `rlm args…` in `dir` (no input) succeeds; its output.
+fn succeeds(dir: &Path, args: &[&str]) -> Output {
+    let o = run(dir, args, &[], b"");
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    o
+}
+
 /// `rlm args…` in `dir` fails with the one-line error `expected`.
 fn refused(dir: &Path, args: &[&str], expected: &str) {
     assert_one_line_error(&run(dir, args, &[], b""), expected);
@@ -218,4 +225,47 @@ fn ask_with_an_unwritable_trace_prints_the_answer_and_fails() {
         &o,
         "the trace could not be written to /dev/full: No space left on device (os error 28) (it is incomplete)",
     );
+}
+
+// 4. Absurd numbers are one-line errors, not panics.
+
+#[test]
+fn out_of_range_numbers_are_one_line_errors() {
+    let d = docs();
+    let max = u64::MAX.to_string();
+    let cases: &[(&[&str], String)] = &[
+        (
+            &["repl", "--store", "store", "--cell-timeout", &max],
+            format!("--cell-timeout=\"{max}\" is not a whole number from 1 to 3600"),
+        ),
+        (
+            &["repl", "--store", "store", "--cell-timeout", "0"],
+            "--cell-timeout=\"0\" is not a whole number from 1 to 3600".into(),
+        ),
+        (
+            &["repl", "--store", "store", "--memory-mib", &max],
+            format!("--memory-mib=\"{max}\" is not a whole number from 0 to 65536"),
+        ),
+        (
+            &["repl", "--store", "store", "--truncate", &max],
+            format!("--truncate=\"{max}\" is not a whole number from 100 to 100000000"),
+        ),
+        (
+            &["search", "notice", "--store", "store", "-k", &max],
+            format!("-k=\"{max}\" is not a whole number from 1 to 10000"),
+        ),
+        (
+            &["search", "notice", "--store", "store", "-k", "0"],
+            "-k=\"0\" is not a whole number from 1 to 10000".into(),
+        ),
+    ];
+    for (args, expected) in cases {
+        refused(d.path(), args, expected);
+    }
+    // The ceilings themselves work.
+    let o = succeeds(
+        d.path(),
+        &["search", "notice", "--store", "store", "-k", "10000"],
+    );
+    assert!(stdout(&o).contains("docs/a.txt"), "{}", stdout(&o));
 }

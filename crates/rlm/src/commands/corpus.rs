@@ -11,6 +11,8 @@ use rlm_corpus::{
     RetrievalMode, SearchOptions, Store,
 };
 
+use super::check_flag;
+
 /// The `--store` flag shared by every command that reads or writes a store.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArg {
@@ -277,11 +279,12 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Results of `rlm search -k` (the engine's ceiling for high-recall retrieval).
+const SEARCH_K: std::ops::RangeInclusive<u64> = 1..=10_000;
+
 /// `rlm search`.
 pub fn search(args: SearchArgs) -> anyhow::Result<()> {
-    if args.k == 0 {
-        bail!("-k must be at least 1");
-    }
+    check_flag("-k", args.k as u64, SEARCH_K)?;
     let store = args.store.open()?;
     if args.mode != RetrievalMode::Bm25 || args.high_recall {
         return search_ranked(&store, &args);

@@ -1,3 +1,5 @@
+//! The subcommands of `rlm`, one module each, and what they share.
+
 pub mod ask;
 pub mod bench;
 pub mod corpus;
@@ -6,3 +8,21 @@ pub mod model;
 pub mod repl;
 pub mod serve;
 pub mod trace;
+
+/// `value` of a numeric `flag` in `range`, or a one-line error naming the
+/// flag, written like the engine's (`--max-depth="11" is not a whole number
+/// from 0 to 10`).
+pub(crate) fn check_flag(
+    flag: &str,
+    value: u64,
+    range: std::ops::RangeInclusive<u64>,
+) -> anyhow::Result<u64> {
+    if range.contains(&value) {
+        return Ok(value);
+    }
+    anyhow::bail!(
+        "{flag}=\"{value}\" is not a whole number from {} to {}",
+        range.start(),
+        range.end()
+    )
+}

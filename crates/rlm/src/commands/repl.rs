@@ -9,6 +9,7 @@
 //! one they raise "no model configured" and say how to configure one.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use rlm_sandbox::{CellResult, SandboxConfig, WorkerPool};
 use serde_json::{Value, json};
 
 use super::ask::worker_command;
+use super::check_flag;
 use super::corpus::StoreArg;
 use super::llm::LlmFlags;
 
@@ -70,11 +72,34 @@ impl From<ContextArg> for ContextShape {
     }
 }
 
+/// Interpreter time per cell, in seconds (`--cell-timeout`).
+const CELL_TIMEOUT_SECS: RangeInclusive<u64> = 1..=3600;
+/// Sandbox memory in MiB (`--memory-mib`; 0 = unlimited), at most 64 GiB
+/// like the engine's own sandbox memory settings.
+const MEMORY_MIB: RangeInclusive<u64> = 0..=65_536;
 /// The longest `--jsonl` input line (one cell's source as JSON).
 const MAX_JSONL_LINE_BYTES: usize = 64 << 20;
 
+/// The flags' values in their ranges: one-line errors naming the flag.
+fn check_args(args: &ReplArgs) -> anyhow::Result<()> {
+    check_flag("--cell-timeout", args.cell_timeout, CELL_TIMEOUT_SECS)?;
+    check_flag("--memory-mib", args.memory_mib, MEMORY_MIB)?;
+    // Output shown per cell: the range of the engine's RLM_TRUNCATE_LEN.
+    let truncate = rlm_engine::values::NUMERIC_SETTINGS
+        .iter()
+        .find(|s| s.key == "RLM_TRUNCATE_LEN")
+        .and_then(|s| match s.range {
+            rlm_engine::values::Range::Whole(min, max) => Some(min..=max),
+            _ => None,
+        })
+        .unwrap_or(1..=u64::MAX);
+    check_flag("--truncate", args.truncate as u64, truncate)?;
+    Ok(())
+}
+
 /// Runs `rlm repl`.
 pub fn repl(args: ReplArgs) -> anyhow::Result<()> {
+    check_args(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -109,8 +134,8 @@ async fn run(args: ReplArgs) -> anyhow::Result<()> {
     let doc_count = corpus.documents().len();
     let context_chars = corpus.context_chars(shape);
     let mut sandbox = SandboxConfig::new(worker_command()?);
-    sandbox.cell_time_limit = Duration::from_secs(args.cell_timeout.max(1));
-    sandbox.memory_limit_bytes = args.memory_mib.saturating_mul(1 << 20);
+    sandbox.cell_time_limit = Duration::from_secs(args.cell_timeout);
+    sandbox.memory_limit_bytes = args.memory_mib << 20;
     config.context_shape = shape;
     let pool = WorkerPool::new(sandbox, 1).await?;
     let (mut console, model_line) = match model(&args)? {
