@@ -269,3 +269,105 @@ fn out_of_range_numbers_are_one_line_errors() {
     );
     assert!(stdout(&o).contains("docs/a.txt"), "{}", stdout(&o));
 }
+
+// 5. Names and text that carry escapes cannot act on the terminal.
+
+#[test]
+fn file_names_with_escapes_and_newlines_stay_in_their_row() {
+    let evil = "evil\u{1b}[31m\nforged.txt";
+    let d = common::indexed_docs(&[(evil, "A termination clause.\n")]);
+    let dir = d.path();
+    let escaped = "docs/evil\\u{1b}[31m\\nforged.txt";
+    let checks: &[&[&str]] = &[
+        &["docs", "--store", "store"],
+        &["search", "termination", "--store", "store"],
+        &["show", &format!("docs/{evil}"), "--store", "store"],
+    ];
+    for args in checks {
+        let out = stdout(&succeeds(dir, args));
+        assert!(!out.contains('\u{1b}'), "{args:?}: raw escape in {out:?}");
+        assert!(out.contains(escaped), "{args:?}: {out}");
+        assert!(
+            !out.lines().any(|l| l.starts_with("forged")),
+            "{args:?}: forged row in {out:?}"
+        );
+    }
+    let o = succeeds(dir, &["docs", "--store", "store"]);
+    // Header, one row, the count.
+    assert_eq!(stdout(&o).lines().count(), 3, "{}", stdout(&o));
+    // --json keeps the name exactly (JSON escapes it).
+    let o = succeeds(dir, &["docs", "--store", "store", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["path"], format!("docs/{evil}"));
+}
+
+#[test]
+fn trace_show_escapes_what_the_trace_file_says() {
+    use rlm_engine::{Trace, TraceEvent};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("evil.jsonl");
+    let t = Trace::to_file(&path).unwrap();
+    t.emit(TraceEvent::RunStarted {
+        run_id: "r\u{1b}]0;owned\u{7}".into(),
+        question: "why?\u{1b}[2J".into(),
+        flow: "repl\n00.00s forged".into(),
+        root_model: "m".into(),
+        sub_model: "m".into(),
+        documents: 1,
+        context_chars: 1,
+        budget: serde_json::json!({}),
+    });
+    t.emit(TraceEvent::Finding {
+        agent: "0".into(),
+        text: "fact\u{9b}31m".into(),
+        source: Some("src\r".into()),
+    });
+    drop(t);
+    let out = stdout(&succeeds(dir.path(), &["trace", "show", "evil.jsonl"]));
+    assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    for part in [
+        "r\\u{1b}]0;owned\\u{7}",
+        "why?\\u{1b}[2J",
+        "repl\\n00.00s forged",
+        "fact\\u{9b}31m",
+        "(src\\r)",
+    ] {
+        assert!(out.contains(part), "{part} in {out}");
+    }
+}
+
+#[test]
+fn interactive_repl_output_on_a_terminal_shows_escapes() {
+    // `script` gives rlm a pseudo-terminal as stdout.
+    let d = docs();
+    let rlm = env!("CARGO_BIN_EXE_rlm");
+    let shell = format!(
+        "printf 'print(\"a\" + chr(27) + \"[31mb\" + chr(7))\\n' | {rlm} repl --store store 2>/dev/null"
+    );
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qec", &shell, "/dev/null"])
+        .current_dir(d.path());
+    for var in common::CLEARED {
+        cmd.env_remove(var);
+    }
+    let o = common::output_within(cmd, b"", LIMIT);
+    if !o.status.success() && stdout(&o).is_empty() {
+        eprintln!(
+            "skipped: `script` cannot allocate a terminal here: {}",
+            stderr(&o)
+        );
+        return;
+    }
+    let out = stdout(&o);
+    assert!(out.contains("a\\u{1b}[31mb\\u{7}"), "{out:?}");
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+    // Without a terminal the exact text passes (pipes and files).
+    let o = run(
+        d.path(),
+        &["repl", "--store", "store"],
+        &[],
+        b"print(\"a\" + chr(27))\n",
+    );
+    assert_eq!(stdout(&o), "a\u{1b}\n");
+}

@@ -12,6 +12,7 @@ use rlm_corpus::{
 };
 
 use super::check_flag;
+use super::display::{for_output, one_line};
 
 /// The `--store` flag shared by every command that reads or writes a store.
 #[derive(Debug, Clone, Args)]
@@ -260,15 +261,15 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
         }
         if args.verbose {
             for (path, reason) in &report.skipped_files {
-                writeln!(out, "  skipped {path}: {reason}")?;
+                writeln!(out, "  skipped {}: {reason}", one_line(path))?;
             }
             for path in &report.lossy_files {
-                writeln!(out, "  invalid UTF-8 in {path}")?;
+                writeln!(out, "  invalid UTF-8 in {}", one_line(path))?;
             }
         }
     }
     for (path, msg) in &report.errors {
-        eprintln!("error: {path}: {msg}");
+        eprintln!("error: {}: {}", one_line(path), one_line(msg));
     }
     if !report.errors.is_empty() {
         bail!(
@@ -304,12 +305,12 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
             out,
             "{:>2}. {:<22} {:>7.3}  {} (chunk {})",
             rank + 1,
-            h.chunk_id,
+            one_line(&h.chunk_id),
             h.score,
-            h.path,
+            one_line(&h.path),
             h.ordinal
         )?;
-        writeln!(out, "    {}", h.snippet)?;
+        writeln!(out, "    {}", one_line(&h.snippet))?;
     }
     Ok(())
 }
@@ -431,13 +432,13 @@ fn search_ranked(store: &Store, args: &SearchArgs) -> anyhow::Result<()> {
             out,
             "{:>2}. {:<22} {:>7.3}  {} (chunk {}) [{}]",
             rank + 1,
-            h.chunk_id,
+            one_line(&h.chunk_id),
             h.score,
-            h.path,
+            one_line(&h.path),
             h.ordinal,
             why.join(", ")
         )?;
-        writeln!(out, "    {}", h.snippet)?;
+        writeln!(out, "    {}", one_line(&h.snippet))?;
     }
     Ok(())
 }
@@ -459,7 +460,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
         } else {
             let mut place = format!(
                 "{} chunk {}/{} · bytes {}..{} · lines {}-{}",
-                doc.path,
+                one_line(&doc.path),
                 chunk.ordinal,
                 doc.chunk_count,
                 chunk.byte_start,
@@ -471,10 +472,13 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
                 place.push_str(&format!(" · page {p}"));
             }
             if let Some(h) = &chunk.heading {
-                place.push_str(&format!(" · § {h}"));
+                place.push_str(&format!(" · § {}", one_line(h)));
             }
-            writeln!(out, "{}  {place}\n", chunk.id)?;
-            write!(out, "{}", chunk.text)?;
+            writeln!(out, "{}  {place}\n", one_line(&chunk.id))?;
+            // The text itself keeps its lines; on a terminal its other
+            // control characters are shown as escapes.
+            let tty = std::io::stdout().is_terminal();
+            write!(out, "{}", for_output(&chunk.text, tty))?;
             if !chunk.text.ends_with('\n') {
                 writeln!(out)?;
             }
@@ -507,13 +511,13 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
         writeln!(
             out,
             "{}  {} · {} · {} bytes · {} chars · {} chunks · \"{}\"",
-            doc.id,
-            doc.path,
+            one_line(&doc.id),
+            one_line(&doc.path),
             doc.kind.as_str(),
             doc.size_bytes,
             doc.chars,
             doc.chunk_count,
-            doc.title
+            one_line(&doc.title)
         )?;
         for c in &chunks {
             let first: String = c
@@ -527,7 +531,10 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
             writeln!(
                 out,
                 "  {:<22} lines {:>5}-{:<5} {}",
-                c.id, c.line_start, c.line_end, first
+                one_line(&c.id),
+                c.line_start,
+                c.line_end,
+                one_line(&first)
             )?;
         }
     }
@@ -553,11 +560,11 @@ pub fn docs(args: DocsArgs) -> anyhow::Result<()> {
         writeln!(
             out,
             "{:<16}  {:<8} {:>10} {:>6}  {}",
-            d.id,
+            one_line(&d.id),
             d.kind.as_str(),
             d.size_bytes,
             d.chunk_count,
-            d.path
+            one_line(&d.path)
         )?;
     }
     writeln!(out, "{} documents", docs.len())?;

@@ -3,6 +3,7 @@
 pub mod ask;
 pub mod bench;
 pub mod corpus;
+pub mod display;
 pub mod llm;
 pub mod model;
 pub mod repl;

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use super::ask::worker_command;
 use super::check_flag;
 use super::corpus::StoreArg;
+use super::display::{for_output, one_line};
 use super::llm::LlmFlags;
 
 /// Arguments of `rlm repl`.
@@ -298,6 +299,10 @@ fn opens_block(line: &str) -> bool {
 async fn run_interactive(console: &mut ReplConsole, truncate: usize) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let tty = stdin.is_terminal();
+    // Cell output is the sandbox's (and so the corpus's or a model's) text:
+    // on a terminal its escape sequences are shown, not obeyed.
+    let out_tty = std::io::stdout().is_terminal();
+    let show = |s: &str| for_output(s, out_tty).into_owned();
     let mut lines = stdin.lock().lines();
     loop {
         if tty {
@@ -324,17 +329,17 @@ async fn run_interactive(console: &mut ReplConsole, truncate: usize) -> anyhow::
             }
         }
         match console.run_cell(&code).await {
-            Ok(r) => print!("{}", r.render(truncate)),
+            Ok(r) => print!("{}", show(&r.render(truncate))),
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", one_line(&e.to_string()));
                 eprintln!("(started a fresh interpreter; earlier variables are gone)");
             }
         }
         if let Some(committed) = console.take_final().await {
             match (committed.variable, committed.text) {
-                (Some(name), Ok(text)) => println!("FINAL_VAR({name}): {text}"),
-                (None, Ok(text)) => println!("FINAL: {text}"),
-                (_, Err(e)) => println!("{e}"),
+                (Some(name), Ok(text)) => println!("FINAL_VAR({}): {}", show(&name), show(&text)),
+                (None, Ok(text)) => println!("FINAL: {}", show(&text)),
+                (_, Err(e)) => println!("{}", show(&e)),
             }
         }
         std::io::stdout().flush()?;

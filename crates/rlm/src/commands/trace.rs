@@ -10,6 +10,8 @@ use clap::{Args, Subcommand};
 use rlm_engine::trace::{export_rlm_logger, read_trace};
 use rlm_engine::{TraceEvent, TraceRecord};
 
+use super::display::one_line;
+
 /// `rlm trace ...`.
 #[derive(Debug, Args)]
 pub struct TraceArgs {
@@ -93,7 +95,8 @@ fn export(args: ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One line of at most `n` characters (newlines shown as ⏎).
+/// One line of at most `n` characters (newlines shown as ⏎; other control
+/// characters are escaped when the whole line is written).
 fn clip(s: &str, n: usize) -> String {
     let flat: String = s
         .trim()
@@ -176,6 +179,8 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
     let mut first_text: std::collections::HashMap<&str, u64> = Default::default();
     for r in &records {
         let t = format!("{:7.2}s", r.t_ms as f64 / 1000.0);
+        // Lines after the event's first (the question, usage per depth).
+        let mut more: Vec<String> = Vec::new();
         match &r.event {
             TraceEvent::LlmRequest { agent, .. } => {
                 sent_at.insert(agent, r.t_ms);
@@ -198,10 +203,12 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                 documents,
                 context_chars,
                 ..
-            } => format!(
-                "{t} run {run_id} ({flow}) · {documents} documents, {context_chars} chars · models {root_model} / {sub_model}\n{t} question: {}",
-                clip(question, width)
-            ),
+            } => {
+                more.push(format!("{t} question: {}", clip(question, width)));
+                format!(
+                    "{t} run {run_id} ({flow}) · {documents} documents, {context_chars} chars · models {root_model} / {sub_model}"
+                )
+            }
             TraceEvent::LlmRequest {
                 agent,
                 depth,
@@ -362,7 +369,7 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                 reason,
                 usage,
             } => {
-                let mut s = format!(
+                let s = format!(
                     "{t} finished{} · {} calls, {} in / {} out tokens ({} cached), cost {}",
                     if *partial {
                         format!(" (partial: {})", reason.as_deref().unwrap_or("?"))
@@ -379,15 +386,19 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                         .unwrap_or_else(|| "unknown".into())
                 );
                 for d in &usage.by_depth {
-                    s.push_str(&format!(
-                        "\n{t}   depth {}: {} calls, {} in / {} out",
+                    more.push(format!(
+                        "{t}   depth {}: {} calls, {} in / {} out",
                         d.depth, d.calls, d.input_tokens, d.output_tokens
                     ));
                 }
                 s
             }
         };
-        writeln!(out, "{line}")?;
+        // A trace is a file anyone can hand over: every field it supplies
+        // stays on its line, and escape sequences are shown, not obeyed.
+        for line in std::iter::once(line).chain(more) {
+            writeln!(out, "{}", one_line(&line))?;
+        }
     }
     Ok(())
 }
