@@ -306,6 +306,45 @@ fn a_stale_fulltext_index_is_rebuilt_on_open() {
     assert_eq!(store.indexed_chunks(), store.stats().unwrap().chunks);
 }
 
+/// Damages `fulltext/`: every segment file truncated, and with `meta`
+/// meta.json overwritten.
+fn corrupt_fulltext(store_dir: &Path, meta: bool) {
+    for entry in fs::read_dir(store_dir.join("fulltext")).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "meta.json" {
+            if meta {
+                fs::write(&p, "garbage").unwrap();
+            }
+        } else if !name.starts_with('.') {
+            fs::write(&p, b"").unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_damaged_fulltext_index_is_recreated_by_the_next_write() {
+    for (rebuild, meta) in [(true, true), (false, true), (false, false)] {
+        let (_tmp, docs, store_dir) = corpus();
+        index(&store_dir, std::slice::from_ref(&docs)).unwrap();
+        corrupt_fulltext(&store_dir, meta);
+        // Reading says what to run…
+        let e = Store::open(&store_dir).unwrap_err().to_string();
+        assert!(e.contains("rlm index --rebuild"), "{meta}: {e}");
+        // …and that (or any indexing run) recovers from the SQLite text.
+        let opts = IndexOptions {
+            rebuild,
+            ..IndexOptions::default()
+        };
+        let r = Store::index(&store_dir, std::slice::from_ref(&docs), &opts, &mut |_| {}).unwrap();
+        assert_eq!(r.fulltext_recreated.is_some(), !rebuild, "{r:?}");
+        let store = Store::open(&store_dir).unwrap();
+        assert_eq!(store.search("termination", 5).unwrap().len(), 1);
+        assert_eq!(store.search("disclosed", 5).unwrap().len(), 1);
+        assert_eq!(store.indexed_chunks(), store.stats().unwrap().chunks);
+    }
+}
+
 #[test]
 fn a_huge_k_returns_every_hit_instead_of_aborting() {
     let (_tmp, docs, store_dir) = corpus();

@@ -371,3 +371,36 @@ fn interactive_repl_output_on_a_terminal_shows_escapes() {
     );
     assert_eq!(stdout(&o), "a\u{1b}\n");
 }
+
+// 6. A damaged full-text index is recreated from the store's text.
+
+#[test]
+fn a_corrupted_fulltext_index_is_recovered_by_index_rebuild() {
+    let d = docs();
+    let dir = d.path();
+    for entry in std::fs::read_dir(dir.join("store/fulltext")).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        match name.as_str() {
+            "meta.json" => std::fs::write(&p, b"{\"segments\": [tru").unwrap(),
+            n if !n.starts_with('.') => std::fs::write(&p, b"\0\0\0\0").unwrap(),
+            _ => {}
+        }
+    }
+    let o = run(
+        dir,
+        &["search", "termination", "--store", "store"],
+        &[],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("rlm index --rebuild"), "{}", stderr(&o));
+    succeeds(dir, &["index", "docs", "--store", "store", "--rebuild"]);
+    let o = succeeds(
+        dir,
+        &["search", "termination", "--store", "store", "--json"],
+    );
+    let hits: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(hits[0]["path"], "docs/a.txt");
+    assert!(hits[0]["text"].as_str().unwrap().contains("ninety days"));
+}

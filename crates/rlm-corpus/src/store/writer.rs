@@ -105,6 +105,10 @@ pub struct IndexReport {
     pub totals: Option<StoreStats>,
     /// Wall time of the run in milliseconds.
     pub elapsed_ms: u64,
+    /// Why the full-text index could not be opened, when this run recreated
+    /// it from the documents' text in SQLite (a damaged `fulltext/` folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fulltext_recreated: Option<String>,
 }
 
 /// The exclusive write lock of a store (`write.lock`, holding the writer's
@@ -199,10 +203,10 @@ impl Store {
             )?;
         }
         let generation = check_version(dir, &conn)?;
-        let fts = FullText::open_or_create(&dir.join(FTS_DIR))?;
-        let fts_stale = fts.committed_generation()? != Some(generation);
-
         let mut report = IndexReport::default();
+        let (fts, committed) = open_fulltext_for_writing(dir, opts.rebuild, &mut report)?;
+        let fts_stale = committed != Some(generation);
+
         let walked = walk(paths, opts, dir, progress)?;
         report.errors.extend(walked.errors);
         for (path, reason) in walked.skipped {
@@ -382,6 +386,38 @@ impl Store {
         writer.commit(generation)?;
         self.fts.reload()
     }
+}
+
+/// The full-text index of a store whose write lock is held, and the
+/// generation of its last commit. The index is derived data (SQLite holds
+/// every document's text), so with `rebuild`, or when it cannot be opened
+/// (a damaged `fulltext/` folder: unreadable meta.json, truncated segments),
+/// it is deleted and created empty; its generation (none) then disagrees with
+/// SQLite's and the run re-adds every document, as after a kill between the
+/// two commits. The reason is recorded in `report`.
+fn open_fulltext_for_writing(
+    dir: &Path,
+    rebuild: bool,
+    report: &mut IndexReport,
+) -> Result<(FullText, Option<u64>), CorpusError> {
+    let fts_dir = dir.join(FTS_DIR);
+    if !rebuild {
+        let opened = FullText::open_or_create(&fts_dir)
+            .and_then(|fts| fts.committed_generation().map(|g| (fts, g)));
+        match opened {
+            Ok(found) => return Ok(found),
+            Err(CorpusError::Index(e)) => report.fulltext_recreated = Some(e),
+            Err(e) => report.fulltext_recreated = Some(e.to_string()),
+        }
+    }
+    match std::fs::remove_dir_all(&fts_dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(CorpusError::io(&fts_dir, e));
+        }
+        _ => {}
+    }
+    let fts = FullText::open_or_create(&fts_dir)?;
+    Ok((fts, None))
 }
 
 fn load_known(conn: &Connection) -> Result<HashMap<String, Known>, CorpusError> {

@@ -178,6 +178,13 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
     let report = Store::index(&args.store.store, &args.paths, &opts, &mut on_progress);
     bar.finish_and_clear();
     let report = report?;
+    if let Some(why) = &report.fulltext_recreated {
+        eprintln!(
+            "warning: the full-text index of {} could not be opened ({}); it was recreated from the store's text",
+            args.store.store.display(),
+            one_line(why)
+        );
+    }
     let embedded = match &embedder {
         Some(e) => Some(embed_store(
             &args.store.store,
