@@ -404,3 +404,67 @@ fn a_corrupted_fulltext_index_is_recovered_by_index_rebuild() {
     assert_eq!(hits[0]["path"], "docs/a.txt");
     assert!(hits[0]["text"].as_str().unwrap().contains("ninety days"));
 }
+
+// 7. kill -9 in the middle of an indexing run (no test pause: wherever it lands).
+
+#[test]
+fn index_killed_mid_write_loses_nothing_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    const FILES: usize = 600;
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
+    ];
+    for i in 0..FILES {
+        let text: Vec<&str> = (0..400)
+            .map(|j| words[(i * 7 + j * 3) % words.len()])
+            .collect();
+        std::fs::write(docs.join(format!("f{i:04}.txt")), text.join(" ") + "\n").unwrap();
+    }
+    let index = ["index", "docs", "--store", "store"];
+    succeeds(dir.path(), &index);
+    // Documents whose text holds `word`.
+    let count_hits = |word: &str| -> usize {
+        let k = (FILES * 4).to_string();
+        let search = ["search", word, "--store", "store", "-k", &k, "--json"];
+        let o = succeeds(dir.path(), &search);
+        let hits: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut docs: Vec<&str> = hits
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["doc_id"].as_str().unwrap())
+            .collect();
+        docs.sort();
+        docs.dedup();
+        docs.len()
+    };
+    for (round, delay_ms) in [30u64, 150, 300, 500, 800].into_iter().enumerate() {
+        let word = format!("round{round}");
+        for i in 0..FILES {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(docs.join(format!("f{i:04}.txt")))
+                .unwrap();
+            writeln!(f, "{word}").unwrap();
+        }
+        let mut child = common::command(dir.path(), &index, &[]).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill(); // SIGKILL; it may have finished already.
+        child.wait().unwrap();
+        // One run is one commit: every changed document, or none.
+        let seen = count_hits(&word);
+        assert!(
+            seen == 0 || seen == FILES,
+            "round {round} ({delay_ms} ms): {seen} of {FILES}"
+        );
+        let o = succeeds(dir.path(), &["docs", "--store", "store", "--json"]);
+        let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), FILES, "round {round}");
+        // The next run works and brings the store up to date.
+        succeeds(dir.path(), &index);
+        assert_eq!(count_hits(&word), FILES, "round {round}");
+    }
+}
