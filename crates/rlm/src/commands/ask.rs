@@ -284,7 +284,7 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
         for c in &v.citations {
             let mark = match c.status {
                 CitationStatus::Verified => "verified",
-                CitationStatus::Exists => "exists",
+                CitationStatus::IdOnly => "ID ONLY, not verified",
                 CitationStatus::UnknownId => "UNKNOWN ID",
                 CitationStatus::QuoteNotFound => "QUOTE NOT FOUND",
                 CitationStatus::PathMismatch => "PATH MISMATCH",
