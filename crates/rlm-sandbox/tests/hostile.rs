@@ -346,3 +346,110 @@ async fn values_over_the_frame_limit_are_refused_and_the_interpreter_lives() {
     still_usable(&mut interp, &host).await;
     eprintln!("took {:?}", t0.elapsed());
 }
+
+/// One frame as the worker writes it: header length, header, blob count, blobs.
+fn frame(header: &[u8], blobs: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    protocol::write_frame(&mut out, header, blobs).unwrap();
+    out
+}
+
+/// A fake worker: `sh` writing `script`'s byte strings to stdout in order,
+/// then waiting (it never reads its stdin, and never exits by itself).
+fn fake_worker(dir: &std::path::Path, script: &[Vec<u8>]) -> SandboxConfig {
+    let mut cmd = String::new();
+    for (i, bytes) in script.iter().enumerate() {
+        let path = dir.join(format!("part{i}"));
+        std::fs::write(&path, bytes).unwrap();
+        cmd.push_str(&format!("cat '{}'; ", path.display()));
+    }
+    cmd.push_str("exec sleep 60");
+    let mut config = common::config();
+    config.worker = WorkerCommand {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), cmd.into(), "fake-worker".into()],
+    };
+    config.startup_timeout = Duration::from_secs(10);
+    config
+}
+
+/// A worker writing garbage gets a clear protocol error at once: the parent
+/// reads no frame over the limit (and allocates only what arrives), no
+/// undecodable message, and no message out of place; the worker is stopped.
+#[tokio::test]
+async fn a_worker_writing_garbage_gets_a_clear_error() {
+    let t0 = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let hello = frame(br#"{"type":"hello","monty_version":"fake"}"#, &[]);
+    let started = frame(br#"{"type":"started"}"#, &[]);
+    // A header length of almost 4 GiB, then nothing.
+    let huge_header = (u32::MAX - 1).to_le_bytes().to_vec();
+    // A blob of 1 TiB announced after a small header.
+    let mut huge_blob = Vec::new();
+    huge_blob.extend_from_slice(&2u32.to_le_bytes());
+    huge_blob.extend_from_slice(b"{}");
+    huge_blob.extend_from_slice(&1u32.to_le_bytes());
+    huge_blob.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    let not_json = frame(b"\x00garbage\xff", &[]);
+    let wrong_message = frame(br#"{"type":"no_such_message"}"#, &[]);
+    for (what, script, expect) in [
+        ("huge header", vec![huge_header.clone()], "malformed frame"),
+        ("huge blob", vec![huge_blob.clone()], "malformed frame"),
+        ("not JSON", vec![not_json.clone()], "not valid"),
+        ("unknown message", vec![wrong_message.clone()], "not valid"),
+        (
+            "started before start",
+            vec![started.clone()],
+            "expected hello",
+        ),
+    ] {
+        let config = fake_worker(dir.path(), &script);
+        let err = within(
+            Duration::from_secs(5),
+            what,
+            Interpreter::start(&config, &InterpreterSpec::new()),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, SandboxError::Protocol(_)), "{what}: {err}");
+        assert!(err.to_string().contains(expect), "{what}: {err}");
+        eprintln!("{what}: {err}");
+    }
+    // The same in the middle of a cell: the cell fails, the interpreter is closed.
+    for (what, garbage, expect) in [
+        ("huge header", huge_header, "malformed frame"),
+        ("huge blob", huge_blob, "malformed frame"),
+        ("not JSON", not_json, "not valid"),
+        ("hello in a cell", hello.clone(), "unexpected message"),
+    ] {
+        let config = fake_worker(dir.path(), &[hello.clone(), started.clone(), garbage]);
+        let mut interp = Interpreter::start(&config, &InterpreterSpec::new())
+            .await
+            .expect("the fake worker starts");
+        let pid = interp.worker_pid().unwrap();
+        let err = within(
+            Duration::from_secs(5),
+            what,
+            interp.run_cell("1", &Arc::new(Host)),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, SandboxError::Protocol(_)), "{what}: {err}");
+        assert!(err.to_string().contains(expect), "{what}: {err}");
+        assert!(!interp.is_alive());
+        assert!(
+            !process_alive(pid),
+            "{what}: the fake worker was not stopped"
+        );
+        eprintln!("{what} in a cell: {err}");
+    }
+    eprintln!("took {:?}", t0.elapsed());
+}
+
+/// True while `pid` runs (a zombie waiting to be reaped has ended).
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(status) => !status.lines().any(|l| l.starts_with("State:\tZ")),
+        Err(_) => false,
+    }
+}
