@@ -206,6 +206,47 @@ pub enum Support {
     Unsupported,
 }
 
+/// The semantic check's judgment of a claim against its quotes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The quotes state it.
+    Supported,
+    /// The quotes state part of it.
+    Partly,
+    /// The quotes do not state it.
+    Unsupported,
+    /// The quotes conflict with it.
+    Contradicted,
+}
+
+/// What the semantic check found, and what it cost (shown apart from the
+/// answer's own cost; it is part of the run's usage and budget).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SemanticSummary {
+    /// Claims judged (those with a quote).
+    pub checked: usize,
+    /// Judged supported.
+    pub supported: usize,
+    /// Judged partly supported.
+    pub partly: usize,
+    /// Judged unsupported.
+    pub unsupported: usize,
+    /// Judged contradicted.
+    pub contradicted: usize,
+    /// Model calls of the check.
+    pub calls: u32,
+    /// Their input tokens.
+    pub input_tokens: u64,
+    /// Their output tokens.
+    pub output_tokens: u64,
+    /// Their cost, when the model's price is known.
+    pub cost_usd: Option<f64>,
+    /// Why the check stopped early, if it did (budget, model failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
 /// One claim of the answer with its citations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClaimReport {
@@ -221,10 +262,13 @@ pub struct ClaimReport {
     pub support: Support,
     /// Who supplied the backing citation: `model`, `engine`, or `none`.
     pub origin: String,
+    /// The semantic check's judgment, when it ran and the claim had a quote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// Claims supported out of claims made.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Grounded {
     /// Claims in the answer (structure such as headings excluded).
     pub claims: usize,
@@ -232,6 +276,9 @@ pub struct Grounded {
     pub supported: usize,
     /// Of those, backed by a citation the engine attached.
     pub engine_attached: usize,
+    /// The semantic check, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic: Option<SemanticSummary>,
 }
 
 /// The claims of `answer` and their support, from the model's verified
@@ -271,6 +318,7 @@ pub fn ground(
                 citations: own,
                 support: Support::Supported,
                 origin: "model".into(),
+                verdict: None,
             });
             continue;
         }
@@ -294,9 +342,109 @@ pub fn ground(
             citations,
             support,
             origin: origin.into(),
+            verdict: None,
         });
     }
     (reports, grounded)
+}
+
+/// Claims the semantic check can judge in one call.
+pub(crate) const SEMANTIC_BATCH: usize = 15;
+
+/// The quotes a claim is checked against.
+fn quotes_of(claim: &ClaimReport) -> Vec<&str> {
+    claim
+        .citations
+        .iter()
+        .filter(|c| c.status == CitationStatus::Verified)
+        .filter_map(|c| c.quote.as_deref())
+        .collect()
+}
+
+/// Indexes of the claims the semantic check can judge (those with a
+/// verified quote).
+pub(crate) fn checkable(claims: &[ClaimReport]) -> Vec<usize> {
+    (0..claims.len())
+        .filter(|&i| !quotes_of(&claims[i]).is_empty())
+        .collect()
+}
+
+/// The semantic check's prompt for `batch` (indexes into `claims`).
+pub(crate) fn semantic_prompt(claims: &[ClaimReport], batch: &[usize]) -> String {
+    let mut listing = String::new();
+    for (n, &i) in batch.iter().enumerate() {
+        listing.push_str(&format!(
+            "Claim {}: {}\n",
+            n + 1,
+            strip_markers(&claims[i].text).trim()
+        ));
+        for q in quotes_of(&claims[i]) {
+            listing.push_str(&format!("  Quote: \"{q}\"\n"));
+        }
+    }
+    crate::prompts::render(crate::prompts::SEMANTIC_CHECK, &[("claims", &listing)])
+}
+
+/// The verdicts of a reply, one per claim of a batch of `n` (`None` where
+/// the reply gave none).
+pub(crate) fn parse_verdicts(reply: &str, n: usize) -> Vec<Option<Verdict>> {
+    let mut out = vec![None; n];
+    let Some(v) = crate::parse::parse_json_object(reply) else {
+        return out;
+    };
+    for item in v["verdicts"].as_array().into_iter().flatten() {
+        let Some(k) = item["claim"].as_u64().map(|k| k as usize) else {
+            continue;
+        };
+        let verdict = match item["verdict"]
+            .as_str()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("supported") => Verdict::Supported,
+            Some("partly") | Some("partly supported") | Some("partial") => Verdict::Partly,
+            Some("unsupported") => Verdict::Unsupported,
+            Some("contradicted") => Verdict::Contradicted,
+            _ => continue,
+        };
+        if (1..=n).contains(&k) {
+            out[k - 1] = Some(verdict);
+        }
+    }
+    out
+}
+
+/// Flags claims the check found unsupported or contradicted in `text` (or,
+/// when `drop`, removes them), keeping every claim's span in step.
+pub(crate) fn flag_by_verdict(text: &mut String, claims: &mut [ClaimReport], drop: bool) {
+    let mut order: Vec<usize> = (0..claims.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(claims[i].start));
+    for i in order {
+        let flag = match claims[i].verdict {
+            Some(Verdict::Unsupported) => "[not supported by its source]",
+            Some(Verdict::Contradicted) => "[contradicted by its source]",
+            _ => continue,
+        };
+        let (start, end) = (claims[i].start, claims[i].end);
+        if end > text.len() || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
+            continue;
+        }
+        let replacement = if drop {
+            String::new()
+        } else {
+            format!("{} {flag}", text[start..end].trim_end())
+        };
+        let delta = replacement.len() as isize - (end - start) as isize;
+        text.replace_range(start..end, &replacement);
+        claims[i].end = start + replacement.len();
+        for c in claims.iter_mut().filter(|c| c.start > start) {
+            c.start = (c.start as isize + delta) as usize;
+            c.end = (c.end as isize + delta) as usize;
+            for cite in &mut c.citations {
+                cite.answer_offset = (cite.answer_offset as isize + delta).max(0) as usize;
+            }
+        }
+    }
 }
 
 fn strip_markers(text: &str) -> String {
@@ -496,6 +644,46 @@ fn engine_citation(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verdicts_parse_and_flag() {
+        let v = parse_verdicts(
+            r#"{"verdicts": [{"claim": 2, "verdict": "contradicted"}, {"claim": 1, "verdict": "supported"}, {"claim": 9, "verdict": "supported"}]}"#,
+            3,
+        );
+        assert_eq!(
+            v,
+            vec![Some(Verdict::Supported), Some(Verdict::Contradicted), None]
+        );
+        let mut text = "A is 1. B is 2. C is 3.".to_string();
+        let claim = |start: usize, end: usize, verdict| ClaimReport {
+            text: String::new(),
+            start,
+            end,
+            citations: Vec::new(),
+            support: Support::Supported,
+            origin: "model".into(),
+            verdict,
+        };
+        let mut claims = vec![
+            claim(0, 7, Some(Verdict::Supported)),
+            claim(8, 15, Some(Verdict::Contradicted)),
+            claim(16, 23, Some(Verdict::Unsupported)),
+        ];
+        flag_by_verdict(&mut text, &mut claims, false);
+        assert_eq!(
+            text,
+            "A is 1. B is 2. [contradicted by its source] C is 3. [not supported by its source]"
+        );
+        assert_eq!(
+            &text[claims[2].start..claims[2].end],
+            "C is 3. [not supported by its source]"
+        );
+        let mut text = "A is 1. B is 2. C is 3.".to_string();
+        let mut claims = vec![claim(0, 7, None), claim(8, 15, Some(Verdict::Contradicted))];
+        flag_by_verdict(&mut text, &mut claims, true);
+        assert_eq!(text, "A is 1.  C is 3.");
+    }
 
     #[test]
     fn sentences_keep_their_offsets() {

@@ -71,7 +71,7 @@ pub use answer::{
 pub use budget::{Budget, BudgetConfig, Exhausted, UsageReport};
 pub use cancel::CancelToken;
 pub use citations::{Citation, CitationPolicy, VerificationReport};
-pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode};
+pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode, VerifyMode};
 pub use corpus::{ContextShape, Corpus};
 pub use engine::Engine;
 pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestion, Surface};

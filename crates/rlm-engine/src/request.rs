@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::cancel::CancelToken;
 use crate::citations::CitationPolicy;
-use crate::config::{EngineConfig, Flow, Inspector};
+use crate::config::{EngineConfig, Flow, Inspector, VerifyMode};
 use crate::session::SessionState;
 use crate::trace::Trace;
 use crate::values::{Found, LAYER_QUESTION, Reader};
@@ -100,7 +100,7 @@ pub struct QuestionSettings {
     pub inspector: Option<String>,
     /// `strict` or `best_effort` (for every flow).
     pub citations: Option<String>,
-    /// Citation verification on or off.
+    /// Checks of the answer: `on`, `off` or `semantic`.
     pub verify: Option<String>,
     /// `string` or `list`.
     pub context_shape: Option<String>,
@@ -132,7 +132,7 @@ impl QuestionSettings {
     const SETTINGS: [(&'static str, &'static str, &'static str); 9] = [
         ("inspector", "--inspector", "RLM_INSPECTOR"),
         ("citations", "--citations", "RLM_CITATIONS"),
-        ("verify", "--verify", "RLM_VERIFY_CITATIONS"),
+        ("verify", "--verify", "RLM_VERIFY"),
         ("context_shape", "--context-shape", "RLM_CONTEXT_SHAPE"),
         ("max_llm_calls", "--max-llm-calls", "RLM_MAX_LLM_CALLS"),
         ("max_iterations", "--max-iterations", "RLM_MAX_CALLS"),
@@ -187,8 +187,8 @@ impl QuestionSettings {
             config.citation_policy = v;
             pipeline.citation_policy = Some(v);
         }
-        if let Some(v) = r.boolean("RLM_VERIFY_CITATIONS")? {
-            config.verify_citations = v;
+        if let Some(v) = r.parsed::<VerifyMode>("RLM_VERIFY")? {
+            v.apply(&mut config);
         }
         pipeline.inspector = r.parsed("RLM_INSPECTOR")?;
         let b = &mut config.budget;

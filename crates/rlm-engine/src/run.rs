@@ -446,8 +446,9 @@ impl Run {
         Err(reason)
     }
 
-    /// Verification under the citation policy, `run_finished`, the answer.
-    pub(crate) fn finish(&self, done: Finished) -> Answer {
+    /// Verification under the citation policy, grounding (and the opt-in
+    /// semantic check), `run_finished`, the answer.
+    pub(crate) async fn finish(&self, done: Finished) -> Answer {
         let Finished {
             mut text,
             partial_reason,
@@ -468,7 +469,7 @@ impl Run {
             }
             Some(checked)
         };
-        let (claims, grounded) = match &verification {
+        let (mut claims, grounded) = match &verification {
             Some(v) => {
                 let (claims, grounded) =
                     grounding::ground(&text, v, &self.ledger, self.corpus.as_ref());
@@ -476,6 +477,20 @@ impl Run {
             }
             None => (Vec::new(), None),
         };
+        let mut grounded = grounded;
+        let mut verification = verification;
+        if self.config.semantic_check
+            && let Some(g) = grounded.as_mut()
+        {
+            g.semantic = Some(self.semantic_check(&mut claims).await);
+            let strict = report
+                .as_ref()
+                .map_or(self.config.citation_policy, |r| r.citation_policy)
+                == CitationPolicy::Strict;
+            grounding::flag_by_verdict(&mut text, &mut claims, strict);
+            // The markers moved with their claims: offsets from the final text.
+            verification = verification.map(|_| citations::verify(&text, self.corpus.as_ref()));
+        }
         let (evidence, _) = self.ledger.snapshot();
         let usage = self.budget.report();
         self.trace.emit(TraceEvent::RunFinished {
@@ -543,6 +558,63 @@ impl Run {
         );
         report.unsupported_claims = unsupported;
         first
+    }
+
+    /// The semantic check: batched sub-model calls judging each claim that
+    /// has a verified quote; its usage is measured apart (it stays in the
+    /// run's budget). A refused or failed call stops the check, said so.
+    async fn semantic_check(
+        &self,
+        claims: &mut [grounding::ClaimReport],
+    ) -> grounding::SemanticSummary {
+        let before = self.budget.report();
+        let mut summary = grounding::SemanticSummary::default();
+        let todo = grounding::checkable(claims);
+        for batch in todo.chunks(grounding::SEMANTIC_BATCH) {
+            let prompt = grounding::semantic_prompt(claims, batch);
+            let reply = self
+                .call(
+                    ROOT_AGENT,
+                    0,
+                    ModelRole::Sub,
+                    &[Message::user(prompt)],
+                    None,
+                    CallPurpose::SemanticCheck,
+                )
+                .await;
+            let reply = match reply {
+                Ok(r) => r,
+                Err(e) => {
+                    summary.stopped = Some(e.to_string());
+                    break;
+                }
+            };
+            for (&i, verdict) in batch
+                .iter()
+                .zip(grounding::parse_verdicts(&reply, batch.len()))
+            {
+                claims[i].verdict = verdict;
+            }
+        }
+        for c in claims.iter() {
+            match c.verdict {
+                Some(grounding::Verdict::Supported) => summary.supported += 1,
+                Some(grounding::Verdict::Partly) => summary.partly += 1,
+                Some(grounding::Verdict::Unsupported) => summary.unsupported += 1,
+                Some(grounding::Verdict::Contradicted) => summary.contradicted += 1,
+                None => continue,
+            }
+            summary.checked += 1;
+        }
+        let after = self.budget.report();
+        summary.calls = after.calls - before.calls;
+        summary.input_tokens = after.input_tokens - before.input_tokens;
+        summary.output_tokens = after.output_tokens - before.output_tokens;
+        summary.cost_usd = match (after.cost_usd, before.cost_usd) {
+            (Some(a), b) => Some(a - b.unwrap_or(0.0)),
+            _ => None,
+        };
+        summary
     }
 
     fn emit_verification(&self, report: &VerificationReport) {

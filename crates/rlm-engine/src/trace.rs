@@ -57,6 +57,8 @@ pub enum CallPurpose {
     Merge,
     /// `rag`: the one answer call.
     Answer,
+    /// The opt-in semantic check: does each claim's quote support it.
+    SemanticCheck,
 }
 
 /// Everything that can happen during a question. `agent` ids name the position

@@ -55,7 +55,7 @@ async fn uncited_claims_get_engine_citations_or_are_marked() {
     let second = &answer.claims[1];
     assert_eq!(second.support, Support::Unsupported);
     assert_eq!(second.origin, "none");
-    let g = answer.grounded.unwrap();
+    let g = answer.grounded.clone().unwrap();
     assert_eq!((g.claims, g.supported, g.engine_attached), (2, 1, 1));
     // And --json carries it all.
     let v = serde_json::to_value(&answer).unwrap();
@@ -76,6 +76,59 @@ async fn a_model_citation_that_verifies_is_kept_as_the_models() {
     assert_eq!(answer.claims.len(), 1);
     assert_eq!(answer.claims[0].origin, "model");
     assert_eq!(answer.claims[0].citations[0].origin, CitationOrigin::Model);
-    let g = answer.grounded.unwrap();
+    let g = answer.grounded.clone().unwrap();
     assert_eq!((g.claims, g.supported, g.engine_attached), (1, 1, 0));
+}
+
+/// `--verify semantic`: one batched sub-model call judges each claim against
+/// its quotes; an unsupported claim is flagged (dropped under strict), and
+/// the check's cost is reported apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_semantic_check_flags_or_drops_what_its_quotes_do_not_say() {
+    use rlm_engine::CitationPolicy;
+    use rlm_engine::grounding::Verdict;
+    use rlm_llm::testing::Matcher;
+    for policy in [CitationPolicy::BestEffort, CitationPolicy::Strict] {
+        let ts = needle_store();
+        let server = ScriptedServer::start(
+            Script::new()
+                .on(
+                    root(),
+                    "FINAL(The secret code is 4721. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]].)"
+                        .to_string(),
+                )
+                .on(
+                    Matcher::last_contains("Check whether each claim below is supported"),
+                    r#"{"verdicts": [{"claim": 1, "verdict": "supported"}, {"claim": 2, "verdict": "unsupported"}]}"#
+                        .to_string(),
+                ),
+        )
+        .await;
+        let mut c = config();
+        c.semantic_check = true;
+        c.citation_policy = policy;
+        let engine = engine(&server, c).await;
+        let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+        assert_eq!(answer.claims[0].verdict, Some(Verdict::Supported));
+        assert_eq!(answer.claims[1].verdict, Some(Verdict::Unsupported));
+        let s = answer.grounded.as_ref().unwrap().semantic.clone().unwrap();
+        assert_eq!(
+            (s.checked, s.supported, s.unsupported, s.calls),
+            (2, 1, 1, 1)
+        );
+        assert!(s.input_tokens > 0);
+        match policy {
+            CitationPolicy::BestEffort => assert!(
+                answer
+                    .answer
+                    .ends_with("office move\"]]. [not supported by its source]"),
+                "{}",
+                answer.answer
+            ),
+            CitationPolicy::Strict => {
+                assert!(!answer.answer.contains("1999"), "{}", answer.answer);
+                assert!(answer.answer.starts_with("The secret code is 4721."));
+            }
+        }
+    }
 }

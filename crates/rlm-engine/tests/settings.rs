@@ -185,7 +185,10 @@ fn question_words_are_checked_too() {
         ..QuestionSettings::default()
     };
     let e = q.resolve(&base).unwrap_err();
-    assert!(e.starts_with("verify=\"maybe\" is not a boolean"), "{e}");
+    assert!(
+        e.starts_with("verify: \"maybe\" is not a verification mode"),
+        "{e}"
+    );
     let q = QuestionSettings {
         surface: Surface::Api,
         citations: Some("strict".into()),

@@ -363,7 +363,7 @@ fn bad_input_gives_one_line_errors() {
         ),
         (
             &["q?", "--store", "store", "--verify", "maybe"],
-            "--verify=\"maybe\" is not a boolean",
+            "--verify: \"maybe\" is not a verification mode",
         ),
         (
             &["q?", "--store", "store", "--flow", "magic"],

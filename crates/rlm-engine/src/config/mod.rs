@@ -27,6 +27,10 @@ pub struct EngineConfig {
     pub citation_policy: CitationPolicy,
     /// Run citation verification. `RLM_VERIFY_CITATIONS`, default true.
     pub verify_citations: bool,
+    /// After verification, a sub-model judges each claim against its
+    /// quotes (`RLM_VERIFY=semantic`, `--verify semantic`), default off.
+    #[serde(default)]
+    pub semantic_check: bool,
     /// Defer a FINAL written in the same turn as sub-calls (its results were not seen yet).
     /// `RLM_DEFER_FINAL`, default true.
     pub defer_final_after_fanout: bool,
@@ -58,6 +62,7 @@ impl Default for EngineConfig {
             context_shape: ContextShape::String,
             citation_policy: CitationPolicy::BestEffort,
             verify_citations: true,
+            semantic_check: false,
             defer_final_after_fanout: true,
             max_replies_without_code: default_max_replies_without_code(),
             inspect_search_k: default_inspect_search_k(),
@@ -99,6 +104,9 @@ impl FromSettings for EngineConfig {
         if let Some(v) = r.boolean("RLM_VERIFY_CITATIONS")? {
             c.verify_citations = v;
         }
+        if let Some(v) = r.parsed::<VerifyMode>("RLM_VERIFY")? {
+            v.apply(&mut c);
+        }
         if let Some(v) = r.boolean("RLM_DEFER_FINAL")? {
             c.defer_final_after_fanout = v;
         }
@@ -112,6 +120,41 @@ impl FromSettings for EngineConfig {
             c.sub_context_chars = v;
         }
         Ok(c)
+    }
+}
+
+/// How answers are checked: `off`, `on` (citations verified, claims
+/// grounded) or `semantic` (and a sub-model judges each claim against its
+/// quotes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyMode {
+    /// No checks.
+    Off,
+    /// Citations verified and claims grounded.
+    On,
+    /// As `On`, plus the semantic check.
+    Semantic,
+}
+
+impl VerifyMode {
+    /// Sets the checks of `config` to this mode.
+    pub fn apply(self, config: &mut EngineConfig) {
+        config.verify_citations = self != VerifyMode::Off;
+        config.semantic_check = self == VerifyMode::Semantic;
+    }
+}
+
+impl std::str::FromStr for VerifyMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on" | "true" | "yes" | "1" => Ok(VerifyMode::On),
+            "off" | "false" | "no" | "0" => Ok(VerifyMode::Off),
+            "semantic" => Ok(VerifyMode::Semantic),
+            other => Err(format!(
+                "{other:?} is not a verification mode; use on, off or semantic"
+            )),
+        }
     }
 }
 

@@ -50,7 +50,7 @@ pub(crate) async fn run(
             fx.fallback(ROOT_AGENT, "retrieval", &reason);
             report.retrieval = Some(RetrievalReport::failed(&reason));
             let text = format!("No answer: {reason}.");
-            return finish(fx, text, Some(reason), report);
+            return finish(fx, text, Some(reason), report).await;
         }
     };
     fx.step(
@@ -68,7 +68,7 @@ pub(crate) async fn run(
         let text =
             "No passage of the corpus matched the question, so there is nothing to answer from."
                 .to_string();
-        return finish(fx, text, None, report);
+        return finish(fx, text, None, report).await;
     }
     let chunks: Vec<FileChunk> = hits
         .iter()
@@ -122,14 +122,20 @@ pub(crate) async fn run(
             )
         }
     };
-    finish(fx, text, partial, report)
+    finish(fx, text, partial, report).await
 }
 
-fn finish(fx: &Run, text: String, partial_reason: Option<String>, report: FlowReport) -> Answer {
+async fn finish(
+    fx: &Run,
+    text: String,
+    partial_reason: Option<String>,
+    report: FlowReport,
+) -> Answer {
     fx.finish(Finished {
         text,
         partial_reason,
         report: Some(report),
         file_summaries: Vec::new(),
     })
+    .await
 }

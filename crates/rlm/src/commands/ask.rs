@@ -53,8 +53,8 @@ pub struct AskArgs {
     /// Citation policy: best_effort (report) or strict (flag unsupported citations inline) [env: RLM_CITATIONS].
     #[arg(long, value_name = "POLICY")]
     pub citations: Option<String>,
-    /// Citation verification: on or off [env: RLM_VERIFY_CITATIONS].
-    #[arg(long, value_name = "on|off")]
+    /// Checks of the answer: on (citations verified, claims grounded), off, or semantic (also a sub-model judges each claim against its quotes) [env: RLM_VERIFY].
+    #[arg(long, value_name = "on|off|semantic")]
     pub verify: Option<String>,
     /// Model calls across the whole call tree [env: RLM_MAX_LLM_CALLS].
     #[arg(long, value_name = "N")]

@@ -144,6 +144,7 @@ pub(crate) async fn run(
         report: Some(report),
         file_summaries: summaries,
     })
+    .await
 }
 
 /// Runs the inspector and the summary of every file, in parallel (files in

@@ -70,10 +70,12 @@ pub(crate) async fn run(run: Arc<Run>, req: &AskRequest) -> Result<Answer, Engin
         });
         return Err(EngineError::ModelUnavailable(reason.clone()));
     }
-    Ok(run.finish(Finished {
-        text: outcome.answer,
-        partial_reason: outcome.partial_reason,
-        report: None,
-        file_summaries: Vec::new(),
-    }))
+    Ok(run
+        .finish(Finished {
+            text: outcome.answer,
+            partial_reason: outcome.partial_reason,
+            report: None,
+            file_summaries: Vec::new(),
+        })
+        .await)
 }
