@@ -493,6 +493,9 @@ impl Worker {
         cmd.args(&config.worker.args)
             .arg("--memory-limit")
             .arg(config.memory_limit_bytes.to_string())
+            // The worker ends when this process does, however it ends.
+            .arg("--parent-pid")
+            .arg(std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

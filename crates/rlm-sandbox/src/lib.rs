@@ -34,6 +34,7 @@ mod convert;
 mod hints;
 mod interpreter;
 mod names;
+mod process;
 pub mod protocol;
 pub mod replay;
 pub mod worker;

@@ -39,13 +39,23 @@ const SHOW_VARS: &str = "SHOW_VARS";
 /// Entry point of a worker process; returns the process exit code.
 ///
 /// `args` are the worker's command-line arguments after the program (or
-/// subcommand) name: `--memory-limit BYTES` (0 = unlimited).
+/// subcommand) name: `--memory-limit BYTES` (0 = unlimited) and
+/// `--parent-pid PID` (the worker ends when that process does).
 pub fn run_worker(args: &[String]) -> i32 {
     crate::alloc::enter_worker_mode();
+    // Before any thread starts: nothing the parent had open reaches Python.
+    crate::process::close_inherited_fds();
     let mut memory_limit: Option<usize> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
+            "--parent-pid" => match it.next().and_then(|v| v.parse::<u32>().ok()) {
+                Some(pid) => crate::process::die_with_parent(pid),
+                None => {
+                    eprintln!("rlm sandbox worker: --parent-pid needs a process id");
+                    return 2;
+                }
+            },
             "--memory-limit" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
                 Some(0) => memory_limit = None,
                 Some(n) => memory_limit = Some(n),

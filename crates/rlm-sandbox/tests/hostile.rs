@@ -52,9 +52,23 @@ async fn within<T>(limit: Duration, what: &str, fut: impl std::future::Future<Ou
 fn helper_process() {
     match std::env::var(HELPER_ENV).as_deref() {
         Ok("alloc") => refused_allocations(),
+        Ok("orphan") => parent_of_a_busy_worker(),
         Ok(role) => panic!("unknown helper role {role}"),
         Err(_) => {}
     }
+}
+
+/// Helper: starts a worker running `while True: pass`, prints its pid, waits
+/// to be killed.
+fn parent_of_a_busy_worker() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut config = common::config();
+        config.cell_time_limit = Duration::from_secs(600);
+        let (mut interp, host) = start(&config).await;
+        println!("WORKER_PID={}", interp.worker_pid().unwrap());
+        let _ = interp.run_cell("while True:\n    pass", &host).await;
+    });
 }
 
 /// Helper: allocations the system refuses, outside a worker.
@@ -452,4 +466,94 @@ fn process_alive(pid: u32) -> bool {
         Ok(status) => !status.lines().any(|l| l.starts_with("State:\tZ")),
         Err(_) => false,
     }
+}
+
+/// A worker whose parent is SIGKILLed (no destructor, no kill_on_drop) ends
+/// with it instead of spinning on as an orphan.
+#[tokio::test]
+async fn a_worker_dies_with_its_killed_parent() {
+    let t0 = Instant::now();
+    let mut parent = helper("orphan").spawn().unwrap();
+    let stdout = parent.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let pid: u32 = within(Duration::from_secs(30), "the helper's worker", async {
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("the helper prints the pid");
+            if let Some((_, pid)) = line.split_once("WORKER_PID=") {
+                break pid.trim().parse().unwrap();
+            }
+        }
+    })
+    .await;
+    // The worker is busy in its loop.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(process_alive(pid));
+    parent.kill().await.unwrap();
+    let killed = Instant::now();
+    let mut gone = false;
+    while killed.elapsed() < Duration::from_secs(5) {
+        if !process_alive(pid) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if !gone {
+        // Do not leave a spinning process behind.
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+        panic!("the worker {pid} outlived its killed parent by 5 s");
+    }
+    eprintln!(
+        "worker gone {:?} after its parent was killed (test took {:?})",
+        killed.elapsed(),
+        t0.elapsed()
+    );
+}
+
+unsafe extern "C" {
+    fn dup(fd: std::ffi::c_int) -> std::ffi::c_int;
+    fn close(fd: std::ffi::c_int) -> std::ffi::c_int;
+}
+
+/// Descriptors the parent opened without `O_CLOEXEC` do not reach the worker:
+/// it holds only stdin, stdout, stderr (and its own pidfd on the parent).
+#[tokio::test]
+async fn a_worker_starts_with_only_stdin_stdout_stderr() {
+    use std::os::fd::AsRawFd;
+    let t0 = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "top secret").unwrap();
+    let file = std::fs::File::open(&secret).unwrap();
+    // SAFETY: dup of a descriptor we own; the copy has no close-on-exec flag.
+    let leaked = unsafe { dup(file.as_raw_fd()) };
+    assert!(leaked > 2);
+    let (mut interp, host) = start(&common::config()).await;
+    let pid = interp.worker_pid().unwrap();
+    let mut fds = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let entry = entry.unwrap();
+        let fd: i32 = entry.file_name().to_str().unwrap().parse().unwrap();
+        let target = std::fs::read_link(entry.path())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        fds.push((fd, target));
+    }
+    // SAFETY: our own duplicate, closed once.
+    unsafe { close(leaked) };
+    fds.sort();
+    let unexpected: Vec<_> = fds
+        .iter()
+        .filter(|(fd, target)| *fd > 2 && target != "anon_inode:[pidfd]")
+        .collect();
+    assert!(unexpected.is_empty(), "the worker holds {fds:?}");
+    let (r, _) = run(&mut interp, &host, "1 + 1", Duration::from_secs(10)).await;
+    assert_eq!(r.unwrap().value.as_deref(), Some("2"));
+    eprintln!("worker fds {fds:?} (took {:?})", t0.elapsed());
 }
