@@ -16,8 +16,9 @@ use rlm_engine::TraceRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::app::{App, AskBody, Run, read_saved_trace};
+use crate::app::{App, AskBody, Run};
 use crate::error::ApiError;
+use crate::storage::TraceReader;
 
 /// The web UI: one self-contained page.
 pub const INDEX_HTML: &str = include_str!("../ui/index.html");
@@ -25,6 +26,7 @@ pub const INDEX_HTML: &str = include_str!("../ui/index.html");
 /// Every route of the API and the UI.
 pub fn router(app: Arc<App>) -> Router {
     let body_limit = app.limits().max_body_bytes;
+    let body_timeout = app.limits().body_timeout;
     Router::new()
         .route("/", get(index))
         .route("/api/info", get(info))
@@ -41,6 +43,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/chunks/{id}", get(get_chunk))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::map_request(
+            move |req: axum::extract::Request| async move {
+                crate::conn::with_body_deadline(req, body_timeout)
+            },
+        ))
         .with_state(app)
 }
 
@@ -93,6 +100,10 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
             "max_question_chars": app.limits().max_question_chars,
             "max_concurrent_runs": app.limits().max_concurrent_runs,
             "max_body_bytes": app.limits().max_body_bytes,
+            "max_connections": app.limits().max_connections,
+            "header_timeout_secs": app.limits().header_timeout.as_secs_f64(),
+            "body_timeout_secs": app.limits().body_timeout.as_secs_f64(),
+            "write_timeout_secs": app.limits().write_timeout.as_secs_f64(),
         },
     })))
 }
@@ -101,14 +112,21 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
 fn ask_body(body: Result<Json<AskBody>, JsonRejection>) -> ApiResult<AskBody> {
     match body {
         Ok(Json(b)) => Ok(b),
-        Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError {
-            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            message: "send the question as JSON with Content-Type: application/json".into(),
-        }),
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            message: "the request body is larger than the server accepts (1 MiB by default)".into(),
-        }),
+        Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the question as JSON with Content-Type: application/json",
+        )),
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body is larger than the server accepts (1 MiB by default)",
+        )),
+        Err(e) if e.body_text().contains(crate::conn::BODY_TIMED_OUT) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "{}; send the whole body at once",
+                crate::conn::BODY_TIMED_OUT
+            ),
+        )),
         Err(e) => {
             let text = e.body_text();
             // axum's prefixes say nothing serde's message does not.
@@ -155,11 +173,14 @@ async fn chat(
     // A client that hangs up cancels its question rather than leaving it
     // running unobserved.
     let guard = CancelOnDrop(Some((app.clone(), run.view().run.id)));
-    wait_finished(&run).await;
+    run.until_finished(|| {}).await;
     std::mem::forget(guard);
-    Ok(Json(
-        serde_json::to_value(run.view()).unwrap_or(Value::Null),
-    ))
+    let view = serde_json::to_value(run.view()).unwrap_or(Value::Null);
+    // Answered but not (all) kept: the client must not take it as saved.
+    if let Some(not_saved) = run.not_saved() {
+        return Err(ApiError::insufficient_storage(not_saved).with_run(view));
+    }
+    Ok(Json(view))
 }
 
 struct CancelOnDrop(Option<(Arc<App>, String)>);
@@ -169,18 +190,6 @@ impl Drop for CancelOnDrop {
         if let Some((app, id)) = self.0.take() {
             let _ = app.cancel(&id);
         }
-    }
-}
-
-async fn wait_finished(run: &Run) {
-    loop {
-        let changed = run.trace.changed();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        if run.finished() {
-            return;
-        }
-        changed.await;
     }
 }
 
@@ -213,8 +222,9 @@ struct Cursor {
     run: Option<Arc<Run>>,
     /// Next sequence number to send.
     next: usize,
-    /// Events of a run read back from disk, still to send.
-    saved: Option<std::vec::IntoIter<TraceRecord>>,
+    /// A finished run's trace file, read a batch at a time as the client
+    /// takes them (never whole: a client that stops reading holds one batch).
+    saved: Option<TraceReader>,
     id: String,
     done: bool,
 }
@@ -234,18 +244,8 @@ async fn run_events(
     let saved = match &run {
         Some(_) => None,
         None => {
-            app.run_view(&id)?; // 404 for an unknown run
-            let records = app
-                .saved_trace(&id)
-                .map(|p| read_saved_trace(&p))
-                .unwrap_or_default();
-            Some(
-                records
-                    .into_iter()
-                    .skip(next)
-                    .collect::<Vec<_>>()
-                    .into_iter(),
-            )
+            app.run_view(&id)?; // 404 for an unknown run, 410 for one cut short
+            Some(TraceReader::open(app.saved_trace(&id).as_deref()))
         }
     };
     let cursor = Cursor {
@@ -267,12 +267,21 @@ async fn run_events(
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
+/// Events of a saved trace read (and held) at once for one client.
+const SAVED_BATCH: usize = 256;
+
 /// The next events to send: new trace events, or the closing `end` event.
 async fn next_batch(c: &mut Cursor) -> Vec<Event> {
     if let Some(saved) = &mut c.saved {
-        let batch: Vec<Event> = saved.by_ref().take(256).map(trace_event).collect();
-        if !batch.is_empty() {
-            return batch;
+        // Events before Last-Event-ID are read and skipped a batch at a time.
+        let mut batch = saved.next_batch(SAVED_BATCH);
+        while !batch.is_empty() && batch.last().is_some_and(|r| (r.seq as usize) < c.next) {
+            batch = saved.next_batch(SAVED_BATCH);
+        }
+        batch.retain(|r| r.seq as usize >= c.next);
+        if let Some(last) = batch.last() {
+            c.next = last.seq as usize + 1;
+            return batch.into_iter().map(trace_event).collect();
         }
         c.done = true;
         return vec![end_event(c.app.run_view(&c.id).ok())];
@@ -319,12 +328,20 @@ async fn list_sessions(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
     Ok(Json(json!({"sessions": app.sessions()?})))
 }
 
+#[derive(Debug, Deserialize)]
+struct SessionQuery {
+    before: Option<u64>,
+    limit: Option<usize>,
+}
+
 async fn get_session(
     State(app): State<Arc<App>>,
     Path(name): Path<String>,
+    Query(q): Query<SessionQuery>,
 ) -> ApiResult<Json<Value>> {
+    let limit = q.limit.unwrap_or(20).clamp(1, 100);
     Ok(Json(
-        serde_json::to_value(app.session(&name)?).unwrap_or(Value::Null),
+        serde_json::to_value(app.session(&name, q.before, limit)?).unwrap_or(Value::Null),
     ))
 }
 

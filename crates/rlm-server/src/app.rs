@@ -5,16 +5,18 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rlm_corpus::{Embedder, Store};
-use rlm_engine::session::{SessionSummary, validate_session_name};
-use rlm_engine::trace::{Trace, TraceRecord, now_rfc3339};
+use rlm_engine::session::{SessionPage, SessionSummary, cap_findings, validate_session_name};
+use rlm_engine::trace::{Trace, now_rfc3339};
 use rlm_engine::{AskRequest, CancelToken, QuestionSettings, ResolvedQuestion, Surface};
-use rlm_engine::{Corpus, Engine, SessionState, SessionStore, Turn};
+use rlm_engine::{Corpus, Engine, SessionStore, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::storage::{TraceFile, last_event, remove_stale_temporaries, write_atomic};
 
 /// Limits the server enforces on every request.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +34,23 @@ pub struct Limits {
     /// oldest beyond this are deleted as new ones finish (`--keep-runs`,
     /// default 1,000).
     pub saved_runs: usize,
+    /// Time a client has to send a request's head, and between requests on
+    /// a kept-alive connection to start the next one; the connection is
+    /// closed beyond it (`--header-timeout`, default 10 s).
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's whole body, from the request's
+    /// start; 408 beyond it (`--body-timeout`, default 30 s).
+    pub body_timeout: Duration,
+    /// Time a write to a client may stay blocked (a client that stopped
+    /// reading, such as an event stream nobody reads) before the connection
+    /// is closed (default 60 s).
+    pub write_timeout: Duration,
+    /// Connections open at once; more are answered 503 and closed
+    /// (`--max-connections`, default 256).
+    pub max_connections: usize,
+    /// At shutdown, time given to runs to save their partial answers and to
+    /// connections to finish (default 20 s).
+    pub shutdown_grace: Duration,
 }
 
 impl Default for Limits {
@@ -42,6 +61,11 @@ impl Default for Limits {
             max_body_bytes: 1 << 20,
             kept_runs: 200,
             saved_runs: 1000,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(60),
+            max_connections: 256,
+            shutdown_grace: Duration::from_secs(20),
         }
     }
 }
@@ -96,7 +120,8 @@ pub enum RunStatus {
     Running,
     /// Answered (possibly partially: see the answer's `partial`).
     Done,
-    /// No answer could be attempted (see `error`).
+    /// No answer could be attempted, or the server stopped before it was
+    /// (see `error`).
     Failed,
     /// Stopped by `DELETE /api/runs/{id}`; the answer is what was gathered.
     Cancelled,
@@ -129,7 +154,8 @@ pub struct RunView {
     pub run: RunInfo,
     /// The answer (as `rlm ask --json` prints it), once finished.
     pub answer: Option<Value>,
-    /// Why no answer could be attempted.
+    /// Why no answer could be attempted, or what of an answered run could
+    /// not be saved and why.
     pub error: Option<String>,
 }
 
@@ -163,6 +189,8 @@ pub struct Run {
     pub trace: Arc<Trace>,
     cancel: CancelToken,
     view: Mutex<RunView>,
+    file: Mutex<TraceFile>,
+    not_saved: Mutex<Option<String>>,
 }
 
 impl Run {
@@ -171,9 +199,30 @@ impl Run {
         lock(&self.view).clone()
     }
 
+    /// Once finished: what of it could not be saved (its session turn, its
+    /// trace, its record) and why; `None` when everything was.
+    pub fn not_saved(&self) -> Option<String> {
+        lock(&self.not_saved).clone()
+    }
+
     /// True once it finished (done, failed or cancelled).
     pub fn finished(&self) -> bool {
         lock(&self.view).run.status != RunStatus::Running
+    }
+
+    /// Resolves once it finished, calling `each` whenever its trace moved
+    /// (or it was woken) meanwhile.
+    pub(crate) async fn until_finished(&self, mut each: impl FnMut()) {
+        loop {
+            let changed = self.trace.changed();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.finished() {
+                return;
+            }
+            each();
+            changed.await;
+        }
     }
 }
 
@@ -229,13 +278,17 @@ impl App {
         let runs_dir = dir.join(RUNS_DIR);
         std::fs::create_dir_all(&runs_dir)
             .map_err(|e| format!("cannot create {}: {e}", runs_dir.display()))?;
+        remove_stale_temporaries(&runs_dir);
         if limits.max_concurrent_runs == 0 {
             return Err("the server must allow at least one run at a time".into());
         }
         if limits.saved_runs == 0 {
             return Err("the server must keep at least one finished run on disk".into());
         }
-        Ok(App {
+        if limits.max_connections == 0 {
+            return Err("the server must accept at least one connection at a time".into());
+        }
+        let app = App {
             engine,
             corpus,
             store,
@@ -245,7 +298,48 @@ impl App {
             limits,
             embedder,
             briefing,
-        })
+        };
+        app.recover_interrupted();
+        Ok(app)
+    }
+
+    /// Runs saved as running by an earlier process (killed, crashed) are
+    /// recorded as failed: interrupted. A failure to write (a full disk) is
+    /// left alone: reading such a run says the same.
+    fn recover_interrupted(&self) {
+        for (id, _) in saved_run_files(&self.runs_dir) {
+            if let Ok(Some(view)) = self.read_saved_run(&id)
+                && view.run.status == RunStatus::Running
+            {
+                let _ = self.save_view(&self.interrupted(view));
+            }
+        }
+    }
+
+    /// A run saved as running that no process is answering any more.
+    fn interrupted(&self, mut view: RunView) -> RunView {
+        let id = view.run.id.clone();
+        let last = self
+            .saved_trace(&id)
+            .and_then(|p| last_event(&p))
+            .map(|e| e.ts);
+        view.run.status = RunStatus::Failed;
+        view.run.finished_at = Some(last.unwrap_or_else(|| view.run.started_at.clone()));
+        view.error = Some(format!(
+            "interrupted: the server stopped (killed, crashed or out of disk space) before this run finished; its steps up to then are kept (GET /api/runs/{id}/events)"
+        ));
+        view
+    }
+
+    fn record_path(&self, id: &str) -> PathBuf {
+        self.runs_dir.join(format!("{id}.json"))
+    }
+
+    /// Saves a run's record atomically: the old record stays whole if this fails.
+    fn save_view(&self, view: &RunView) -> Result<(), String> {
+        let path = self.record_path(&view.run.id);
+        let text = serde_json::to_vec_pretty(view).map_err(|e| e.to_string())?;
+        write_atomic(&path, &text).map_err(|e| format!("the run record {} ({e})", path.display()))
     }
 
     /// The limits in force.
@@ -273,12 +367,17 @@ impl App {
         let prepared = self.prepare(&body)?;
         let id = new_run_id();
         let trace_path = self.runs_dir.join(format!("{id}.jsonl"));
-        let trace = Trace::to_file(&trace_path)
-            .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", trace_path.display())))?
-            .with_history();
+        let file = TraceFile::create(trace_path.clone()).map_err(|e| {
+            ApiError::insufficient_storage(format!(
+                "cannot start the run: cannot create its trace {} ({e}); free space in the store's folder",
+                trace_path.display()
+            ))
+        })?;
         let run = Arc::new(Run {
-            trace: Arc::new(trace),
+            trace: Arc::new(Trace::new().with_history()),
             cancel: CancelToken::new(),
+            file: Mutex::new(file),
+            not_saved: Mutex::new(None),
             view: Mutex::new(RunView {
                 run: RunInfo {
                     id: id.clone(),
@@ -306,12 +405,27 @@ impl App {
                 )));
             }
             runs.by_id.insert(id.clone(), run.clone());
-            runs.order.push_back(id);
+            runs.order.push_back(id.clone());
             self.forget_old_runs(&mut runs);
+        }
+        // Saved as running before any model call: after a crash the run is
+        // listed as interrupted instead of lost. Without room for that, no
+        // model budget is spent on an answer that could not be kept.
+        if let Err(e) = self.save_view(&run.view()) {
+            {
+                let mut runs = lock(&self.runs);
+                runs.by_id.remove(&id);
+                runs.order.retain(|x| x != &id);
+            }
+            let _ = std::fs::remove_file(&trace_path);
+            return Err(ApiError::insufficient_storage(format!(
+                "cannot start the run: {e}; free space in the store's folder"
+            )));
         }
         let app = self.clone();
         let task_run = run.clone();
         tokio::spawn(async move { app.answer(task_run, body, prepared).await });
+        tokio::spawn(keep_trace_written(run.clone()));
         Ok(run)
     }
 
@@ -368,7 +482,7 @@ impl App {
             Some(name) => match lock(&self.sessions).load(name) {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    self.finish(&run, RunStatus::Failed, None, Some(e));
+                    self.finish(&run, RunStatus::Failed, None, Some(e), Vec::new());
                     return;
                 }
             },
@@ -384,8 +498,12 @@ impl App {
         req.cancel = run.cancel.clone();
         let engine = self.engine.with_config(prepared.config);
         match engine.ask(self.corpus.clone(), req).await {
-            Ok(answer) => {
-                let mut error = None;
+            Ok(mut answer) => {
+                // The findings kept with the run and the session: as many
+                // as a session turn keeps, whatever the engine gathered.
+                let (findings, omitted) = cap_findings(&answer.findings);
+                answer.findings = findings;
+                let mut not_saved = Vec::new();
                 if let Some(name) = &body.session {
                     let turn = Turn {
                         question: body.question.clone(),
@@ -394,7 +512,7 @@ impl App {
                         citations: answer.citations.clone(),
                     };
                     if let Err(e) = lock(&self.sessions).append(name, &turn, &answer.findings) {
-                        error = Some(format!("answered, but the session was not saved: {e}"));
+                        not_saved.push(format!("the session turn ({e})"));
                     }
                 }
                 let status = if run.cancel.is_cancelled() {
@@ -402,32 +520,69 @@ impl App {
                 } else {
                     RunStatus::Done
                 };
-                let value = serde_json::to_value(&answer).unwrap_or(Value::Null);
-                self.finish(&run, status, Some(value), error);
+                let mut value = serde_json::to_value(&answer).unwrap_or(Value::Null);
+                if omitted > 0 {
+                    value["findings_omitted"] = omitted.into();
+                }
+                self.finish(&run, status, Some(value), None, not_saved);
             }
-            Err(e) => self.finish(&run, RunStatus::Failed, None, Some(e.to_string())),
+            Err(e) => self.finish(
+                &run,
+                RunStatus::Failed,
+                None,
+                Some(e.to_string()),
+                Vec::new(),
+            ),
         }
     }
 
-    fn finish(&self, run: &Run, status: RunStatus, answer: Option<Value>, error: Option<String>) {
-        let view = {
-            let mut v = lock(&run.view);
-            v.run.status = status;
-            v.run.finished_at = Some(now_rfc3339());
-            v.answer = answer;
-            v.error = error;
-            v.clone()
-        };
-        // Kept on disk so the run outlives the process; a failure to write
-        // loses only the after-restart view, never the answer.
-        let path = self.runs_dir.join(format!("{}.json", view.run.id));
-        if let Ok(text) = serde_json::to_vec_pretty(&view)
-            && let Err(e) = std::fs::write(&path, text)
-        {
-            eprintln!("rlm serve: cannot save {}: {e}", path.display());
+    /// Records the outcome: the trace written to its end and synced, the
+    /// record replaced atomically, then the run shown as finished. Whatever
+    /// could not be saved is said in `error` and [`Run::not_saved`].
+    fn finish(
+        &self,
+        run: &Run,
+        status: RunStatus,
+        answer: Option<Value>,
+        error: Option<String>,
+        mut not_saved: Vec<String>,
+    ) {
+        if let Err(e) = lock(&run.file).finish(&run.trace) {
+            not_saved.push(e);
         }
+        let mut view = run.view();
+        view.run.status = status;
+        view.run.finished_at = Some(now_rfc3339());
+        view.answer = answer;
+        view.error = outcome_error(&error, &not_saved);
+        if let Err(e) = self.save_view(&view) {
+            not_saved.push(e);
+            view.error = outcome_error(&error, &not_saved);
+        }
+        if !not_saved.is_empty() {
+            eprintln!(
+                "rlm serve: run {}: {}",
+                view.run.id,
+                view.error.as_deref().unwrap_or_default()
+            );
+            *lock(&run.not_saved) = view.error.clone();
+        }
+        *lock(&run.view) = view;
         run.trace.wake();
         self.prune_saved_runs();
+    }
+
+    /// Waits (at most `grace`) until no run is in progress: at shutdown,
+    /// cancelled runs save their partial answers.
+    pub async fn wait_idle(&self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let running = lock(&self.runs).by_id.values().any(|r| !r.finished());
+            if !running || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Deletes the oldest saved runs beyond [`Limits::saved_runs`], never one
@@ -477,18 +632,46 @@ impl App {
             .ok_or_else(|| ApiError::not_found(unknown_run(id)))
     }
 
+    /// A run no longer in memory, as saved; one saved as running is one
+    /// that an earlier process never finished: interrupted.
     fn saved_run(&self, id: &str) -> Result<Option<RunView>, ApiError> {
+        let view = self.read_saved_run(id)?;
+        Ok(view.map(|v| {
+            if v.run.status == RunStatus::Running && self.run(id).is_none() {
+                self.interrupted(v)
+            } else {
+                v
+            }
+        }))
+    }
+
+    /// A run's record as saved. A record cut short (0 bytes, torn JSON) or
+    /// missing beside a trace is 410: the run existed but cannot be shown.
+    fn read_saved_run(&self, id: &str) -> Result<Option<RunView>, ApiError> {
         if !valid_run_id(id) {
             return Ok(None);
         }
-        let path = self.runs_dir.join(format!("{id}.json"));
+        let path = self.record_path(id);
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| ApiError::internal(format!("{} is damaged: {e}", path.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                ApiError::gone(format!(
+                    "run {id} cannot be shown: its record {} is incomplete ({} bytes: {e}), cut short by a crash or a full disk",
+                    path.display(),
+                    bytes.len()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match self.saved_trace(id) {
+                    Some(trace) => Err(ApiError::gone(format!(
+                        "run {id} cannot be shown: its record {} was never saved (only its trace {} was)",
+                        path.display(),
+                        trace.display()
+                    ))),
+                    None => Ok(None),
+                }
+            }
             Err(e) => Err(ApiError::internal(format!(
-                "cannot read {}: {e}",
+                "cannot read the record of run {id} ({}): {e}",
                 path.display()
             ))),
         }
@@ -557,13 +740,21 @@ impl App {
         lock(&self.sessions).list().map_err(ApiError::internal)
     }
 
-    /// One session's turns and findings.
-    pub fn session(&self, name: &str) -> Result<SessionState, ApiError> {
+    /// One bounded page of a session: its newest turns before position
+    /// `before` (at most `limit`, and at most
+    /// [`rlm_engine::session::MAX_PAGE_TURN_BYTES`] of them) and its kept
+    /// findings.
+    pub fn session(
+        &self,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<SessionPage, ApiError> {
         validate_session_name(name).map_err(ApiError::bad_request)?;
         let state = lock(&self.sessions)
-            .load(name)
+            .page(name, before, limit)
             .map_err(ApiError::internal)?;
-        if state.history.is_empty() {
+        if state.turns_total == 0 {
             return Err(ApiError::not_found(format!(
                 "no session {name:?}: ask a question with \"session\": {name:?} to start it"
             )));
@@ -617,7 +808,22 @@ fn saved_run_files(dir: &Path) -> Vec<(String, std::time::SystemTime)> {
         .collect()
 }
 
-/// The events of a finished run, read back from its trace file.
-pub fn read_saved_trace(path: &Path) -> Vec<TraceRecord> {
-    rlm_engine::trace::read_trace(path).unwrap_or_default()
+/// A run's `error`: why it failed, then what of it was not saved.
+fn outcome_error(error: &Option<String>, not_saved: &[String]) -> Option<String> {
+    let not_saved = (!not_saved.is_empty()).then(|| not_saved.join("; "));
+    match (error, not_saved) {
+        (None, None) => None,
+        (Some(e), None) => Some(e.clone()),
+        (None, Some(n)) => Some(format!(
+            "answered, but not saved: {n}; free space in the store's folder"
+        )),
+        (Some(e), Some(n)) => Some(format!("{e}; also not saved: {n}")),
+    }
+}
+
+/// Appends the run's events to its trace file as they come, until the run
+/// finishes ([`App::finish`] writes the rest).
+async fn keep_trace_written(run: Arc<Run>) {
+    run.until_finished(|| lock(&run.file).catch_up(&run.trace))
+        .await;
 }

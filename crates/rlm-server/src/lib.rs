@@ -22,31 +22,36 @@
 
 mod api;
 mod app;
+mod conn;
 mod error;
 mod openapi;
+mod storage;
 
 pub use api::{INDEX_HTML, router};
 pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunInfo, RunStatus, RunSummary, RunView};
 pub use error::ApiError;
 
-/// Serves the API and the UI on `listener` until `shutdown` resolves; runs
-/// in progress are cancelled then (their partial answers are saved).
+/// Serves the API and the UI on `listener` until `shutdown` resolves, with
+/// the connection limits of the app's [`Limits`] (header, body and write
+/// timeouts; connections at once). At shutdown, runs in progress are
+/// cancelled and given [`Limits::shutdown_grace`] to save their partial
+/// answers.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: std::sync::Arc<App>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let cancel_app = app.clone();
-    // Events are small writes: without TCP_NODELAY, Nagle's algorithm and
-    // delayed ACKs hold each for ~40 ms.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            cancel_app.cancel_all();
-        })
-        .await
+    let limits = app.limits().clone();
+    let on_shutdown = async {
+        app.cancel_all();
+        app.wait_idle(limits.shutdown_grace).await;
+    };
+    conn::serve_connections(
+        listener,
+        router(app.clone()),
+        &limits,
+        shutdown,
+        on_shutdown,
+    )
+    .await
 }

@@ -44,8 +44,10 @@ pub fn document() -> Value {
                         "202": {"description": "Started", "content": {"application/json": {"schema": {"type": "object", "properties": {"id": {"type": "string"}, "status": {"const": "running"}, "url": {"type": "string"}, "events": {"type": "string"}}}}}},
                         "400": error_response("The request is invalid (the message names the field)"),
                         "413": error_response("The body is too large"),
+                        "408": error_response("The body did not arrive within the body timeout"),
                         "415": error_response("The body is not JSON"),
-                        "429": error_response("Too many runs in progress; retry later (Retry-After)")
+                        "429": error_response("Too many runs in progress; retry later (Retry-After)"),
+                        "507": error_response("The run's record cannot be saved (disk full); nothing was asked of the model")
                     }
                 }
             },
@@ -55,12 +57,14 @@ pub fn document() -> Value {
                 "responses": {
                     "200": json_response("The finished run with its answer", "RunView"),
                     "400": error_response("The request is invalid"),
-                    "429": error_response("Too many runs in progress")
+                    "408": error_response("The body did not arrive within the body timeout"),
+                    "429": error_response("Too many runs in progress"),
+                    "507": error_response("Answered but not (all) saved, or not started for lack of space: `error.message` says what and why; `run` (RunView) is beside `error` when it was answered")
                 }
             }},
             "/api/runs/{id}": {
                 "parameters": [path_param("id", "Run id")],
-                "get": {"summary": "A run and, once finished, its answer", "responses": {"200": json_response("The run", "RunView"), "404": error_response("No such run")}},
+                "get": {"summary": "A run and, once finished, its answer", "responses": {"200": json_response("The run", "RunView"), "404": error_response("No such run"), "410": error_response("The run's saved record is cut short or missing (a crash or a full disk)")}},
                 "delete": {"summary": "Cancel a running run (its answer becomes partial)", "responses": {"202": json_response("Cancelling", "RunView"), "404": error_response("No such run"), "409": error_response("Already finished")}}
             },
             "/api/runs/{id}/events": {
@@ -73,7 +77,14 @@ pub fn document() -> Value {
             "/api/sessions": {"get": {"summary": "Sessions, most recently used first", "responses": {"200": {"description": "Sessions", "content": {"application/json": {"schema": {"type": "object", "properties": {"sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionSummary"}}}}}}}}}},
             "/api/sessions/{name}": {
                 "parameters": [path_param("name", "Session name: 1-64 letters, digits, '-', '_' or '.'")],
-                "get": {"summary": "A session's questions, answers and findings", "responses": {"200": json_response("The session", "Session"), "400": error_response("Invalid name"), "404": error_response("No such session")}},
+                "get": {
+                    "summary": "One bounded page of a session: its newest turns before `before` (at most `limit` and 1 MiB of them) and its kept findings",
+                    "parameters": [
+                        {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "Turns before this position (0 = the oldest kept turn); default: the newest"},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}}
+                    ],
+                    "responses": {"200": json_response("The page", "Session"), "400": error_response("Invalid name"), "404": error_response("No such session")}
+                },
                 "delete": {"summary": "Delete a session", "responses": {"204": {"description": "Deleted"}, "400": error_response("Invalid name"), "404": error_response("No such session")}}
             },
             "/api/chunks/{id}": {
@@ -82,7 +93,7 @@ pub fn document() -> Value {
             }
         },
         "components": {"schemas": {
-            "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "properties": {"status": {"type": "integer"}, "message": {"type": "string"}}}}},
+            "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "properties": {"status": {"type": "integer"}, "message": {"type": "string"}}}, "run": {"$ref": "#/components/schemas/RunView"}}},
             "AskBody": {"type": "object", "required": ["question"], "additionalProperties": false, "properties": {
                 "question": {"type": "string", "minLength": 1},
                 "session": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
@@ -117,13 +128,14 @@ pub fn document() -> Value {
                 "verification": {"type": ["object", "null"]},
                 "usage": {"type": "object", "properties": {"calls": {"type": "integer"}, "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}, "cached_input_tokens": {"type": "integer"}, "cost_usd": {"type": ["number", "null"]}, "wall_ms": {"type": "integer"}, "by_depth": {"type": "array"}}},
                 "trace": {"type": "object"}, "findings": {"type": "array"},
+                "findings_omitted": {"type": "integer", "description": "Findings beyond what a session turn keeps, left out"},
                 "file_summaries": {"type": "array"}, "flow_report": {"type": "object"}
             }},
             "Citation": {"type": "object", "properties": {
                 "marker": {"type": "string"}, "id": {"type": "string"}, "quote": {"type": ["string", "null"]},
                 "chunk_id": {"type": ["string", "null"]}, "doc_id": {"type": ["string", "null"]}, "path": {"type": ["string", "null"]},
                 "byte_start": {"type": ["integer", "null"]}, "byte_end": {"type": ["integer", "null"]},
-                "status": {"enum": ["verified", "exists", "unknown_id", "quote_not_found", "path_mismatch"]},
+                "status": {"enum": ["verified", "id_only", "unknown_id", "quote_not_found", "path_mismatch"]},
                 "detail": {"type": ["string", "null"]}
             }},
             "TraceRecord": {"type": "object", "required": ["seq", "t_ms", "ts", "type"], "properties": {
@@ -134,7 +146,9 @@ pub fn document() -> Value {
             "SessionSummary": {"type": "object", "properties": {"name": {"type": "string"}, "turns": {"type": "integer"}, "findings": {"type": "integer"}, "updated_at": {"type": "string"}}},
             "Session": {"type": "object", "properties": {
                 "name": {"type": "string"},
-                "history": {"type": "array", "items": {"type": "object", "properties": {"question": {"type": "string"}, "answer": {"type": "string"}, "partial": {"type": "boolean"}}}},
+                "turns_total": {"type": "integer"}, "first": {"type": "integer", "description": "Position of history[0]; pass as `before` for older turns"},
+                "findings_total": {"type": "integer"},
+                "history": {"type": "array", "items": {"type": "object", "properties": {"question": {"type": "string"}, "answer": {"type": "string"}, "partial": {"type": "boolean"}, "citations": {"type": "array", "items": {"$ref": "#/components/schemas/Citation"}}}}},
                 "findings": {"type": "array", "items": {"type": "object", "properties": {"text": {"type": "string"}, "source": {"type": ["string", "null"]}}}}
             }},
             "Chunk": {"type": "object", "properties": {

@@ -603,3 +603,108 @@ async fn only_the_newest_saved_runs_are_kept_on_disk() {
     assert_eq!(list["runs"].as_array().unwrap().len(), 2);
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_record_cut_short_reads_as_410_never_500() {
+    let mut h = Harness::start(needle_script(), Limits::default()).await;
+    let runs = h.dir.path().join("store/runs");
+    // What a full disk or a crash left before records were written atomically.
+    std::fs::write(runs.join("r1-0000000a.json"), b"").unwrap();
+    std::fs::write(
+        runs.join("r1-0000000b.json"),
+        b"{\"id\": \"r1-0000000b\", \"quest",
+    )
+    .unwrap();
+    std::fs::write(runs.join("r1-0000000c.jsonl"), b"{\"seq\": 0, \"t_").unwrap();
+    for (id, expected) in [
+        ("r1-0000000a", "is incomplete (0 bytes"),
+        ("r1-0000000b", "is incomplete"),
+        ("r1-0000000c", "was never saved"),
+    ] {
+        for path in [format!("/api/runs/{id}"), format!("/api/runs/{id}/events")] {
+            let (status, v) = h.get(&path).await;
+            assert_eq!(status, 410, "{path} → {v}");
+            assert!(error_message(&v).contains(expected), "{path} → {v}");
+        }
+        let (status, v) = h.delete(&format!("/api/runs/{id}")).await;
+        assert_eq!(status, 410, "{v}");
+    }
+    let (status, list) = h.get("/api/runs").await;
+    assert_eq!(status, 200, "the list skips what cannot be read: {list}");
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_read_back_in_bounded_pages_and_findings_are_capped() {
+    use rlm_engine::session::{
+        MAX_PAGE_TURN_BYTES, MAX_SESSION_FINDINGS_BYTES, MAX_TURN_FINDINGS, SessionStore,
+    };
+    // A question whose code records 300 findings of 1 KB.
+    let script = Script::new()
+        .on(
+            root().and(Matcher::any_contains("REPL output")),
+            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
+        )
+        .on(
+            root(),
+            "```repl\nfor i in range(300):\n    add_finding(str(i) + ' ' + 'f' * 1000)\nprint('ok')\n```",
+        );
+    let mut h = Harness::start(script, Limits::default()).await;
+    let (status, view) = h
+        .post(
+            "/api/chat",
+            json!({"question": "Note everything.", "session": "big"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{view}");
+    let kept = view["answer"]["findings"].as_array().unwrap().len();
+    assert_eq!(kept, MAX_TURN_FINDINGS, "the run keeps a turn's worth");
+    assert_eq!(view["answer"]["findings_omitted"], 300 - MAX_TURN_FINDINGS);
+
+    // Far more than a page: 150 turns of 60 KB answers, many findings.
+    {
+        let mut s = SessionStore::open(&h.dir.path().join("store")).unwrap();
+        let finding = rlm_engine::Finding {
+            text: "g".repeat(4000),
+            source: None,
+        };
+        for i in 0..150 {
+            let turn = rlm_engine::Turn {
+                question: format!("q{i}"),
+                answer: "a".repeat(60_000),
+                ..Default::default()
+            };
+            s.append("big", &turn, &vec![finding.clone(); 30]).unwrap();
+        }
+    }
+    let r = h.http.get(h.url("/api/sessions/big")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let bytes = r.bytes().await.unwrap();
+    assert!(
+        bytes.len() <= MAX_PAGE_TURN_BYTES + MAX_SESSION_FINDINGS_BYTES + 64 * 1024,
+        "one page is bounded: {} bytes",
+        bytes.len()
+    );
+    let page: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(page["turns_total"], 151);
+    let history = page["history"].as_array().unwrap();
+    assert!(
+        !history.is_empty() && history.len() <= 20,
+        "{}",
+        history.len()
+    );
+    assert_eq!(history.last().unwrap()["question"], "q149", "newest last");
+    let first = page["first"].as_u64().unwrap();
+    assert_eq!(first + history.len() as u64, 151);
+    // The turns before it, a page at a time.
+    let (status, older) = h
+        .get(&format!("/api/sessions/big?before={first}&limit=3"))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(older["history"].as_array().unwrap().len(), 3);
+    assert_eq!(older["first"], first - 3);
+    let (status, oldest) = h.get("/api/sessions/big?before=1&limit=100").await;
+    assert_eq!(status, 200);
+    assert_eq!(oldest["history"][0]["question"], "Note everything.");
+    h.shutdown().await;
+}

@@ -2,84 +2,22 @@
 //! sandbox worker subcommand, the scripted model over real HTTP; and the
 //! mistakes a user can make when starting it.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::Child;
-use std::time::Duration;
-
-use rlm_llm::testing::{Matcher, Script, ScriptedServer, TEST_API_KEY};
-
 mod common;
+mod serve_support;
 use common::{indexed_docs, rlm, stderr};
-
-/// Kills the server when the test ends, however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// One HTTP/1.1 exchange; returns (status, body).
-fn http(addr: &str, request: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let status = text[9..12].parse().unwrap();
-    let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
-    (status, body.to_string())
-}
+use serve_support::{NOTES, Server, exchange_text, model};
 
 #[test]
 fn serve_answers_over_http_and_stops_on_sigterm() {
-    let dir = indexed_docs(&[(
-        "b_notes.txt",
-        "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
-    )]);
-    let model = ScriptedServer::spawn(
-        Script::new()
-            .on(
-                Matcher::any_contains("REPL output"),
-                "FINAL(The secret code is 4721 [[doc:0 \"The secret code is 4721\"]])",
-            )
-            .otherwise("```repl\nprint(context[:200])\n```"),
-    );
-    let base = model.base_url();
-    let env = [
-        ("RLM_PROVIDER", "openai"),
-        ("RLM_BASE_URL", base.as_str()),
-        ("RLM_API_KEY", TEST_API_KEY),
-        ("RLM_PRIMARY_MODEL", "root-model"),
-        ("RLM_SUB_MODEL", "sub-model"),
-    ];
-    let mut child = common::command(
-        dir.path(),
-        &["serve", "--store", "store", "--addr", "127.0.0.1:0"],
-        &env,
-    )
-    .spawn()
-    .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let server = Server(child);
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("first line: {first:?}"))
-        .to_string();
+    let dir = indexed_docs(&[NOTES]);
+    let model = model(0);
+    let server = Server::start(dir.path(), &dir.path().join("store"), &model, &[]);
 
-    let body = r#"{"question": "What is the secret code?"}"#;
-    let (status, answer) = http(
-        &addr,
-        &format!(
-            "POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        ),
+    let (status, answer) = exchange_text(
+        &server.addr,
+        "POST",
+        "/api/chat",
+        Some(r#"{"question": "What is the secret code?"}"#),
     );
     assert_eq!(status, 200, "{answer}");
     let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
@@ -93,22 +31,12 @@ fn serve_answers_over_http_and_stops_on_sigterm() {
             .is_file()
     );
 
-    let (status, page) = http(
-        &addr,
-        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    );
+    let (status, page) = exchange_text(&server.addr, "GET", "/", None);
     assert_eq!(status, 200);
     assert!(page.contains("<html"), "the web UI");
 
     // SIGTERM stops it cleanly.
-    let mut server = server;
-    let pid = server.0.id().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    let status = server.0.wait().unwrap();
-    assert!(status.success(), "{status:?}");
+    server.stop();
 }
 
 #[test]
@@ -116,53 +44,46 @@ fn serve_start_errors_are_one_line_and_say_what_to_do() {
     let dir = indexed_docs(&[("a.txt", "text\n")]);
     let env = [("RLM_PROVIDER", "openai"), ("RLM_API_KEY", "k")];
 
-    let o = rlm(dir.path(), &["serve", "--store", "nowhere"], &env);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("rlm index"), "{}", stderr(&o));
-
-    let o = rlm(
-        dir.path(),
-        &["serve", "--store", "store", "--max-runs", "0"],
-        &env,
-    );
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("--max-runs 0"), "{}", stderr(&o));
-
-    let o = rlm(
-        dir.path(),
-        &["serve", "--store", "store", "--keep-runs", "0"],
-        &env,
-    );
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("--keep-runs must be 1 or more"),
-        "{}",
-        stderr(&o)
-    );
-
-    let o = rlm(
-        dir.path(),
-        &["serve", "--store", "store", "--briefing", "missing.md"],
-        &env,
-    );
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("cannot read briefing missing.md"),
-        "{}",
-        stderr(&o)
-    );
-
-    let o = rlm(
-        dir.path(),
-        &["serve", "--store", "store", "--addr", "not-an-address"],
-        &env,
-    );
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("cannot listen on not-an-address"),
-        "{}",
-        stderr(&o)
-    );
+    // (arguments after `serve`, what stderr says)
+    let cases: &[(&[&str], &str)] = &[
+        (&["--store", "nowhere"], "rlm index"),
+        (&["--max-runs", "0"], "--max-runs 0"),
+        (&["--keep-runs", "0"], "--keep-runs must be 1 or more"),
+        (
+            &["--max-connections", "0"],
+            "--max-connections must be 1 or more",
+        ),
+        (
+            &["--header-timeout", "0"],
+            "--header-timeout 0 is out of range",
+        ),
+        (
+            &["--body-timeout", "nan"],
+            "--body-timeout NaN is out of range",
+        ),
+        (
+            &["--write-timeout", "1e9"],
+            "--write-timeout 1000000000 is out of range",
+        ),
+        (
+            &["--briefing", "missing.md"],
+            "cannot read briefing missing.md",
+        ),
+        (
+            &["--addr", "not-an-address"],
+            "cannot listen on not-an-address",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let mut args = vec!["serve"];
+        if extra[0] != "--store" {
+            args.extend(["--store", "store"]);
+        }
+        args.extend_from_slice(extra);
+        let o = rlm(dir.path(), &args, &env);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(stderr(&o).contains(expected), "{args:?}: {}", stderr(&o));
+    }
 
     // The port is taken.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

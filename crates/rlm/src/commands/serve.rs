@@ -36,6 +36,18 @@ pub struct ServeArgs {
     /// Finished runs kept on disk in <store>/runs/ (answer and trace); older ones are deleted.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub keep_runs: usize,
+    /// Seconds a client has to send a request's head (and, on a kept-alive connection, to start the next request); the connection is closed beyond.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub header_timeout: f64,
+    /// Seconds a client has to send a request's whole body; 408 beyond.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub body_timeout: f64,
+    /// Seconds a write to a client may stay blocked (it stopped reading, e.g. an event stream) before the connection is closed.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub write_timeout: f64,
+    /// Connections open at once; more are answered 503 and closed.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_connections: usize,
     /// Domain instructions for every question's system prompt (like a project's PROMPT.md); a request's own `briefing` replaces it.
     #[arg(long, value_name = "FILE")]
     pub briefing: Option<PathBuf>,
@@ -56,6 +68,21 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.max_question_chars == 0 {
         anyhow::bail!("--max-question-chars must be 1 or more");
     }
+    if args.max_connections == 0 {
+        anyhow::bail!("--max-connections must be 1 or more");
+    }
+    let seconds = |flag: &str, value: f64| {
+        if value.is_finite() && (0.05..=86_400.0).contains(&value) {
+            Ok(std::time::Duration::from_secs_f64(value))
+        } else {
+            Err(anyhow::anyhow!(
+                "{flag} {value} is out of range: use seconds from 0.05 to 86400"
+            ))
+        }
+    };
+    let header_timeout = seconds("--header-timeout", args.header_timeout)?;
+    let body_timeout = seconds("--body-timeout", args.body_timeout)?;
+    let write_timeout = seconds("--write-timeout", args.write_timeout)?;
     let settings = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
     let mut config = settings.engine_config().map_err(anyhow::Error::msg)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
@@ -69,6 +96,10 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_concurrent_runs: args.max_runs,
         max_question_chars: args.max_question_chars,
         saved_runs: args.keep_runs,
+        header_timeout,
+        body_timeout,
+        write_timeout,
+        max_connections: args.max_connections,
         ..Limits::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
