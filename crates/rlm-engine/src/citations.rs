@@ -159,6 +159,9 @@ pub struct Citation {
     /// Who wrote it.
     #[serde(default)]
     pub origin: CitationOrigin,
+    /// The line of the document the quote starts on (1-based), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 /// Verification of all citations of one answer.
@@ -295,6 +298,7 @@ fn resolved(raw: &RawCitation, chunk: &SourceChunk, status: CitationStatus) -> C
         status,
         detail: None,
         origin: CitationOrigin::Model,
+        line: None,
     }
 }
 
@@ -314,6 +318,7 @@ fn unresolved(raw: &RawCitation, status: CitationStatus, detail: String) -> Cita
         status,
         detail: Some(detail),
         origin: CitationOrigin::Model,
+        line: None,
     }
 }
 

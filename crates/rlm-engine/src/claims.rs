@@ -183,6 +183,7 @@ mod tests {
             },
             detail: None,
             origin: Default::default(),
+            line: None,
         }
     }
 

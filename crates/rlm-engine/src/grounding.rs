@@ -324,7 +324,11 @@ pub fn ground(
         }
         let attached = support_from(&claim_text, &ledger_chunks)
             .or_else(|| support_from(&claim_text, &search_chunks(corpus, &claim_text)))
-            .map(|(chunk, offset, quote)| engine_citation(c.start, &chunk, offset, quote));
+            .map(|(chunk, offset, quote)| {
+                let mut cite = engine_citation(c.start, &chunk, offset, quote);
+                cite.line = line_of(corpus, chunk.doc_index, cite.byte_start);
+                cite
+            });
         let mut citations = own;
         let (support, origin) = match attached {
             Some(cite) => {
@@ -445,6 +449,14 @@ pub(crate) fn flag_by_verdict(text: &mut String, claims: &mut [ClaimReport], dro
             }
         }
     }
+}
+
+/// The 1-based line of document `index` that byte `at` falls on.
+fn line_of(corpus: &Corpus, index: usize, at: Option<u64>) -> Option<u32> {
+    let text = corpus.document_text(index).ok()?;
+    let at = (at? as usize).min(text.len());
+    let before = text.get(..at)?;
+    Some(before.matches('\n').count() as u32 + 1)
 }
 
 fn strip_markers(text: &str) -> String {
@@ -638,6 +650,7 @@ fn engine_citation(
         status: CitationStatus::Verified,
         detail: None,
         origin: CitationOrigin::Engine,
+        line: None,
     }
 }
 

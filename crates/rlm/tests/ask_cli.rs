@@ -517,3 +517,31 @@ fn ask_replays_a_recording_and_streams_the_replies() {
     assert!(text.contains("first text after"), "{text}");
     assert!(!text.contains("llm_delta"), "{text}");
 }
+
+#[test]
+fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(Script::new().on(
+        root(),
+        "FINAL(The secret code is 4721. The vault opens at midnight on Sundays.)",
+    ));
+    let o = ask(&f, &server, &["q?", "--store", "store"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(
+            "Sources:\n  [1] docs/b_notes.txt, line 2: \"The secret code is 4721.\" (attached by the engine)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "Not supported by any passage found:\n  - The vault opens at midnight on Sundays."
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("Grounded: 1 of 2 claims supported (1 by a citation the engine attached)"),
+        "{out}"
+    );
+}

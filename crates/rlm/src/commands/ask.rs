@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use rlm_engine::citations::CitationStatus;
+use rlm_engine::citations::{CitationOrigin, CitationStatus};
+use rlm_engine::grounding::Support;
 use rlm_engine::{
     Answer, AskRequest, CancelToken, Corpus, Engine, Flow, QuestionSettings, ResolvedQuestion,
     SessionStore, SettingsFile, Surface, Trace, TraceEvent, TraceRecord, Turn,
@@ -20,6 +21,7 @@ use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;
 
 use super::corpus::StoreArg;
+use super::display;
 use super::llm::LlmFlags;
 
 /// Arguments of `rlm ask`.
@@ -261,6 +263,79 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
 
 /// The answer on stdout, usage on stderr; `trace_written` is false when the
 /// trace file failed (its path is then not reported as a trace).
+/// The sources of the answer's supported claims, numbered (path, line or
+/// chunk, quote; who attached it), the claims nothing supports, and the
+/// grounded summary.
+fn print_sources(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
+    let Some(g) = &answer.grounded else {
+        return Ok(());
+    };
+    let mut sources: Vec<String> = Vec::new();
+    for claim in answer
+        .claims
+        .iter()
+        .filter(|c| c.support == Support::Supported)
+    {
+        for c in claim.citations.iter().filter(|c| c.status.is_valid()) {
+            let place = match (c.line, &c.chunk_id) {
+                (Some(line), _) => format!("line {line}"),
+                (None, Some(id)) => format!("chunk {id}"),
+                (None, None) => "?".into(),
+            };
+            let by = match c.origin {
+                CitationOrigin::Engine => " (attached by the engine)",
+                CitationOrigin::Model => "",
+            };
+            let source = format!(
+                "{}, {place}: \"{}\"{by}",
+                display::one_line(c.path.as_deref().unwrap_or("?")),
+                display::one_line(c.quote.as_deref().unwrap_or_default())
+            );
+            if !sources.contains(&source) {
+                sources.push(source);
+            }
+        }
+    }
+    if !sources.is_empty() {
+        writeln!(out, "\nSources:")?;
+        for (i, s) in sources.iter().enumerate() {
+            writeln!(out, "  [{}] {s}", i + 1)?;
+        }
+    }
+    let unsupported: Vec<&str> = answer
+        .claims
+        .iter()
+        .filter(|c| c.support == Support::Unsupported)
+        .map(|c| c.text.as_str())
+        .collect();
+    if !unsupported.is_empty() {
+        writeln!(out, "\nNot supported by any passage found:")?;
+        for c in unsupported {
+            writeln!(out, "  - {}", display::one_line(c))?;
+        }
+    }
+    writeln!(
+        out,
+        "\nGrounded: {} of {} claims supported ({} by a citation the engine attached)",
+        g.supported, g.claims, g.engine_attached
+    )?;
+    if let Some(s) = &g.semantic {
+        writeln!(
+            out,
+            "Semantic check: {} claims judged ({} supported, {} partly, {} unsupported, {} contradicted); {} calls, {} tokens{}",
+            s.checked,
+            s.supported,
+            s.partly,
+            s.unsupported,
+            s.contradicted,
+            s.calls,
+            s.input_tokens + s.output_tokens,
+            s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
 fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -298,6 +373,7 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
             writeln!(out, "  [{mark}] {place}{chunk}")?;
         }
     }
+    print_sources(&mut out, answer)?;
     if !answer.file_summaries.is_empty() {
         writeln!(out, "\nFiles: {}", answer.file_summaries.len())?;
         for f in &answer.file_summaries {
