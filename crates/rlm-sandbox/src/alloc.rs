@@ -46,11 +46,7 @@ unsafe impl GlobalAlloc for LimitedAllocator {
             return unsafe { monty_alloc::LimitedAllocator.alloc(layout) };
         }
         // SAFETY: forwarded unchanged.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            LIVE_MEMORY.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        ptr
+        counted(unsafe { System.alloc(layout) }, layout.size())
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -59,11 +55,7 @@ unsafe impl GlobalAlloc for LimitedAllocator {
             return unsafe { monty_alloc::LimitedAllocator.alloc_zeroed(layout) };
         }
         // SAFETY: forwarded unchanged.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            LIVE_MEMORY.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        ptr
+        counted(unsafe { System.alloc_zeroed(layout) }, layout.size())
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -88,4 +80,12 @@ unsafe impl GlobalAlloc for LimitedAllocator {
         }
         new_ptr
     }
+}
+
+/// Counts a block the system allocated (a refusal, null, is passed on).
+fn counted(ptr: *mut u8, size: usize) -> *mut u8 {
+    if !ptr.is_null() {
+        LIVE_MEMORY.fetch_add(size, Ordering::Relaxed);
+    }
+    ptr
 }

@@ -572,15 +572,9 @@ impl Worker {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    async fn send(&mut self, msg: &ToWorker, blobs: &[&[u8]]) -> Result<(), SandboxError> {
+    async fn send(&mut self, msg: &ToWorker) -> Result<(), SandboxError> {
         let header = serde_json::to_vec(msg).map_err(|e| SandboxError::Protocol(e.to_string()))?;
-        if write_frame_async(&mut self.stdin, &header, blobs)
-            .await
-            .is_err()
-        {
-            return Err(self.death().await);
-        }
-        Ok(())
+        self.send_header(&header).await
     }
 
     async fn send_header(&mut self, header: &[u8]) -> Result<(), SandboxError> {
@@ -893,12 +887,9 @@ impl Interpreter {
         let config = &self.config;
         let worker = self.worker.as_mut().ok_or(SandboxError::Closed)?;
         worker
-            .send(
-                &ToWorker::Cell {
-                    code: code.to_string(),
-                },
-                &[],
-            )
+            .send(&ToWorker::Cell {
+                code: code.to_string(),
+            })
             .await?;
         let mut calls = HostCalls::default();
         // Answers are queued and written while frames are read: the worker may be
@@ -1008,12 +999,9 @@ impl Interpreter {
     pub async fn get_var(&mut self, name: &str) -> Result<Option<Value>, SandboxError> {
         let worker = self.worker.as_mut().ok_or(SandboxError::Closed)?;
         worker
-            .send(
-                &ToWorker::GetVar {
-                    name: name.to_string(),
-                },
-                &[],
-            )
+            .send(&ToWorker::GetVar {
+                name: name.to_string(),
+            })
             .await?;
         match worker.recv(Some(self.config.startup_timeout)).await? {
             FromWorker::Var { defined, value } => Ok(defined.then_some(value)),
