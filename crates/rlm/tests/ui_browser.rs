@@ -694,3 +694,42 @@ fn stop_cancels_a_running_question() {
         false
     );
 }
+
+#[test]
+fn sources_and_unsupported_claims_are_listed_under_the_answer() {
+    let _one = lock();
+    let Some(b) = browser_or_skip() else { return };
+    let dir = store();
+    let model = ScriptedServer::spawn(Script::new().on(
+        root(),
+        Reply::text("FINAL(The secret code is 4721. The vault opens at midnight.)"),
+    ));
+    let server = Server::start(dir.path(), &model);
+    b.goto(&server.url);
+    b.wait_text("#store-info", "2 documents");
+    b.type_into("#question", "What is the secret code?");
+    b.click("#send");
+    b.wait_text("#messages .answer", "4721");
+    let sources = b.wait_text("#messages .answer .grounding .sources", "b_notes.txt");
+    assert!(
+        sources.contains("“The secret code is 4721.”")
+            && sources.contains("attached by the engine"),
+        "{sources}"
+    );
+    let unsupported = b.text("#messages .answer .grounding .claim-unsupported");
+    assert!(
+        unsupported.contains("The vault opens at midnight."),
+        "{unsupported}"
+    );
+    assert!(
+        b.text("#messages .answer .foot")
+            .contains("1/2 claims supported")
+    );
+    // A source opens its chunk with the quote marked.
+    b.click("#messages .answer .grounding .source");
+    b.wait_text("#chunk-text", "secret code is 4721");
+    assert_eq!(
+        b.text("#chunk-text mark").to_lowercase(),
+        "the secret code is 4721."
+    );
+}
