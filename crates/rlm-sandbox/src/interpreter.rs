@@ -897,7 +897,7 @@ impl Interpreter {
         // with nobody reading it.
         let mut outbox = Outbox::default();
         // Time the worker may compute with no host call in flight...
-        let mut compute_left = config.cell_time_limit + config.kill_grace;
+        let mut compute_left = config.cell_time_limit.saturating_add(config.kill_grace);
         // ... and time the cell may wait with host calls in flight.
         let mut host_left = config.host_wait_limit;
         let mut host_timed_out = false;
