@@ -279,6 +279,9 @@ pub struct Grounded {
     /// The semantic check, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub semantic: Option<SemanticSummary>,
+    /// Coverage, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
 }
 
 /// The claims of `answer` and their support, from the model's verified
@@ -350,6 +353,53 @@ pub fn ground(
         });
     }
     (reports, grounded)
+}
+
+/// Documents that match the question's words but back no claim (opt-in,
+/// for questions that ask for all items: what the answer may have missed).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Documents among the question's full-text hits.
+    pub matching: usize,
+    /// Of those, documents a supported claim cites.
+    pub cited: usize,
+    /// The others' paths, best match first.
+    pub uncited: Vec<String>,
+}
+
+/// Full-text hits looked at for coverage.
+const COVERAGE_HITS: usize = 100;
+
+/// The documents matching `question` that no supported claim cites.
+pub fn coverage(question: &str, claims: &[ClaimReport], corpus: &Corpus) -> Coverage {
+    let cited: HashSet<usize> = claims
+        .iter()
+        .filter(|c| c.support == Support::Supported)
+        .flat_map(|c| c.citations.iter())
+        .filter(|c| c.status == CitationStatus::Verified)
+        .filter_map(|c| c.doc_index)
+        .collect();
+    let mut matching: Vec<(usize, String)> = Vec::new();
+    for h in corpus
+        .store()
+        .search(question, COVERAGE_HITS)
+        .unwrap_or_default()
+    {
+        if let Some(i) = corpus.index_of(&h.doc_id)
+            && !matching.iter().any(|(j, _)| *j == i)
+        {
+            matching.push((i, h.path));
+        }
+    }
+    Coverage {
+        matching: matching.len(),
+        cited: matching.iter().filter(|(i, _)| cited.contains(i)).count(),
+        uncited: matching
+            .into_iter()
+            .filter(|(i, _)| !cited.contains(i))
+            .map(|(_, p)| p)
+            .collect(),
+    }
 }
 
 /// Claims the semantic check can judge in one call.

@@ -104,6 +104,8 @@ pub struct QuestionSettings {
     pub verify: Option<String>,
     /// `string` or `list`.
     pub context_shape: Option<String>,
+    /// Report the documents that match the question but back no claim.
+    pub coverage: Option<String>,
     /// Model calls across the call tree.
     pub max_llm_calls: Option<String>,
     /// Model turns of the root agent.
@@ -129,7 +131,8 @@ pub struct ResolvedQuestion {
 
 impl QuestionSettings {
     /// Each setting: its field, its flag, the `RLM_*` key whose rules it follows.
-    const SETTINGS: [(&'static str, &'static str, &'static str); 9] = [
+    const SETTINGS: [(&'static str, &'static str, &'static str); 10] = [
+        ("coverage", "--coverage", "RLM_COVERAGE"),
         ("inspector", "--inspector", "RLM_INSPECTOR"),
         ("citations", "--citations", "RLM_CITATIONS"),
         ("verify", "--verify", "RLM_VERIFY"),
@@ -146,6 +149,7 @@ impl QuestionSettings {
             "inspector" => self.inspector.as_ref(),
             "citations" => self.citations.as_ref(),
             "verify" => self.verify.as_ref(),
+            "coverage" => self.coverage.as_ref(),
             "context_shape" => self.context_shape.as_ref(),
             "max_llm_calls" => self.max_llm_calls.as_ref(),
             "max_iterations" => self.max_iterations.as_ref(),
@@ -189,6 +193,9 @@ impl QuestionSettings {
         }
         if let Some(v) = r.parsed::<VerifyMode>("RLM_VERIFY")? {
             v.apply(&mut config);
+        }
+        if let Some(v) = r.boolean("RLM_COVERAGE")? {
+            config.coverage = v;
         }
         pipeline.inspector = r.parsed("RLM_INSPECTOR")?;
         let b = &mut config.budget;

@@ -71,6 +71,8 @@ pub(crate) struct Run {
     pub(crate) no_model: Option<String>,
     call_slots: Semaphore,
     id: String,
+    /// The question (coverage looks for the documents it matches).
+    question: String,
 }
 
 /// Per-call overrides of the role's settings.
@@ -130,6 +132,7 @@ impl Run {
             ledger: Ledger::default(),
             no_model: parts.no_model,
             id: new_run_id(),
+            question: req.question.clone(),
         })
     }
 
@@ -490,6 +493,17 @@ impl Run {
             grounding::flag_by_verdict(&mut text, &mut claims, strict);
             // The markers moved with their claims: offsets from the final text.
             verification = verification.map(|_| citations::verify(&text, self.corpus.as_ref()));
+        }
+        if self.config.coverage
+            && let Some(g) = grounded.as_mut()
+        {
+            let corpus = self.corpus.clone();
+            let (question, found) = (self.question.clone(), claims.clone());
+            g.coverage = tokio::task::spawn_blocking(move || {
+                grounding::coverage(&question, &found, &corpus)
+            })
+            .await
+            .ok();
         }
         let (evidence, _) = self.ledger.snapshot();
         let usage = self.budget.report();

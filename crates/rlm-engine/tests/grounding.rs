@@ -132,3 +132,29 @@ async fn the_semantic_check_flags_or_drops_what_its_quotes_do_not_say() {
         }
     }
 }
+
+/// Coverage (opt-in): the documents that match the question but back no
+/// claim, so a user sees what a "list every…" answer may have missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn coverage_lists_matching_documents_no_claim_cites() {
+    let ts = store(&[
+        ("a.txt", "The warehouse lease runs until 2027.\n"),
+        ("b.txt", "The office lease was renewed in March.\n"),
+        ("c.txt", "The parking lease ends next year.\n"),
+        ("d.txt", "Lunch options near the office.\n"),
+    ]);
+    let server = ScriptedServer::start(Script::new().on(
+        root(),
+        "FINAL(The warehouse lease runs until 2027.)".to_string(),
+    ))
+    .await;
+    let mut c = config();
+    c.coverage = true;
+    let engine = engine(&server, c).await;
+    let (answer, _) = ask(&engine, &ts, "Which leases are there?").await;
+    let cov = answer.grounded.as_ref().unwrap().coverage.clone().unwrap();
+    assert_eq!((cov.matching, cov.cited), (3, 1), "{cov:?}");
+    let mut uncited = cov.uncited.clone();
+    uncited.sort();
+    assert_eq!(uncited, ["docs/b.txt", "docs/c.txt"]);
+}

@@ -92,6 +92,9 @@ pub struct AskBody {
     /// `strict` or `best_effort`.
     #[serde(default)]
     pub citations: Option<String>,
+    /// Also report the documents that match the question but back no claim.
+    #[serde(default)]
+    pub coverage: Option<bool>,
     /// Model calls across the call tree.
     #[serde(default)]
     pub max_llm_calls: Option<serde_json::Number>,
@@ -457,6 +460,7 @@ impl App {
             citations: body.citations.clone(),
             verify: None,
             context_shape: None,
+            coverage: body.coverage.map(|c| c.to_string()),
             max_llm_calls: number(&body.max_llm_calls),
             max_iterations: number(&body.max_iterations),
             max_depth: number(&body.max_depth),

@@ -101,6 +101,7 @@ pub fn document() -> Value {
                 "use_rlm": {"type": "boolean", "description": "RLM switch: true → the configured RLM flow, false → rag; ignored when flow is given"},
                 "inspector": {"enum": ["iterative", "per-chunk", "hypothesis", "repl"]},
                 "citations": {"enum": ["strict", "best_effort"]},
+                "coverage": {"type": "boolean", "description": "also report the documents that match the question but back no claim (grounded.coverage)"},
                 "max_llm_calls": number_schema("RLM_MAX_LLM_CALLS"),
                 "max_iterations": number_schema("RLM_MAX_CALLS"),
                 "max_depth": number_schema("RLM_MAX_DEPTH"),

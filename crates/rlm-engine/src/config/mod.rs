@@ -31,6 +31,10 @@ pub struct EngineConfig {
     /// quotes (`RLM_VERIFY=semantic`, `--verify semantic`), default off.
     #[serde(default)]
     pub semantic_check: bool,
+    /// Report the documents that match the question but back no claim
+    /// (`RLM_COVERAGE`, `--coverage`), default off.
+    #[serde(default)]
+    pub coverage: bool,
     /// Defer a FINAL written in the same turn as sub-calls (its results were not seen yet).
     /// `RLM_DEFER_FINAL`, default true.
     pub defer_final_after_fanout: bool,
@@ -63,6 +67,7 @@ impl Default for EngineConfig {
             citation_policy: CitationPolicy::BestEffort,
             verify_citations: true,
             semantic_check: false,
+            coverage: false,
             defer_final_after_fanout: true,
             max_replies_without_code: default_max_replies_without_code(),
             inspect_search_k: default_inspect_search_k(),
@@ -106,6 +111,9 @@ impl FromSettings for EngineConfig {
         }
         if let Some(v) = r.parsed::<VerifyMode>("RLM_VERIFY")? {
             v.apply(&mut c);
+        }
+        if let Some(v) = r.boolean("RLM_COVERAGE")? {
+            c.coverage = v;
         }
         if let Some(v) = r.boolean("RLM_DEFER_FINAL")? {
             c.defer_final_after_fanout = v;

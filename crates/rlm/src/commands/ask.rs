@@ -58,6 +58,9 @@ pub struct AskArgs {
     /// Checks of the answer: on (citations verified, claims grounded), off, or semantic (also a sub-model judges each claim against its quotes) [env: RLM_VERIFY].
     #[arg(long, value_name = "on|off|semantic")]
     pub verify: Option<String>,
+    /// Also list the documents that match the question but back no claim (for "list every…" questions) [env: RLM_COVERAGE].
+    #[arg(long)]
+    pub coverage: bool,
     /// Model calls across the whole call tree [env: RLM_MAX_LLM_CALLS].
     #[arg(long, value_name = "N")]
     pub max_llm_calls: Option<String>,
@@ -103,6 +106,7 @@ fn question_settings(args: &AskArgs) -> QuestionSettings {
         citations: args.citations.clone(),
         verify: args.verify.clone(),
         context_shape: args.context_shape.clone(),
+        coverage: args.coverage.then(|| "true".to_string()),
         max_llm_calls: args.max_llm_calls.clone(),
         max_iterations: args.max_iterations.clone(),
         max_depth: args.max_depth.clone(),
@@ -319,6 +323,19 @@ fn print_sources(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
         "\nGrounded: {} of {} claims supported ({} by a citation the engine attached)",
         g.supported, g.claims, g.engine_attached
     )?;
+    if let Some(c) = &g.coverage {
+        writeln!(
+            out,
+            "Coverage: {} of {} documents matching the question are cited",
+            c.cited, c.matching
+        )?;
+        for p in c.uncited.iter().take(20) {
+            writeln!(out, "  not cited: {}", display::one_line(p))?;
+        }
+        if c.uncited.len() > 20 {
+            writeln!(out, "  … and {} more", c.uncited.len() - 20)?;
+        }
+    }
     if let Some(s) = &g.semantic {
         writeln!(
             out,
