@@ -65,6 +65,20 @@ pub struct Evidence {
     pub text: String,
 }
 
+impl Evidence {
+    fn new(kind: EvidenceKind, agent: &str, chunk: Option<&SourceChunk>, text: &str) -> Self {
+        Evidence {
+            kind,
+            agent: agent.to_string(),
+            chunk_id: chunk.map(|c| c.id.clone()),
+            doc_index: chunk.map(|c| c.doc_index),
+            byte_start: chunk.map(|c| c.byte_start),
+            byte_end: chunk.map(|c| c.byte_end),
+            text: capped(text),
+        }
+    }
+}
+
 /// The evidence ledger of one run.
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -101,15 +115,7 @@ impl Ledger {
 
     /// Records a chunk an agent saw whole (a search hit).
     pub fn saw_chunk(&self, kind: EvidenceKind, agent: &str, chunk: &SourceChunk) {
-        self.push(Evidence {
-            kind,
-            agent: agent.to_string(),
-            chunk_id: Some(chunk.id.clone()),
-            doc_index: Some(chunk.doc_index),
-            byte_start: Some(chunk.byte_start),
-            byte_end: Some(chunk.byte_end),
-            text: capped(&chunk.text),
-        });
+        self.push(Evidence::new(kind, agent, Some(chunk), &chunk.text));
     }
 
     /// Records text an agent saw or passed on, mapped back to the chunks it
@@ -119,28 +125,12 @@ impl Ledger {
         let chunks = locate(corpus, text);
         if chunks.is_empty() {
             if kind == EvidenceKind::SubAnswer && !text.trim().is_empty() {
-                self.push(Evidence {
-                    kind,
-                    agent: agent.to_string(),
-                    chunk_id: None,
-                    doc_index: None,
-                    byte_start: None,
-                    byte_end: None,
-                    text: capped(text),
-                });
+                self.push(Evidence::new(kind, agent, None, text));
             }
             return;
         }
         for (chunk, line) in chunks {
-            self.push(Evidence {
-                kind,
-                agent: agent.to_string(),
-                chunk_id: Some(chunk.id.clone()),
-                doc_index: Some(chunk.doc_index),
-                byte_start: Some(chunk.byte_start),
-                byte_end: Some(chunk.byte_end),
-                text: capped(&line),
-            });
+            self.push(Evidence::new(kind, agent, Some(&chunk), &line));
         }
     }
 

@@ -310,6 +310,17 @@ impl Agent {
         self.host.take_final()
     }
 
+    /// An answer given this turn via `via`: deferred when the turn fanned
+    /// out (its results not seen yet), else committed unless it is not an
+    /// answer. `Err` is the note for the model's next turn.
+    fn accept(&mut self, answer: &str, via: &str) -> Result<Outcome, String> {
+        let subcalls = self.host.turn_subcalls.load(Ordering::SeqCst);
+        if subcalls > 0 && self.ctx.config.defer_final_after_fanout {
+            return Err(self.defer(answer, via, subcalls));
+        }
+        self.try_commit(answer, via, false)
+    }
+
     /// Commits `answer` unless, at the root, it is not an answer (an
     /// internal id, a placeholder, the question again): the first time the
     /// agent is told what was wrong (`Err` with the note) and goes on; after
@@ -524,17 +535,10 @@ impl Agent {
                 self.remember_output(&rendered);
                 if let Some(d) = self.take_final() {
                     match self.resolve(d).await {
-                        Ok(answer) => {
-                            let subcalls = self.host.turn_subcalls.load(Ordering::SeqCst);
-                            if subcalls > 0 && cfg.defer_final_after_fanout {
-                                notes.push(self.defer(&answer, "code", subcalls));
-                            } else {
-                                match self.try_commit(&answer, "code", false) {
-                                    Ok(outcome) => return outcome,
-                                    Err(note) => notes.push(note),
-                                }
-                            }
-                        }
+                        Ok(answer) => match self.accept(&answer, "code") {
+                            Ok(outcome) => return outcome,
+                            Err(note) => notes.push(note),
+                        },
                         Err(msg) => notes.push(msg),
                     }
                 }
@@ -544,14 +548,9 @@ impl Agent {
                 && m.get("ready").and_then(Value::as_bool) == Some(true)
             {
                 let content = m.get("content").map(value_to_text).unwrap_or_default();
-                let subcalls = self.host.turn_subcalls.load(Ordering::SeqCst);
-                if subcalls > 0 && cfg.defer_final_after_fanout {
-                    notes.push(self.defer(&content, "answer_dict", subcalls));
-                } else {
-                    match self.try_commit(&content, "answer_dict", false) {
-                        Ok(outcome) => return outcome,
-                        Err(note) => notes.push(note),
-                    }
+                match self.accept(&content, "answer_dict") {
+                    Ok(outcome) => return outcome,
+                    Err(note) => notes.push(note),
                 }
             }
             if let Some(d) = parsed.prose_final {
@@ -566,17 +565,10 @@ impl Agent {
                     other => other,
                 };
                 match self.resolve(d).await {
-                    Ok(answer) => {
-                        let subcalls = self.host.turn_subcalls.load(Ordering::SeqCst);
-                        if subcalls > 0 && cfg.defer_final_after_fanout {
-                            notes.push(self.defer(&answer, "prose", subcalls));
-                        } else {
-                            match self.try_commit(&answer, "prose", false) {
-                                Ok(outcome) => return outcome,
-                                Err(note) => notes.push(note),
-                            }
-                        }
-                    }
+                    Ok(answer) => match self.accept(&answer, "prose") {
+                        Ok(outcome) => return outcome,
+                        Err(note) => notes.push(note),
+                    },
                     Err(msg) => notes.push(msg),
                 }
             }
