@@ -545,3 +545,49 @@ fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
         "{out}"
     );
 }
+
+#[test]
+fn ask_with_paths_indexes_them_first_then_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("folder");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("notes.txt"), "The secret code is 4721.\n").unwrap();
+    let server = ScriptedServer::spawn(Script::new().on(root(), "FINAL(The secret code is 4721.)"));
+    let env = model_env(&server);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args = [
+        "ask",
+        "What is the code?",
+        "folder",
+        "--store",
+        "fresh-store",
+    ];
+    let o = common::rlm(dir.path(), &args, &env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("The secret code is 4721."),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("indexed into fresh-store: 1 added, 0 updated, 0 unchanged"),
+        "{}",
+        stderr(&o)
+    );
+    // Again: nothing changed, nothing re-indexed.
+    let o = common::rlm(dir.path(), &args, &env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 added, 0 updated, 1 unchanged"),
+        "{}",
+        stderr(&o)
+    );
+    // A path that does not exist is a one-line error.
+    let o = common::rlm(
+        dir.path(),
+        &["ask", "q?", "nowhere", "--store", "fresh-store"],
+        &env,
+    );
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+}

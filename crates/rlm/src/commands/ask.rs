@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use rlm_corpus::IndexOptions;
 use rlm_engine::citations::{CitationOrigin, CitationStatus};
 use rlm_engine::grounding::Support;
 use rlm_engine::{
@@ -20,7 +21,7 @@ use rlm_engine::{
 use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;
 
-use super::corpus::StoreArg;
+use super::corpus::{StoreArg, index_paths};
 use super::display;
 use super::llm::LlmFlags;
 
@@ -29,6 +30,10 @@ use super::llm::LlmFlags;
 pub struct AskArgs {
     /// The question.
     pub question: String,
+    /// Files or folders to index into the store first (incrementally), so
+    /// one command indexes and asks; without them the store is used as it is.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
     #[command(flatten)]
     pub store: StoreArg,
     /// Strategy: repl (the paper's loop over the whole corpus), pipeline (retrieval → files → per-file inspectors → merge), rag (RLM off: top-k retrieval, one answer call) or auto (a triage call picks rag or the RLM flow). Default: RLM_ENABLED picks RLM_FLOW (repl) or rag.
@@ -175,6 +180,24 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         pipeline,
     } = resolve_settings(&args)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
+    if !args.paths.is_empty() {
+        let report = index_paths(
+            &args.store.store,
+            &args.paths,
+            &IndexOptions::default(),
+            !args.quiet,
+        )?;
+        if !args.quiet {
+            eprintln!(
+                "indexed into {}: {} added, {} updated, {} unchanged, {} removed",
+                args.store.store.display(),
+                report.added,
+                report.updated,
+                report.unchanged,
+                report.removed
+            );
+        }
+    }
     let store = Arc::new(args.store.open()?);
     let mut sessions = match &args.session {
         Some(name) => {

@@ -1,14 +1,14 @@
 //! `rlm index`, `rlm search`, `rlm show`, `rlm docs`: the corpus store from the shell.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rlm_corpus::{
     EmbedOptions, Embedder, EmbeddingSettings, EmbeddingsChoice, IndexOptions, IndexProgress,
-    RetrievalMode, SearchOptions, Store,
+    IndexReport, RetrievalMode, SearchOptions, Store,
 };
 
 use super::check_flag;
@@ -140,20 +140,17 @@ fn progress_bar(enabled: bool) -> ProgressBar {
     ProgressBar::new_spinner()
 }
 
-/// `rlm index`.
-pub fn index(args: IndexArgs) -> anyhow::Result<()> {
-    let opts = IndexOptions {
-        chunk_chars: args.chunk_chars,
-        include: args.include,
-        exclude: args.exclude,
-        hidden: args.hidden,
-        no_ignore: args.no_ignore,
-        max_file_bytes: args.max_file_mb.saturating_mul(1024 * 1024),
-        rebuild: args.rebuild,
-    };
-    // Load the embedder before indexing so a missing model fails before any work.
-    let embedder = load_embedder(args.embeddings, args.config.as_deref())?;
-    let bar = progress_bar(!args.json);
+/// Indexes `paths` into the store at `store` (incrementally, unless
+/// `opts.rebuild`), with a progress bar on stderr when `progress`; warns when
+/// the full-text index had to be recreated. Used by `rlm index` and by
+/// `rlm ask "…" PATH…`.
+pub(crate) fn index_paths(
+    store: &Path,
+    paths: &[PathBuf],
+    opts: &IndexOptions,
+    progress: bool,
+) -> anyhow::Result<IndexReport> {
+    let bar = progress_bar(progress);
     let mut on_progress = |p: IndexProgress| match p {
         IndexProgress::Walking { found } => bar.set_message(format!("scanning: {found} files")),
         IndexProgress::Processing {
@@ -175,16 +172,33 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
         }
         IndexProgress::Committing => bar.set_message("committing"),
     };
-    let report = Store::index(&args.store.store, &args.paths, &opts, &mut on_progress);
+    let report = Store::index(store, paths, opts, &mut on_progress);
     bar.finish_and_clear();
     let report = report?;
     if let Some(why) = &report.fulltext_recreated {
         eprintln!(
             "warning: the full-text index of {} could not be opened ({}); it was recreated from the store's text",
-            args.store.store.display(),
+            store.display(),
             one_line(why)
         );
     }
+    Ok(report)
+}
+
+/// `rlm index`.
+pub fn index(args: IndexArgs) -> anyhow::Result<()> {
+    let opts = IndexOptions {
+        chunk_chars: args.chunk_chars,
+        include: args.include,
+        exclude: args.exclude,
+        hidden: args.hidden,
+        no_ignore: args.no_ignore,
+        max_file_bytes: args.max_file_mb.saturating_mul(1024 * 1024),
+        rebuild: args.rebuild,
+    };
+    // Load the embedder before indexing so a missing model fails before any work.
+    let embedder = load_embedder(args.embeddings, args.config.as_deref())?;
+    let report = index_paths(&args.store.store, &args.paths, &opts, !args.json)?;
     let embedded = match &embedder {
         Some(e) => Some(embed_store(
             &args.store.store,
