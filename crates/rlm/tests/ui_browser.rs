@@ -699,18 +699,32 @@ fn stop_cancels_a_running_question() {
 fn sources_and_unsupported_claims_are_listed_under_the_answer() {
     let _one = lock();
     let Some(b) = browser_or_skip() else { return };
-    let dir = store();
+    let dir = common::indexed_docs(&[
+        ("a.txt", "This memo describes the office move.\n"),
+        (
+            "b_notes.txt",
+            "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
+        ),
+        (
+            "c_vault.txt",
+            "The old vault had a secret code of its own.\n",
+        ),
+    ]);
     let model = ScriptedServer::spawn(Script::new().on(
         root(),
         Reply::text("FINAL(The secret code is 4721. The vault opens at midnight.)"),
     ));
     let server = Server::start(dir.path(), &model);
     b.goto(&server.url);
-    b.wait_text("#store-info", "2 documents");
+    b.wait_text("#store-info", "3 documents");
+    b.click("#coverage");
     b.type_into("#question", "What is the secret code?");
     b.click("#send");
     b.wait_text("#messages .answer", "4721");
     let sources = b.wait_text("#messages .answer .grounding .sources", "b_notes.txt");
+    // Coverage was asked for: the matching document no claim cites is listed.
+    let uncited = b.text("#messages .answer .grounding .uncited");
+    assert!(uncited.contains("c_vault.txt"), "{uncited}");
     assert!(
         sources.contains("“The secret code is 4721.”")
             && sources.contains("attached by the engine"),
