@@ -278,6 +278,7 @@ pub struct Grounded {
 /// citations, the ledger, then the corpus.
 pub fn ground(
     answer: &str,
+    question: &str,
     verification: &VerificationReport,
     ledger: &Ledger,
     corpus: &Corpus,
@@ -315,8 +316,14 @@ pub fn ground(
             });
             continue;
         }
-        let attached = support_from(&claim_text, &ledger_chunks)
-            .or_else(|| support_from(&claim_text, &search_chunks(corpus, &claim_text)))
+        // A one-word answer ("Tromso") is searched with the question's words.
+        let query = if is_short(&claim_text) {
+            format!("{claim_text} {question}")
+        } else {
+            claim_text.clone()
+        };
+        let attached = support_from(&claim_text, question, &ledger_chunks)
+            .or_else(|| support_from(&claim_text, question, &search_chunks(corpus, &query)))
             .map(|(chunk, offset, quote)| {
                 let mut cite = engine_citation(c.start, &chunk, offset, quote);
                 cite.line = line_of(corpus, chunk.doc_index, cite.byte_start);
@@ -601,15 +608,29 @@ fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
     (numbers, words)
 }
 
+/// True for a claim of a single term (a one-word or one-number answer).
+fn is_short(claim: &str) -> bool {
+    let (numbers, words) = claim_terms(claim);
+    numbers.len() + words.len() == 1
+}
+
 /// The first chunk with a sentence that backs `claim`: it holds every
 /// number of the claim and at least 60% of its content words (at least
-/// two). Returns the chunk, the byte offset of the quote in the chunk's
-/// text and the quote, verbatim.
-fn support_from(claim: &str, chunks: &[SourceChunk]) -> Option<(SourceChunk, usize, String)> {
+/// two). A one-term claim (an answer like "Tromso") is backed by a sentence
+/// that holds it and at least half of the question's content words (at
+/// least two): the sentence the answer was read from. Returns the chunk,
+/// the byte offset of the quote in the chunk's text and the quote, verbatim.
+fn support_from(
+    claim: &str,
+    question: &str,
+    chunks: &[SourceChunk],
+) -> Option<(SourceChunk, usize, String)> {
     let (numbers, words) = claim_terms(claim);
-    if numbers.len() + words.len() < 2 {
+    let short = numbers.len() + words.len() == 1;
+    if numbers.len() + words.len() < 2 && !short {
         return None;
     }
+    let (_, question_words) = claim_terms(question);
     for chunk in chunks {
         for (start, sentence) in sentences(&chunk.text) {
             let tokens: HashSet<String> = sentence
@@ -621,8 +642,19 @@ fn support_from(claim: &str, chunks: &[SourceChunk]) -> Option<(SourceChunk, usi
                 continue;
             }
             let matched = words.iter().filter(|w| tokens.contains(*w)).count();
-            let needed = ((words.len() as f64) * 0.6).ceil() as usize;
-            if matched + numbers.len() >= 2 && matched >= needed {
+            let backed = if short {
+                let from_question = question_words
+                    .iter()
+                    .filter(|w| tokens.contains(*w))
+                    .count();
+                matched == words.len()
+                    && from_question >= 2
+                    && from_question * 2 >= question_words.len()
+            } else {
+                let needed = ((words.len() as f64) * 0.6).ceil() as usize;
+                matched + numbers.len() >= 2 && matched >= needed
+            };
+            if backed {
                 let quote = trim_quote(sentence);
                 return Some((chunk.clone(), start, quote.to_string()));
             }
@@ -766,11 +798,17 @@ mod tests {
         let c = [chunk(
             "Meeting notes. The secret code is 4721. Keep it safe.",
         )];
-        let (found, offset, quote) = support_from("The secret code is 4721.", &c).unwrap();
+        let (found, offset, quote) = support_from("The secret code is 4721.", "", &c).unwrap();
         assert_eq!(quote, "The secret code is 4721.");
         assert_eq!(&found.text[offset..offset + quote.len()], quote);
-        assert!(support_from("The secret code is 9999.", &c).is_none());
-        assert!(support_from("The launch is scheduled for Mars.", &c).is_none());
+        assert!(support_from("The secret code is 9999.", "", &c).is_none());
+        assert!(support_from("The launch is scheduled for Mars.", "", &c).is_none());
+        // A one-word answer, backed by the sentence holding it and the question's words.
+        let q = "What is the secret code of the meeting notes?";
+        let (_, _, quote) = support_from("4721", q, &c).unwrap();
+        assert_eq!(quote, "The secret code is 4721.");
+        assert!(support_from("4721", "What is the launch date?", &c).is_none());
+        assert!(support_from("Keep", q, &c).is_none());
         let cite = engine_citation(0, &found, offset, quote);
         assert_eq!(cite.byte_start, Some(100 + 15));
         assert_eq!(cite.origin, CitationOrigin::Engine);

@@ -475,7 +475,7 @@ impl Run {
         let (mut claims, grounded) = match &verification {
             Some(v) => {
                 let (claims, grounded) =
-                    grounding::ground(&text, v, &self.ledger, self.corpus.as_ref());
+                    grounding::ground(&text, &self.question, v, &self.ledger, self.corpus.as_ref());
                 (claims, Some(grounded))
             }
             None => (Vec::new(), None),
