@@ -168,13 +168,55 @@ pub fn find_prose_final(reply: &str) -> Option<FinalDirective> {
                     return Some(FinalDirective::Var(name));
                 }
             }
-        } else if let Some(arg) = rest.strip_prefix("FINAL")
+        } else if let Some(arg) = rest
+            .strip_prefix("FINAL")
+            // `Final(` written straight on (not "Final (draft)" in prose).
+            .or_else(|| rest.strip_prefix("Final").filter(|a| a.starts_with('(')))
             && let Some(inner) = call_argument(arg)
         {
-            return Some(FinalDirective::Answer(unquote(inner.trim())));
+            return Some(FinalDirective::Answer(unquote(first_argument(
+                inner.trim(),
+            ))));
         }
     }
     None
+}
+
+/// The first argument of a call's argument text when it is a string literal
+/// followed by keyword arguments (`"answer", source="…"`, which small models
+/// write); otherwise the whole text.
+fn first_argument(args: &str) -> &str {
+    let body = args.strip_prefix(['f', 'r']).unwrap_or(args);
+    let prefix = args.len() - body.len();
+    for q in ["\"\"\"", "'''", "\"", "'"] {
+        let Some(rest) = body.strip_prefix(q) else {
+            continue;
+        };
+        let bytes = rest.as_bytes();
+        let mut i = 0;
+        while i < rest.len() {
+            if bytes[i] == b'\\' {
+                i += 2;
+                continue;
+            }
+            if rest[i..].starts_with(q) {
+                let end = prefix + q.len() + i + q.len();
+                let keyword = args[end..]
+                    .trim_start()
+                    .strip_prefix(',')
+                    .and_then(|a| a.split_once('='))
+                    .is_some_and(|(name, _)| {
+                        let name = name.trim();
+                        !name.is_empty()
+                            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    });
+                return if keyword { &args[..end] } else { args };
+            }
+            i += rest[i..].chars().next().map_or(1, char::len_utf8);
+        }
+        return args;
+    }
+    args
 }
 
 /// Given the text right after `FINAL`/`FINAL_VAR`, returns the text inside the
@@ -671,5 +713,22 @@ mod tests {
                 .unwrap()
                 .contains("repeats the question")
         );
+    }
+    #[test]
+    fn final_with_keyword_arguments_and_title_case() {
+        let d = find_prose_final(
+            "Final(\"The permit number is 58213.\", source=\"[[chunk:ab-0]] in [DOCUMENT 0: a.txt]\")",
+        );
+        assert_eq!(
+            d,
+            Some(FinalDirective::Answer("The permit number is 58213.".into()))
+        );
+        assert_eq!(
+            find_prose_final("FINAL(\"a, b\")"),
+            Some(FinalDirective::Answer("a, b".into()))
+        );
+        assert_eq!(find_prose_final("Final (draft) version"), None);
+        assert_eq!(first_argument("\"x\" + y"), "\"x\" + y");
+        assert_eq!(first_argument("'a', 'b'"), "'a', 'b'");
     }
 }
