@@ -300,6 +300,22 @@ pub fn unquote(s: &str) -> String {
     t.to_string()
 }
 
+/// `reply` with a closing fence added when its last code fence is still
+/// open (a reply stopped at the end of its first code block loses the
+/// closing fence to the stop sequence).
+pub fn close_open_fence(reply: &str) -> String {
+    let fences = reply
+        .lines()
+        .filter(|l| l.trim_start().starts_with("```"))
+        .count();
+    if fences % 2 == 1 {
+        let sep = if reply.ends_with('\n') { "" } else { "\n" };
+        format!("{reply}{sep}```")
+    } else {
+        reply.to_string()
+    }
+}
+
 /// Parses a reply into code blocks and a prose FINAL.
 pub fn parse_reply(reply: &str) -> ParsedReply {
     ParsedReply {
@@ -730,5 +746,16 @@ mod tests {
         assert_eq!(find_prose_final("Final (draft) version"), None);
         assert_eq!(first_argument("\"x\" + y"), "\"x\" + y");
         assert_eq!(first_argument("'a', 'b'"), "'a', 'b'");
+    }
+
+    #[test]
+    fn an_open_fence_is_closed() {
+        let stopped = "Let me look.\n```repl\nprint(len(context))";
+        let closed = close_open_fence(stopped);
+        assert_eq!(closed, "Let me look.\n```repl\nprint(len(context))\n```");
+        assert_eq!(extract_code_blocks(&closed).len(), 1);
+        let whole = "```repl\nx = 1\n```\nDone.";
+        assert_eq!(close_open_fence(whole), whole);
+        assert_eq!(close_open_fence("no code"), "no code");
     }
 }

@@ -80,6 +80,8 @@ pub(crate) struct Run {
 pub(crate) struct CallOpts {
     pub(crate) temperature: Option<f32>,
     pub(crate) model: Option<String>,
+    /// Stop sequences for this call.
+    pub(crate) stop: Vec<String>,
 }
 
 /// A model call that produced no reply.
@@ -216,6 +218,7 @@ impl Run {
         let opts = CallOpts {
             temperature: None,
             model,
+            stop: Vec::new(),
         };
         self.call_model(agent, depth, role, messages, 0, opts, purpose, 0)
             .await
@@ -280,6 +283,7 @@ impl Run {
             .streaming_to(deltas.sink());
         req.temperature = opts.temperature;
         req.model = opts.model;
+        req.stop = opts.stop;
         let result = self.llm.chat(req).await;
         deltas.close();
         match result {
@@ -351,6 +355,7 @@ impl Run {
                 CallOpts {
                     temperature: None,
                     model,
+                    stop: Vec::new(),
                 },
                 CallPurpose::SubQuery,
                 0,

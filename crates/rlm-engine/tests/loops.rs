@@ -118,3 +118,38 @@ async fn a_placeholder_answer_twice_is_partial() {
         "{answer:?}"
     );
 }
+
+/// With the stop after a code block (on for the embedded model), each turn
+/// asks the model to stop at the end of its first code block, and the fence
+/// the stop sequence swallowed is put back before the cell runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_stopped_after_its_code_block_runs_that_block() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            "Let me compute.\n```repl\nprint(6 * 7)".to_string(),
+            "FINAL(42)".to_string(),
+        ],
+    ))
+    .await;
+    let mut c = config();
+    c.stop_after_code = Some(true);
+    let eng = engine(&server, c).await;
+    let (answer, _) = ask(&eng, &ts, "What is six times seven?").await;
+    assert_eq!(answer.answer, "42");
+    let reqs = server.requests();
+    assert_eq!(reqs[0].body["stop"], serde_json::json!(["\n```\n"]));
+    assert!(
+        reqs[1].last_message().contains("42"),
+        "{}",
+        reqs[1].last_message()
+    );
+    // Off: no stop sequence is sent.
+    let server = ScriptedServer::start(Script::new().on(root(), "FINAL(x)".to_string())).await;
+    let mut c = config();
+    c.stop_after_code = Some(false);
+    let eng = engine(&server, c).await;
+    ask(&eng, &ts, "q?").await;
+    assert!(server.requests()[0].body.get("stop").is_none());
+}

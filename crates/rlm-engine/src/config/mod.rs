@@ -31,6 +31,13 @@ pub struct EngineConfig {
     /// quotes (`RLM_VERIFY=semantic`, `--verify semantic`), default off.
     #[serde(default)]
     pub semantic_check: bool,
+    /// End each REPL turn's reply at the end of its first code block (a stop
+    /// sequence; the cell's real output comes next turn). `RLM_STOP_AFTER_CODE`:
+    /// `on`, `off`, or `auto` (default: on for the embedded model, which
+    /// otherwise invents an "Output:" and goes on in prose).
+    /// `None` is `auto`: the command that picks the model decides.
+    #[serde(default)]
+    pub stop_after_code: Option<bool>,
     /// Report the documents that match the question but back no claim
     /// (`RLM_COVERAGE`, `--coverage`), default off.
     #[serde(default)]
@@ -68,6 +75,7 @@ impl Default for EngineConfig {
             verify_citations: true,
             semantic_check: false,
             coverage: false,
+            stop_after_code: None,
             defer_final_after_fanout: true,
             max_replies_without_code: default_max_replies_without_code(),
             inspect_search_k: default_inspect_search_k(),
@@ -85,6 +93,17 @@ fn default_max_replies_without_code() -> u32 {
 
 fn default_inspect_search_k() -> usize {
     3
+}
+
+impl EngineConfig {
+    /// Records the models the client will call (for the trace) and settles
+    /// what `auto` settings depend on them: `embedded` is true for the
+    /// in-process model, which gets the stop after a code block.
+    pub fn set_models(&mut self, root: &str, sub: &str, embedded: bool) {
+        self.root_model = root.to_string();
+        self.sub_model = sub.to_string();
+        self.stop_after_code.get_or_insert(embedded);
+    }
 }
 
 impl FromSettings for EngineConfig {
@@ -114,6 +133,12 @@ impl FromSettings for EngineConfig {
         }
         if let Some(v) = r.boolean("RLM_COVERAGE")? {
             c.coverage = v;
+        }
+        if let Some(f) = r.found("RLM_STOP_AFTER_CODE") {
+            c.stop_after_code = match f.value.trim().to_ascii_lowercase().as_str() {
+                "auto" => None,
+                _ => r.boolean("RLM_STOP_AFTER_CODE")?,
+            };
         }
         if let Some(v) = r.boolean("RLM_DEFER_FINAL")? {
             c.defer_final_after_fanout = v;
@@ -252,6 +277,28 @@ mod tests {
             EngineConfig::from_lookup(|k| (k == "RLM_CONTEXT_SHAPE").then(|| "tree".to_string()))
                 .unwrap_err();
         assert!(e.contains("string or list"));
+    }
+
+    #[test]
+    fn stop_after_code_is_auto_on_or_off() {
+        let with = |v: &str| {
+            let v = v.to_string();
+            EngineConfig::from_lookup(move |k| (k == "RLM_STOP_AFTER_CODE").then(|| v.clone()))
+        };
+        assert_eq!(with("auto").unwrap().stop_after_code, None);
+        assert_eq!(with("on").unwrap().stop_after_code, Some(true));
+        assert_eq!(with("off").unwrap().stop_after_code, Some(false));
+        assert!(
+            with("sometimes")
+                .unwrap_err()
+                .contains("RLM_STOP_AFTER_CODE")
+        );
+        let mut c = EngineConfig::default();
+        c.set_models("a", "b", true);
+        assert_eq!(c.stop_after_code, Some(true));
+        let mut c = with("off").unwrap();
+        c.set_models("a", "b", true);
+        assert_eq!(c.stop_after_code, Some(false), "an explicit setting wins");
     }
 
     #[test]

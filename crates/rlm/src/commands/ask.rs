@@ -216,8 +216,11 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         .then(|| query_embedder(&store, &llm_config, args.llm.config.as_deref()))
         .flatten();
     let mut config = config;
-    config.root_model = llm_config.root.model.clone();
-    config.sub_model = llm_config.sub.model.clone();
+    config.set_models(
+        &llm_config.root.model,
+        &llm_config.sub.model,
+        llm_config.provider == rlm_llm::ProviderKind::Local,
+    );
     let client = rlm_llm::LlmClient::from_config(llm_config)?;
     let trace = match &args.trace {
         Some(p) => {

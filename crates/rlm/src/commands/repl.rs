@@ -141,8 +141,11 @@ async fn run(args: ReplArgs) -> anyhow::Result<()> {
     let pool = WorkerPool::new(sandbox, 1).await?;
     let (mut console, model_line) = match model(&args)? {
         Ok((client, llm)) => {
-            config.root_model = llm.root.model.clone();
-            config.sub_model = llm.sub.model.clone();
+            config.set_models(
+                &llm.root.model,
+                &llm.sub.model,
+                llm.provider == rlm_llm::ProviderKind::Local,
+            );
             let line = format!("model: {} (sub-calls: {})", llm.root.model, llm.sub.model);
             let engine = Engine::new(Arc::new(client), pool, config);
             let trace = Arc::new(Trace::new());

@@ -89,8 +89,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = Arc::new(args.store.open()?);
     let llm_config = args.llm.load()?;
     let embedder = query_embedder(&store, &llm_config, args.llm.config.as_deref());
-    config.root_model = llm_config.root.model.clone();
-    config.sub_model = llm_config.sub.model.clone();
+    config.set_models(
+        &llm_config.root.model,
+        &llm_config.sub.model,
+        llm_config.provider == rlm_llm::ProviderKind::Local,
+    );
     let client = rlm_llm::LlmClient::from_config(llm_config)?;
     let limits = Limits {
         max_concurrent_runs: args.max_runs,

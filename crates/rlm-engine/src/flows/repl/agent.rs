@@ -42,6 +42,11 @@ impl Stop {
     }
 }
 
+/// The stop sequence that ends a reply at the end of its first code block
+/// (a closing fence on a line of its own): the cell's real output comes next
+/// turn, instead of an invented "Output:" and prose.
+const CODE_BLOCK_END: &str = "\n```\n";
+
 /// Turns in a row that only printed counts before the agent is shown where
 /// the matches are.
 const COUNTS_ONLY_TURNS: u32 = 3;
@@ -696,6 +701,11 @@ impl Agent {
                 CallOpts {
                     temperature,
                     model: None,
+                    stop: if self.ctx.config.stop_after_code == Some(true) {
+                        vec![CODE_BLOCK_END.to_string()]
+                    } else {
+                        Vec::new()
+                    },
                 },
                 purpose,
                 iteration,
@@ -704,9 +714,16 @@ impl Agent {
         self.sent = self.messages.len();
         match r {
             Ok(resp) => {
-                self.messages.push(Message::assistant(resp.text.clone()));
+                // Stopped at the end of its first code block: the fence the
+                // stop sequence swallowed is put back.
+                let text = if self.ctx.config.stop_after_code == Some(true) {
+                    parse::close_open_fence(&resp.text)
+                } else {
+                    resp.text
+                };
+                self.messages.push(Message::assistant(text.clone()));
                 self.sent = self.messages.len();
-                Ok(resp.text)
+                Ok(text)
             }
             Err(CallError::Budget(e)) => Err(Stop::Budget(e)),
             Err(CallError::Model(m)) => Err(Stop::Failure(format!("{MODEL_FAILED}{m}"))),
