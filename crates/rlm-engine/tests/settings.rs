@@ -204,3 +204,84 @@ fn question_words_are_checked_too() {
     );
     assert_eq!(r.pipeline.inspector, Some(rlm_engine::Inspector::PerChunk));
 }
+
+mod fuzz {
+    //! Random text (any Unicode, huge numbers, NaN, signs, exponents) in
+    //! every setting of every entry point: the settings are refused or
+    //! accepted, never a panic.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Keys every engine setting is read under.
+    const KEYS: &[&str] = &[
+        "RLM_CONTEXT_SHAPE",
+        "RLM_CITATIONS",
+        "RLM_VERIFY_CITATIONS",
+        "RLM_VERIFY",
+        "RLM_COVERAGE",
+        "RLM_STOP_AFTER_CODE",
+        "RLM_DEFER_FINAL",
+        "RLM_ENABLED",
+        "RLM_FLOW",
+        "RLM_INSPECTOR",
+        "RLM_CITATION_POLICY",
+        "RLM_RECENCY",
+        "RLM_LOW_RECALL_MODE",
+        "RLM_CODEGEN_MODEL",
+        "RLM_SUMMARY_MODEL",
+    ];
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            "[-+]?[0-9]{0,30}(\\.[0-9]{0,10})?([eE][-+]?[0-9]{1,4})?",
+            Just("NaN".to_string()),
+            Just("inf".to_string()),
+            Just("-inf".to_string()),
+            Just("".to_string()),
+            any::<f64>().prop_map(|f| f.to_string()),
+            any::<i128>().prop_map(|i| i.to_string()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn any_environment_value_is_accepted_or_refused(
+            pick in 0usize..64,
+            v in value(),
+        ) {
+            let keys: Vec<&str> = NUMERIC_SETTINGS.iter().map(|s| s.key).chain(KEYS.iter().copied()).collect();
+            let key = keys[pick % keys.len()];
+            let _ = EngineConfig::from_lookup(|k| (k == key).then(|| v.clone()));
+        }
+
+        #[test]
+        fn any_question_is_accepted_or_refused(
+            vals in proptest::collection::vec(proptest::option::of(value()), 10),
+            use_rlm in proptest::option::of(any::<bool>()),
+            api in any::<bool>(),
+        ) {
+            let q = QuestionSettings {
+                surface: if api { Surface::Api } else { Surface::Flags },
+                flow: vals[0].clone(),
+                use_rlm,
+                inspector: vals[1].clone(),
+                citations: vals[2].clone(),
+                verify: vals[3].clone(),
+                context_shape: vals[4].clone(),
+                coverage: vals[5].clone(),
+                max_llm_calls: vals[6].clone(),
+                max_iterations: vals[7].clone(),
+                max_depth: vals[8].clone(),
+                max_cost_usd: vals[9].clone(),
+                max_wall_secs: vals[6].clone(),
+            };
+            if let Err(e) = q.resolve(&EngineConfig::default()) {
+                prop_assert!(!e.contains('\n'), "{e}");
+            }
+        }
+    }
+}
