@@ -20,6 +20,7 @@ use crate::citations::{
 };
 use crate::claims;
 use crate::corpus::Corpus;
+use crate::text;
 
 /// Entries a ledger keeps at most (later ones are counted, not kept).
 const LEDGER_ENTRIES: usize = 2_000;
@@ -101,10 +102,6 @@ fn capped(text: &str) -> String {
 impl Ledger {
     /// Records one entry (past [`LEDGER_ENTRIES`], only counts it).
     pub fn record(&self, e: Evidence) {
-        self.push(e);
-    }
-
-    fn push(&self, e: Evidence) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if inner.entries.len() >= LEDGER_ENTRIES {
             inner.dropped += 1;
@@ -115,23 +112,7 @@ impl Ledger {
 
     /// Records a chunk an agent saw whole (a search hit).
     pub fn saw_chunk(&self, kind: EvidenceKind, agent: &str, chunk: &SourceChunk) {
-        self.push(Evidence::new(kind, agent, Some(chunk), &chunk.text));
-    }
-
-    /// Records text an agent saw or passed on, mapped back to the chunks it
-    /// was copied from (its longer lines, found verbatim in a chunk); text
-    /// that maps to no chunk is kept as it is (a sub-answer, say).
-    pub fn saw_text(&self, kind: EvidenceKind, agent: &str, text: &str, corpus: &Corpus) {
-        let chunks = locate(corpus, text);
-        if chunks.is_empty() {
-            if kind == EvidenceKind::SubAnswer && !text.trim().is_empty() {
-                self.push(Evidence::new(kind, agent, None, text));
-            }
-            return;
-        }
-        for (chunk, line) in chunks {
-            self.push(Evidence::new(kind, agent, Some(&chunk), &line));
-        }
+        self.record(Evidence::new(kind, agent, Some(chunk), &chunk.text));
     }
 
     /// The entries, in the order they were seen, and how many were dropped.
@@ -151,6 +132,24 @@ impl Ledger {
             .filter(|id| seen.insert(id.clone()))
             .collect()
     }
+}
+
+/// Ledger entries for text an agent saw or passed on, mapped back to the
+/// chunks it was copied from (its longer lines, found verbatim in a chunk);
+/// a sub-answer that maps to no chunk is kept as it is.
+pub fn evidence_of(kind: EvidenceKind, agent: &str, text: &str, corpus: &Corpus) -> Vec<Evidence> {
+    let chunks = locate(corpus, text);
+    if chunks.is_empty() {
+        return if kind == EvidenceKind::SubAnswer && !text.trim().is_empty() {
+            vec![Evidence::new(kind, agent, None, text)]
+        } else {
+            Vec::new()
+        };
+    }
+    chunks
+        .iter()
+        .map(|(chunk, line)| Evidence::new(kind, agent, Some(chunk), line))
+        .collect()
 }
 
 /// The chunks that the longer lines of `text` were copied from.
@@ -589,12 +588,8 @@ const STOP_WORDS: &[&str] = &[
 fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
     let mut numbers = Vec::new();
     let mut words = Vec::new();
-    for w in claim
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        let lower = w.to_lowercase();
-        if w.chars().any(|c| c.is_ascii_digit()) {
+    for lower in text::words(claim) {
+        if lower.chars().any(|c| c.is_ascii_digit()) {
             if !numbers.contains(&lower) {
                 numbers.push(lower);
             }
@@ -633,11 +628,7 @@ fn support_from(
     let (_, question_words) = claim_terms(question);
     for chunk in chunks {
         for (start, sentence) in sentences(&chunk.text) {
-            let tokens: HashSet<String> = sentence
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .map(str::to_lowercase)
-                .collect();
+            let tokens: HashSet<String> = text::words(sentence).collect();
             if !numbers.iter().all(|n| tokens.contains(n)) {
                 continue;
             }

@@ -487,12 +487,7 @@ pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
         ]
     });
     let text = marker.replace_all(answer, " ");
-    let words = |s: &str| -> Vec<String> {
-        s.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect()
-    };
+    let words = |s: &str| -> Vec<String> { crate::text::words(s).collect() };
     let answer_words = words(&text);
     if answer_words.is_empty() {
         return Some("it holds no answer text, only citation markers or punctuation".into());

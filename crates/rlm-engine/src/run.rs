@@ -418,9 +418,7 @@ impl Run {
         let corpus = self.corpus.clone();
         let (agent_id, text) = (agent.to_string(), text.to_string());
         let found = tokio::task::spawn_blocking(move || {
-            let ledger = Ledger::default();
-            ledger.saw_text(kind, &agent_id, &text, &corpus);
-            ledger.snapshot().0
+            grounding::evidence_of(kind, &agent_id, &text, &corpus)
         })
         .await
         .unwrap_or_default();

@@ -22,6 +22,13 @@ pub(crate) fn head(s: &str, n: usize) -> &str {
     }
 }
 
+/// The words of `s`: its runs of letters and digits, lower-cased.
+pub(crate) fn words(s: &str) -> impl Iterator<Item = String> + '_ {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
 /// True for a Python identifier (ASCII).
 pub(crate) fn is_identifier(s: &str) -> bool {
     let mut c = s.chars();
