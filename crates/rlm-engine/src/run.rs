@@ -461,21 +461,18 @@ impl Run {
             mut report,
             file_summaries,
         } = done;
-        let verification = if !self.config.verify_citations {
+        let mut verification = if !self.config.verify_citations {
             None
         } else if let Some(report) = report.as_mut() {
-            let checked = self.verify_claims(&mut text, report);
-            self.emit_verification(&checked);
-            Some(checked)
+            Some(self.verify_claims(&mut text, report))
         } else {
             let checked = citations::verify(&text, self.corpus.as_ref());
-            self.emit_verification(&checked);
             if self.config.citation_policy == CitationPolicy::Strict && !checked.all_valid {
                 text = citations::flag_unsupported(&text, &checked);
             }
             Some(checked)
         };
-        let (mut claims, grounded) = match &verification {
+        let (mut claims, mut grounded) = match &verification {
             Some(v) => {
                 let (claims, grounded) =
                     grounding::ground(&text, &self.question, v, &self.ledger, self.corpus.as_ref());
@@ -483,8 +480,6 @@ impl Run {
             }
             None => (Vec::new(), None),
         };
-        let mut grounded = grounded;
-        let mut verification = verification;
         if self.config.semantic_check
             && let Some(g) = grounded.as_mut()
         {
@@ -496,6 +491,10 @@ impl Run {
             grounding::flag_by_verdict(&mut text, &mut claims, strict);
             // The markers moved with their claims: offsets from the final text.
             verification = verification.map(|_| citations::verify(&text, self.corpus.as_ref()));
+        }
+        // The report of the answer as it is returned.
+        if let Some(v) = &verification {
+            self.emit_verification(v);
         }
         if self.config.coverage
             && let Some(g) = grounded.as_mut()
