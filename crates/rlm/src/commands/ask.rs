@@ -122,6 +122,18 @@ fn question_settings(args: &AskArgs) -> QuestionSettings {
 
 /// The engine settings and the request's own: the flags over the
 /// environment over rlm.toml's `[engine]`, checked by the engine.
+/// Everything `rlm ask` checks about its arguments before it touches a
+/// store, a file or a model: the question, and every setting from the flags,
+/// the environment and `rlm.toml`.
+pub(crate) fn check_question(args: &AskArgs) -> anyhow::Result<ResolvedQuestion> {
+    if args.question.trim().is_empty() {
+        bail!(
+            "the question is empty; ask something, e.g. rlm ask \"What is the notice period?\" --store DIR"
+        );
+    }
+    resolve_settings(args)
+}
+
 fn resolve_settings(args: &AskArgs) -> anyhow::Result<ResolvedQuestion> {
     let file = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
     let base = file.engine_config().map_err(anyhow::Error::msg)?;
@@ -169,17 +181,14 @@ pub(crate) fn read_briefing(path: Option<&std::path::Path>) -> anyhow::Result<Op
 
 /// `rlm ask`.
 pub fn ask(args: AskArgs) -> anyhow::Result<()> {
-    if args.question.trim().is_empty() {
-        bail!(
-            "the question is empty; ask something, e.g. rlm ask \"What is the notice period?\" --store DIR"
-        );
-    }
     let ResolvedQuestion {
         config,
         flow,
         pipeline,
-    } = resolve_settings(&args)?;
+    } = check_question(&args)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
+    // The model first (a first run downloads it), then the folder.
+    let llm_config = args.llm.load_for_answering()?;
     if !args.paths.is_empty() {
         let report = index_paths(
             &args.store.store,
@@ -210,7 +219,6 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         (Some(s), Some(name)) => Some(s.load(name).map_err(anyhow::Error::msg)?),
         _ => None,
     };
-    let llm_config = args.llm.load()?;
     // Hybrid stage-1 retrieval for the flows that retrieve, when the store has embeddings.
     let embedder = (flow != Flow::Repl)
         .then(|| query_embedder(&store, &llm_config, args.llm.config.as_deref()))

@@ -65,6 +65,10 @@ pub struct LlmFlags {
     /// Answer model calls from this cassette instead of the network.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
+    /// Never download the local model: when it is missing, fail with the
+    /// command that fetches it [env: RLM_AUTO_PULL=off].
+    #[arg(long)]
+    pub offline: bool,
 }
 
 impl LlmFlags {
@@ -92,6 +96,15 @@ impl LlmFlags {
     /// Loads the configuration: these flags, then the environment, then the file.
     pub fn load(&self) -> anyhow::Result<LlmConfig> {
         Ok(LlmConfig::load(&self.overrides()?)?)
+    }
+
+    /// [`LlmFlags::load`] for a command about to answer: when the
+    /// configuration runs the default local model and it is not on disk yet,
+    /// pulls it first (or refuses, with `--offline` / `RLM_AUTO_PULL=off`).
+    pub fn load_for_answering(&self) -> anyhow::Result<LlmConfig> {
+        let config = self.load()?;
+        super::model::ensure_local_model(&config, self.offline)?;
+        Ok(config)
     }
 }
 
@@ -165,7 +178,7 @@ async fn chat(args: ChatArgs) -> anyhow::Result<()> {
     if args.max_output_tokens == Some(0) {
         bail!("--max-output-tokens must be at least 1");
     }
-    let client = LlmClient::from_config(args.llm.load()?)?;
+    let client = LlmClient::from_config(args.llm.load_for_answering()?)?;
     let role = if args.sub {
         ModelRole::Sub
     } else {

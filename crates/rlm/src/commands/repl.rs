@@ -101,6 +101,11 @@ fn check_args(args: &ReplArgs) -> anyhow::Result<()> {
 /// Runs `rlm repl`.
 pub fn repl(args: ReplArgs) -> anyhow::Result<()> {
     check_args(&args)?;
+    // Asked for explicitly, the local model is downloaded when missing.
+    let config = args.llm.load()?;
+    if !config.local_auto_selected {
+        super::model::ensure_local_model(&config, args.llm.offline)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -115,8 +120,17 @@ const HOW_TO_CONFIGURE: &str = "Configure one as for `rlm ask`: RLM_PROVIDER, RL
 /// The model client, or why there is none. A configuration that is missing
 /// only its API key means "no model" (the REPL still works without one);
 /// any other configuration error is reported.
+///
+/// The local model chosen only because nothing was configured is not
+/// downloaded for a REPL (that would fetch a gigabyte for a session that may
+/// never call a model); asked for explicitly (`--provider local`), it is.
 fn model(args: &ReplArgs) -> anyhow::Result<Result<(LlmClient, LlmConfig), String>> {
     let config = args.llm.load()?;
+    if config.local_auto_selected && super::model::default_model_missing(&config)? {
+        return Ok(Err(format!(
+            "no model provider or API key is configured and the local model is not downloaded yet (`rlm model pull`). {HOW_TO_CONFIGURE}"
+        )));
+    }
     match LlmClient::from_config(config.clone()) {
         Ok(client) => Ok(Ok((client, config))),
         Err(missing @ LlmError::MissingApiKey { .. }) => {

@@ -87,7 +87,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = settings.engine_config().map_err(anyhow::Error::msg)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
     let store = Arc::new(args.store.open()?);
-    let llm_config = args.llm.load()?;
+    let llm_config = args.llm.load_for_answering()?;
     let embedder = query_embedder(&store, &llm_config, args.llm.config.as_deref());
     config.set_models(
         &llm_config.root.model,

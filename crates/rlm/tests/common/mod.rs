@@ -40,6 +40,7 @@ pub const CLEARED: &[&str] = &[
     "RLM_MAX_CHUNKS",
     "RLM_LOCAL_MODEL",
     "RLM_MODELS_DIR",
+    "RLM_AUTO_PULL",
     "RLM_PYPI_URL",
     "RLM_HUB_URL",
     "RLM_STORE",
@@ -55,6 +56,10 @@ pub fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     for var in CLEARED {
         cmd.env_remove(var);
     }
+    // No test downloads the real model, nor finds the developer's copy:
+    // tests that want either say so in `env`.
+    cmd.env("RLM_AUTO_PULL", "off")
+        .env("RLM_MODELS_DIR", dir.join(".no-models"));
     cmd.envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
