@@ -3,7 +3,7 @@
 //! loop ran to completion (an answer committed, a complete trace with every
 //! reply streamed into it, exact token accounting at zero cost).
 //!
-//! Runs only with `--features local-model` and when the model file is
+//! Runs with the `local-model` feature (a default one) when the model file is
 //! present (`rlm model pull`, or `RLM_LOCAL_MODEL`); otherwise it is skipped
 //! with a message. CPU inference: minutes, not seconds.
 

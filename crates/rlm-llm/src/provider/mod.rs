@@ -84,7 +84,7 @@ fn local_provider(config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> {
 #[cfg(not(feature = "local"))]
 fn local_provider(_config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> {
     Err(LlmError::Config(
-        "this rlm was built without the local model: reinstall with `--features local-model`, or set RLM_PROVIDER to openai, azure or anthropic".into(),
+        "this rlm was built without the local model (--no-default-features): rebuild with the default features (`cargo install --locked --path crates/rlm`, or `--features local-model`), or set RLM_PROVIDER to openai, azure or anthropic".into(),
     ))
 }
 
