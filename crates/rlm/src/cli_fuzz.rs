@@ -120,9 +120,13 @@ proptest! {
         match crate::commands::ask::check_question(&args) {
             Ok(_) => {}
             Err(e) => {
-                let text = format!("{e:#}");
+                // As `main` prints it.
+                let text = crate::commands::display::error_line(&e);
                 prop_assert!(!text.trim().is_empty());
-                prop_assert!(!text.contains('\n'), "one line: {text}");
+                prop_assert!(
+                    !text.chars().any(char::is_control),
+                    "one line, no control characters: {text:?}"
+                );
             }
         }
         // The model settings resolve or refuse the same way.
@@ -162,4 +166,19 @@ fn hostile_numbers_in_ask_flags_are_refused_not_accepted() {
             .unwrap_or_else(|| panic!("--max-wall-secs={value} was accepted"));
         assert!(err.to_string().contains("--max-wall-secs"), "{err}");
     }
+}
+
+/// Found by the long run: a path holding a newline (here `--config "\n"`)
+/// made the error two lines; it is printed escaped.
+#[test]
+fn a_path_with_a_newline_is_shown_escaped_in_the_error() {
+    let cli = Cli::try_parse_from(["rlm", "ask", "q", "--config", "bad\nname\u{1b}[31m"])
+        .expect("any path parses");
+    let Command::Ask(args) = cli.command else {
+        unreachable!()
+    };
+    let err = crate::commands::ask::check_question(&args).expect_err("no such file");
+    let line = crate::commands::display::error_line(&err);
+    assert!(line.contains("bad\\nname\\u{1b}[31m"), "{line}");
+    assert!(!line.chars().any(char::is_control), "{line:?}");
 }

@@ -80,12 +80,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // One line: the outermost message plus its causes, never a backtrace.
-            let mut msg = err.to_string();
-            for cause in err.chain().skip(1) {
-                msg.push_str(": ");
-                msg.push_str(&cause.to_string());
-            }
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", commands::display::error_line(&err));
             ExitCode::FAILURE
         }
     }

@@ -54,6 +54,18 @@ pub fn for_output(s: &str, tty: bool) -> Cow<'_, str> {
     }
 }
 
+/// An error as the one line `rlm` prints: the message and its causes joined
+/// by `: `, every control character escaped (a file name holding a newline
+/// or an escape sequence cannot forge a second line or recolor the screen).
+pub fn error_line(err: &anyhow::Error) -> String {
+    let mut msg = err.to_string();
+    for cause in err.chain().skip(1) {
+        msg.push_str(": ");
+        msg.push_str(&cause.to_string());
+    }
+    one_line(&msg).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
