@@ -2,7 +2,16 @@
 //! on one prompt: `cargo run --release -p rlm-local --features llama --example
 //! throughput -- PROMPT_FILE [MAX_TOKENS]`. One JSON line on stdout, the same
 //! fields `scripts/side_by_side.sh` measures for llama-cpp-python's server.
+//!
+//! `throughput -- --prefix-state SYSTEM_FILE CACHE_DIR|off [QUESTION]`: the
+//! first request of a fresh process (no warm-up), system turn = the file,
+//! with the prefix state kept in CACHE_DIR. One JSON line: load time, prompt
+//! tokens, how many came from disk, prompt time (admission to first token,
+//! the restore included), the state files in CACHE_DIR. Run it twice on an
+//! empty CACHE_DIR (`scripts/prefix_state.sh` does): the first run decodes
+//! the system turn and saves it, the second restores it.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use rlm_local::{GenerateRequest, LocalModel, LocalModelOptions, Turn};
@@ -22,7 +31,11 @@ fn request(prompt: &str, max_tokens: u32) -> GenerateRequest {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().is_some_and(|a| a == "--prefix-state") {
+        args.next();
+        return prefix_state(args.collect()).await;
+    }
     let prompt_file = args
         .next()
         .ok_or("usage: throughput PROMPT_FILE [MAX_TOKENS]")?;
@@ -43,6 +56,56 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         f64::from(g.prompt_tokens) / prompt_s,
         g.output_tokens,
         f64::from(g.output_tokens.saturating_sub(1)) / gen_s.max(1e-9),
+    );
+    Ok(())
+}
+
+/// `--prefix-state SYSTEM_FILE CACHE_DIR|off [QUESTION]`.
+async fn prefix_state(args: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
+    let usage = "usage: throughput --prefix-state SYSTEM_FILE CACHE_DIR|off [QUESTION]";
+    let (Some(system_file), Some(cache)) = (args.first(), args.get(1)) else {
+        return Err(usage.into());
+    };
+    let system = std::fs::read_to_string(system_file)?;
+    let question = args
+        .get(2)
+        .cloned()
+        .unwrap_or_else(|| "Which section of the text above explains undo?".into());
+    let cache = (cache != "off").then(|| PathBuf::from(cache));
+    let options = LocalModelOptions {
+        prefix_cache: cache.clone(),
+        ..LocalModelOptions::default()
+    };
+    let path = rlm_local::configured_model_path()?;
+    let started = Instant::now();
+    let model = LocalModel::load(&path, options)?;
+    let load_s = started.elapsed().as_secs_f64();
+    let mut r = request(&question, 16);
+    r.turns.insert(
+        0,
+        Turn {
+            role: "system".into(),
+            content: system,
+        },
+    );
+    let g = model.generate(r).await?;
+    let (files, bytes) = cache
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".state"))
+                .filter_map(|e| e.metadata().ok())
+                .fold((0, 0), |(n, b), m| (n + 1, b + m.len()))
+        })
+        .unwrap_or((0, 0));
+    println!(
+        "{{\"load_s\":{load_s:.2},\"prompt_tokens\":{},\"disk_prompt_tokens\":{},\"prompt_s\":{:.2},\"load_and_answer_s\":{:.2},\"state_files\":{files},\"state_bytes\":{bytes},\"text\":{}}}",
+        g.prompt_tokens,
+        g.disk_prompt_tokens,
+        g.prompt_time.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        serde_json::to_string(&g.text)?,
     );
     Ok(())
 }

@@ -10,7 +10,9 @@
 //! - [`gguf::read_header`] tells a model from a corrupt file before loading.
 //! - With the `llama` feature, [`LocalModel`] runs any GGUF in-process with
 //!   llama.cpp: chat template from the file, exact token counts from its
-//!   tokenizer, parallel sequences batched in one decode.
+//!   tokenizer, parallel sequences batched in one decode, and the state
+//!   after a request's system turn kept on disk for the next process
+//!   ([`PREFIX_CACHE_ENV`]).
 //! - With the `testing` feature, [`testing::FakeIndex`] is a package index on
 //!   127.0.0.1:0 for tests of the pull code.
 
@@ -20,6 +22,7 @@ pub mod cache;
 pub mod catalog;
 mod error;
 pub mod gguf;
+mod prefix_state;
 pub mod pull;
 mod stream;
 
@@ -34,6 +37,7 @@ pub use catalog::{DEFAULT_MODEL_NAME, ModelSpec, PypiParts, default_model};
 pub use error::LocalError;
 #[cfg(feature = "llama")]
 pub use llama::{Finish, GenerateRequest, Generation, LocalModel, LocalModelOptions, Turn};
+pub use prefix_state::{MAX_DIR_BYTES as PREFIX_STATE_MAX_BYTES, PREFIX_CACHE_ENV};
 pub use pull::{
     PULL_LOCK_FILE, PullOptions, PullOutcome, PullProgress, PullSource, SilentProgress, pull,
 };

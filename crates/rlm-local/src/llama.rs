@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -26,6 +27,7 @@ use tokio::sync::oneshot;
 
 use crate::LocalError;
 use crate::gguf::read_header;
+use crate::prefix_state::{self, SaveLog};
 use crate::stream::{StreamCursor, TextSink};
 
 /// Settings of the local model. [`LocalModelOptions::from_env`] reads the
@@ -54,6 +56,13 @@ pub struct LocalModelOptions {
     /// Sampling seed (`RLM_LOCAL_SEED`, default 42): the same request gets
     /// the same answer.
     pub seed: u32,
+    /// Where the model's state after a request's fixed prefix (its system
+    /// turn) is kept between processes, so a new process starts decoding
+    /// after it (`RLM_LOCAL_PREFIX_CACHE`: a directory, or `off`).
+    /// [`LocalModelOptions::from_env`] defaults to `prefix-state` in the
+    /// models directory; `None` (the [`Default`], so that a library user's
+    /// model writes nothing unasked) keeps nothing on disk.
+    pub prefix_cache: Option<PathBuf>,
 }
 
 impl Default for LocalModelOptions {
@@ -68,13 +77,16 @@ impl Default for LocalModelOptions {
             repeat_penalty: 1.1,
             repeat_last_n: 64,
             seed: 42,
+            prefix_cache: None,
         }
     }
 }
 
 impl LocalModelOptions {
     /// Defaults overridden by `RLM_LOCAL_CONTEXT`, `RLM_LOCAL_PARALLEL`,
-    /// `RLM_LOCAL_THREADS`, `RLM_LOCAL_MAX_OUTPUT_TOKENS`, `RLM_LOCAL_SEED`.
+    /// `RLM_LOCAL_THREADS`, `RLM_LOCAL_MAX_OUTPUT_TOKENS`, `RLM_LOCAL_SEED`;
+    /// the prefix cache is `RLM_LOCAL_PREFIX_CACHE` (`off`, a directory, or
+    /// unset/empty for `prefix-state` in the models directory).
     pub fn from_env() -> Result<Self, LocalError> {
         Self::from_env_with(|name| std::env::var(name).ok())
     }
@@ -113,6 +125,7 @@ impl LocalModelOptions {
         if let Some(v) = parse(&env, "RLM_LOCAL_SEED", 0u32, u32::MAX)? {
             o.seed = v;
         }
+        o.prefix_cache = prefix_state::dir_from_env(&env);
         Ok(o)
     }
 }
@@ -169,9 +182,14 @@ pub struct Generation {
     pub prompt_time: Duration,
     /// Time from the first to the last generated token.
     pub generation_time: Duration,
-    /// Prompt tokens whose cache entries were reused from an earlier request
-    /// in the same sequence (a conversation's shared prefix), not decoded again.
+    /// Prompt tokens that were not decoded again: cache entries reused from
+    /// an earlier request in the same sequence (a conversation's shared
+    /// prefix), or restored from the prefix state on disk.
     pub cached_prompt_tokens: u32,
+    /// Of [`Generation::cached_prompt_tokens`], those restored from the
+    /// prefix state on disk ([`LocalModelOptions::prefix_cache`]): the
+    /// system turn, saved by an earlier process. 0 when nothing was restored.
+    pub disk_prompt_tokens: u32,
 }
 
 struct Job {
@@ -315,8 +333,13 @@ struct Slot {
     max_tokens: u32,
     /// Cells reserved in the cache: prompt + max output.
     reserved: u32,
-    /// Prompt tokens reused from the sequence's cache.
+    /// Prompt tokens reused from the sequence's cache (including `disk`).
     reused: usize,
+    /// Prompt tokens restored from a prefix state file.
+    disk: usize,
+    /// The prefix (token count, file) to save once it is decoded: the
+    /// prompt is fed up to it, then the sequence's state is written.
+    save_prefix: Option<(usize, PathBuf)>,
     /// Generated tokens decoded into the cache (all but a final unfed one).
     fed_output: Vec<LlamaToken>,
     /// What of `output` went to the request's [`TextSink`].
@@ -384,6 +407,13 @@ fn worker(
         .or_else(|_| LlamaChatTemplate::new("chatml"))
         .expect("chatml is a valid template name");
     let _ = ready.send(Ok(n_ctx));
+    let mut prefix_states = options.prefix_cache.as_ref().and_then(|dir| {
+        Some(PrefixStates {
+            identity: prefix_state::model_identity(path).ok()?,
+            dir: dir.clone(),
+            log: SaveLog::default(),
+        })
+    });
 
     let mut batch = LlamaBatch::new(options.batch_tokens as usize, 1);
     let mut idle: Vec<IdleSeq> = (0..options.parallel as i32)
@@ -498,6 +528,7 @@ fn worker(
                 break;
             }
             let job = pending.pop_front().expect("front exists");
+            let admitted = Instant::now();
             let IdleSeq { seq, cached } = idle.swap_remove(pick);
             // Keep the shared prefix, drop the rest of the old request. The
             // last prompt token is always decoded again: its logits start
@@ -506,12 +537,44 @@ fn worker(
             let trimmed = ctx
                 .clear_kv_cache_seq(Some(seq as u32), Some(reused as u32), None)
                 .unwrap_or(false);
-            let reused = if trimmed {
+            let mut reused = if trimmed {
                 reused
             } else {
                 let _ = ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
                 0
             };
+            // A fixed prefix (the system turn) longer than what the sequence
+            // holds: restore it from disk, or save it once it is decoded.
+            let mut disk = 0;
+            let mut save_prefix = None;
+            if let Some(states) = &mut prefix_states
+                && let Some(prefix_len) =
+                    fixed_prefix(&model, &template, &job.request.turns, &prompt)
+                && reused < prefix_len
+            {
+                let prefix = &prompt[..prefix_len];
+                let ids: Vec<i32> = prefix.iter().map(|t| t.0).collect();
+                let name = prefix_state::file_name(&states.identity, &ids);
+                let file = states.dir.join(&name);
+                match restore_prefix(&mut ctx, seq, &file, prefix) {
+                    Restore::Done => {
+                        reused = prefix_len;
+                        disk = prefix_len;
+                    }
+                    Restore::Absent => {}
+                    Restore::Failed { clobbered } => {
+                        // A bad file is replaced by the state decoded now.
+                        let _ = std::fs::remove_file(&file);
+                        if clobbered {
+                            let _ = ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+                            reused = 0;
+                        }
+                    }
+                }
+                if disk == 0 && states.log.first_attempt(&name) {
+                    save_prefix = Some((prefix_len, file));
+                }
+            }
             reserved_cells += reserved;
             let temperature = job
                 .request
@@ -520,11 +583,13 @@ fn worker(
             slots.push(Slot {
                 seq,
                 sampler: sampler(&model, &options, temperature),
-                admitted: Instant::now(),
+                admitted,
                 first_token: None,
                 prompt,
                 fed: reused,
                 reused,
+                disk,
+                save_prefix,
                 fed_output: Vec::new(),
                 streamed: StreamCursor::default(),
                 next: None,
@@ -563,7 +628,13 @@ fn worker(
             if room == 0 {
                 break;
             }
-            let end = (slot.fed + room).min(slot.prompt.len());
+            // A prefix to save ends its chunk: after this step the sequence
+            // holds exactly the prefix.
+            let limit = match &slot.save_prefix {
+                Some((n, _)) if slot.fed < *n => *n,
+                _ => slot.prompt.len(),
+            };
+            let end = (slot.fed + room).min(limit);
             for i in slot.fed..end {
                 let last = i + 1 == slot.prompt.len();
                 if last {
@@ -590,6 +661,14 @@ fn worker(
             }
             reserved_cells = 0;
             continue;
+        }
+
+        if let Some(states) = &mut prefix_states {
+            for slot in &mut slots {
+                if let Some((n, file)) = slot.save_prefix.take_if(|(n, _)| *n == slot.fed) {
+                    save_prefix(&ctx, slot.seq, &slot.prompt[..n], &file, states);
+                }
+            }
         }
 
         let vocab = model.vocab();
@@ -649,6 +728,7 @@ fn worker(
                 text: String::from_utf8_lossy(&slot.output).into_owned(),
                 prompt_tokens,
                 cached_prompt_tokens: slot.reused as u32,
+                disk_prompt_tokens: slot.disk as u32,
                 output_tokens: slot.output_tokens,
                 finish,
                 queued: slot.admitted.duration_since(slot.job.submitted),
@@ -657,6 +737,104 @@ fn worker(
             };
             let _ = slot.job.reply.send(Ok(generation));
         }
+    }
+}
+
+/// The prefix states on disk of the worker's model.
+struct PrefixStates {
+    dir: PathBuf,
+    /// [`prefix_state::model_identity`] of the model file.
+    identity: Vec<u8>,
+    log: SaveLog,
+}
+
+/// The length of the prompt's fixed prefix worth keeping on disk: the
+/// tokens the prompt shares with its first turn alone when that is the
+/// system turn (the RLM loop's system prompt does not contain the
+/// question). `None` when there is no system turn, the shared part is
+/// shorter than [`prefix_state::MIN_PREFIX_TOKENS`], or it is the whole
+/// prompt (the last prompt token is always decoded: its logits start the
+/// answer).
+fn fixed_prefix(
+    model: &LlamaModel,
+    template: &LlamaChatTemplate,
+    turns: &[Turn],
+    prompt: &[LlamaToken],
+) -> Option<usize> {
+    let first = turns.first().filter(|t| t.role == "system")?;
+    let message =
+        LlamaChatMessage::new(first.role.clone(), first.content.replace('\0', "")).ok()?;
+    let text = model
+        .apply_chat_template(template, &[message], false)
+        .ok()?;
+    let tokens = model.vocab().tokenize(text.as_bytes(), true, true);
+    let n = common_prefix(&tokens, prompt);
+    (n >= prefix_state::MIN_PREFIX_TOKENS && n < prompt.len()).then_some(n)
+}
+
+enum Restore {
+    /// The sequence holds the prefix.
+    Done,
+    /// No state file.
+    Absent,
+    /// A file that is damaged, incompatible or of other tokens; `clobbered`
+    /// if llama.cpp got to change the sequence before giving up.
+    Failed { clobbered: bool },
+}
+
+/// Loads the state file of `prefix` into sequence `seq`, after checking
+/// its trailer, and checks that the sequence then holds exactly `prefix`.
+fn restore_prefix(
+    ctx: &mut LlamaContext<'_>,
+    seq: i32,
+    file: &Path,
+    prefix: &[LlamaToken],
+) -> Restore {
+    match prefix_state::check(file) {
+        Ok(None) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Restore::Absent,
+        Ok(Some(_)) | Err(_) => return Restore::Failed { clobbered: false },
+    }
+    let loaded = ctx.state_seq_load_file(file, seq, prefix.len());
+    let whole = matches!(&loaded, Ok((tokens, _)) if tokens.as_slice() == prefix)
+        && ctx.kv_cache_seq_pos_min(seq) == 0
+        && ctx.kv_cache_seq_pos_max(seq) == prefix.len() as i32 - 1;
+    if whole {
+        prefix_state::touch(file);
+        Restore::Done
+    } else {
+        Restore::Failed { clobbered: true }
+    }
+}
+
+/// Writes the state of sequence `seq`, which holds exactly `prefix`, to
+/// `file` (through a temporary file, renamed into place). Failures are said
+/// once on stderr and otherwise ignored: the cache only saves time.
+fn save_prefix(
+    ctx: &LlamaContext<'_>,
+    seq: i32,
+    prefix: &[LlamaToken],
+    file: &Path,
+    states: &mut PrefixStates,
+) {
+    if file.exists() {
+        return; // another process was quicker
+    }
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = prefix_state::temp_path(&states.dir, &name);
+    let saved = std::fs::create_dir_all(&states.dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            ctx.state_seq_save_file(&temp, seq, prefix)
+                .map_err(|e| format!("llama.cpp: {e}"))
+        })
+        .and_then(|_| prefix_state::commit(&temp, file).map_err(|e| e.to_string()));
+    if let Err(detail) = saved {
+        let _ = std::fs::remove_file(&temp);
+        states.log.warn(&states.dir, &detail);
     }
 }
 
@@ -755,5 +933,29 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().contains("RLM_LOCAL_CONTEXT"), "{err}");
+    }
+
+    #[test]
+    fn the_prefix_cache_is_a_directory_or_off_default_in_the_models_dir() {
+        let cache = |value: Option<&'static str>| {
+            LocalModelOptions::from_env_with(move |n| match n {
+                "RLM_LOCAL_PREFIX_CACHE" => value.map(String::from),
+                "RLM_MODELS_DIR" => Some("/models".into()),
+                _ => None,
+            })
+            .unwrap()
+            .prefix_cache
+        };
+        assert_eq!(cache(None), Some(PathBuf::from("/models/prefix-state")));
+        assert_eq!(cache(Some("")), Some(PathBuf::from("/models/prefix-state")));
+        assert_eq!(
+            cache(Some("  ")),
+            Some(PathBuf::from("/models/prefix-state"))
+        );
+        assert_eq!(cache(Some("off")), None);
+        assert_eq!(cache(Some("Off")), None);
+        assert_eq!(cache(Some("/var/rlm")), Some(PathBuf::from("/var/rlm")));
+        assert_eq!(cache(Some("./off")), Some(PathBuf::from("./off")));
+        assert_eq!(LocalModelOptions::default().prefix_cache, None);
     }
 }

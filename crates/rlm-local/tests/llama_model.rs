@@ -1,13 +1,30 @@
 //! The real model in-process (feature `llama`): runs only when the model
 //! file is present (`rlm model pull` or RLM_LOCAL_MODEL); skipped otherwise.
-//! Prints load time and prompt/generation speed (single and 4 in parallel).
+//! Prints load time and prompt/generation speed (single and 4 in parallel),
+//! and checks the prefix state kept on disk between "processes" (separate
+//! model loads). The tests take turns: they share two cores.
 
 #![cfg(feature = "llama")]
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rlm_local::{GenerateRequest, LocalModel, LocalModelOptions, TextSink, Turn};
+use rlm_local::{GenerateRequest, Generation, LocalModel, LocalModelOptions, TextSink, Turn};
+use sha2::{Digest, Sha256};
+
+/// One model test at a time (each loads the model and uses every core).
+static MODEL_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn model_path() -> Option<PathBuf> {
+    match rlm_local::configured_model_path() {
+        Ok(p) if p.is_file() => Some(p),
+        _ => {
+            eprintln!("skipped: no local model file (run `rlm model pull` or set RLM_LOCAL_MODEL)");
+            None
+        }
+    }
+}
 
 fn request(question: &str) -> GenerateRequest {
     GenerateRequest {
@@ -30,13 +47,8 @@ fn request(question: &str) -> GenerateRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_model_answers_alone_and_in_parallel() {
-    let path = match rlm_local::configured_model_path() {
-        Ok(p) if p.is_file() => p,
-        _ => {
-            eprintln!("skipped: no local model file (run `rlm model pull` or set RLM_LOCAL_MODEL)");
-            return;
-        }
-    };
+    let Some(path) = model_path() else { return };
+    let _turn = MODEL_TESTS.lock().await;
     let model = LocalModel::load(&path, LocalModelOptions::default()).unwrap();
     eprintln!(
         "load: {:?} (context {} tokens)",
@@ -159,4 +171,150 @@ async fn futures_join(
         vec![a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()],
         streamed,
     )
+}
+
+/// A system turn of `rules` numbered rules (about 20 tokens each).
+fn long_system(rules: u32) -> String {
+    let mut text = String::from("You answer questions about a numbered list of items.\n");
+    for i in 1..=rules {
+        text.push_str(&format!(
+            "Rule {i}: when asked about item {i}, reply with the number {} and nothing else.\n",
+            i * 7 + 3
+        ));
+    }
+    text
+}
+
+fn with_system(system: &str, question: &str) -> GenerateRequest {
+    let mut r = request(question);
+    r.turns[0].content = system.to_string();
+    r.max_tokens = Some(24);
+    r
+}
+
+fn options(prefix_cache: Option<&Path>) -> LocalModelOptions {
+    LocalModelOptions {
+        context_tokens: 4096,
+        parallel: 2,
+        prefix_cache: prefix_cache.map(Path::to_path_buf),
+        ..LocalModelOptions::default()
+    }
+}
+
+/// One request on a freshly loaded model: what a new `rlm ask` process does.
+async fn in_new_process(path: &Path, options: LocalModelOptions, r: GenerateRequest) -> Generation {
+    let model = LocalModel::load(path, options).unwrap();
+    let g = model.generate(r).await.unwrap();
+    eprintln!(
+        "  prompt {} tok ({} from disk, {} cached) in {:?}: {:?}",
+        g.prompt_tokens, g.disk_prompt_tokens, g.cached_prompt_tokens, g.prompt_time, g.text
+    );
+    g
+}
+
+fn state_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "state"));
+    files.sort();
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_turn_is_restored_from_disk_in_the_next_process() {
+    let Some(path) = model_path() else { return };
+    let _turn = MODEL_TESTS.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("prefix-state");
+    let system = long_system(24);
+
+    eprintln!("first process (cold, saves the system turn):");
+    let first = in_new_process(
+        &path,
+        options(Some(&cache)),
+        with_system(&system, "What is the answer for item 3?"),
+    )
+    .await;
+    assert_eq!(
+        (first.disk_prompt_tokens, first.cached_prompt_tokens),
+        (0, 0)
+    );
+    let files = state_files(&cache);
+    assert_eq!(files.len(), 1, "one state file: {files:?}");
+    let size = std::fs::metadata(&files[0]).unwrap().len();
+    eprintln!("  state file: {size} bytes");
+
+    eprintln!("second process (another question, same system turn):");
+    let question = with_system(&system, "What is the answer for item 12?");
+    let warm = in_new_process(&path, options(Some(&cache)), question.clone()).await;
+    assert!(
+        warm.disk_prompt_tokens >= 400 && warm.disk_prompt_tokens < warm.prompt_tokens,
+        "the system turn comes from disk: {} of {}",
+        warm.disk_prompt_tokens,
+        warm.prompt_tokens
+    );
+    assert_eq!(warm.cached_prompt_tokens, warm.disk_prompt_tokens);
+    assert!(
+        warm.prompt_tokens - warm.disk_prompt_tokens < 40,
+        "only the question is decoded"
+    );
+    assert_eq!(state_files(&cache), files, "nothing else is written");
+
+    eprintln!("the same prompt with the cache off:");
+    let cold = in_new_process(&path, options(None), question).await;
+    assert_eq!((cold.disk_prompt_tokens, cold.cached_prompt_tokens), (0, 0));
+    assert_eq!(cold.prompt_tokens, warm.prompt_tokens);
+    assert_eq!(
+        warm.text, cold.text,
+        "greedy decoding after a restored prefix equals decoding it cold"
+    );
+    assert!(warm.prompt_time < cold.prompt_time);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_or_unwritable_prefix_state_only_costs_time() {
+    let Some(path) = model_path() else { return };
+    let _turn = MODEL_TESTS.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("states");
+    let request = with_system(&long_system(10), "What is the answer for item 2?");
+
+    eprintln!("saving:");
+    let saved = in_new_process(&path, options(Some(&cache)), request.clone()).await;
+    let [file] = state_files(&cache).try_into().unwrap();
+    let good = std::fs::read(&file).unwrap();
+
+    eprintln!("truncated file:");
+    std::fs::write(&file, &good[..good.len() / 2]).unwrap();
+    let g = in_new_process(&path, options(Some(&cache)), request.clone()).await;
+    assert_eq!(g.disk_prompt_tokens, 0);
+    assert_eq!(g.text, saved.text);
+    assert_eq!(std::fs::read(&file).unwrap().len(), good.len(), "replaced");
+
+    // A trailer that checks out over bytes that are not a llama.cpp state:
+    // llama.cpp refuses it, the request goes on.
+    eprintln!("well-sealed garbage:");
+    let mut garbage = vec![0x5a_u8; 4096];
+    let digest: [u8; 32] = Sha256::digest(&garbage).into();
+    garbage.extend_from_slice(&digest);
+    garbage.extend_from_slice(b"RLMPFX01");
+    std::fs::write(&file, &garbage).unwrap();
+    let g = in_new_process(&path, options(Some(&cache)), request.clone()).await;
+    assert_eq!(g.disk_prompt_tokens, 0);
+    assert_eq!(g.text, saved.text);
+    assert_eq!(std::fs::read(&file).unwrap().len(), good.len(), "replaced");
+
+    eprintln!("restored:");
+    let g = in_new_process(&path, options(Some(&cache)), request.clone()).await;
+    assert!(g.disk_prompt_tokens > 0);
+    assert_eq!(g.text, saved.text);
+
+    // A directory that cannot be created: said once on stderr, answered.
+    eprintln!("unwritable directory:");
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, b"").unwrap();
+    let g = in_new_process(&path, options(Some(&blocker.join("sub"))), request).await;
+    assert_eq!(g.disk_prompt_tokens, 0);
+    assert_eq!(g.text, saved.text);
 }
