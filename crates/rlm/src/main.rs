@@ -47,6 +47,9 @@ enum Command {
     Trace(commands::trace::TraceArgs),
     /// Serve the HTTP API (steps streamed over SSE, sessions, OpenAPI) and the web UI.
     Serve(Box<commands::serve::ServeArgs>),
+    /// Serve the store to coding agents over the Model Context Protocol (stdio):
+    /// tools ask, search, show, list_documents (index with --allow-index), documents as resources.
+    Mcp(Box<commands::mcp::McpArgs>),
     /// Reproducible benchmarks (`rlm bench index`).
     Bench(commands::bench::BenchArgs),
     /// The embedded local model: `rlm model pull`, `rlm model list`.
@@ -64,6 +67,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ask(args) => commands::ask::ask(*args),
         Command::Trace(args) => commands::trace::run(args),
         Command::Serve(args) => commands::serve::serve(*args),
+        Command::Mcp(args) => commands::mcp::mcp(*args),
         Command::Bench(args) => commands::bench::bench(args),
         Command::Model(args) => commands::model::run(args),
     }

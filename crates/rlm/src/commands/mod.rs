@@ -5,6 +5,7 @@ pub mod bench;
 pub mod corpus;
 pub mod display;
 pub mod llm;
+pub mod mcp;
 pub mod model;
 pub mod repl;
 pub mod serve;

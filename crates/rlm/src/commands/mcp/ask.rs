@@ -1,0 +1,469 @@
+//! The `ask` tool: one question through the engine, exactly as `rlm ask`
+//! runs it (the same settings check, request, trace and cancel token), with
+//! the trace's steps sent as `notifications/progress` and
+//! `notifications/cancelled` cancelling the run.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use rlm_engine::citations::CitationOrigin;
+use rlm_engine::grounding::Support;
+use rlm_engine::{
+    Answer, AskRequest, CancelToken, QuestionSettings, SessionStore, Surface, Trace, TraceEvent,
+    TraceRecord, Turn,
+};
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolResult, ContentBlock, ErrorCode, ProgressNotificationParam, ProgressToken,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use serde::Serialize;
+use serde_json::json;
+
+use super::args::{BadArgs, ToolArgs};
+use super::state::McpState;
+
+/// What `ask` was asked, checked.
+struct Question {
+    text: String,
+    settings: QuestionSettings,
+    session: Option<String>,
+}
+
+fn read_question(state: &McpState, args: &ToolArgs) -> Result<Question, BadArgs> {
+    let text = args.required_string("question", r#"{"question": "What is the notice period?"}"#)?;
+    let chars = text.chars().count();
+    if chars > state.max_question_chars {
+        return Err(BadArgs(format!(
+            "`question` has {chars} characters; the limit is {} (`rlm mcp --max-question-chars`)",
+            state.max_question_chars
+        )));
+    }
+    let session = args.string("session")?;
+    if let Some(name) = &session {
+        rlm_engine::session::validate_session_name(name).map_err(BadArgs)?;
+    }
+    let settings = QuestionSettings {
+        surface: Surface::Api,
+        flow: args.string("flow")?,
+        use_rlm: None,
+        inspector: args.string("inspector")?,
+        citations: args.string("citations")?,
+        verify: args.string("verify")?,
+        context_shape: None,
+        coverage: args.bool("coverage")?.map(|c| c.to_string()),
+        max_llm_calls: args.number_text("max_llm_calls")?,
+        max_iterations: args.number_text("max_iterations")?,
+        max_depth: args.number_text("max_depth")?,
+        max_cost_usd: args.number_text("max_cost_usd")?,
+        max_wall_secs: args.number_text("max_wall_secs")?,
+    };
+    Ok(Question {
+        text,
+        settings,
+        session,
+    })
+}
+
+/// The error a cancelled request ends with; the SDK drops it (the spec
+/// says a cancelled request gets no response), so no client sees it.
+fn cancelled() -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INVALID_REQUEST,
+        "the request was cancelled",
+        None,
+    )
+}
+
+/// Runs `ask`. Bad arguments and questions that cannot be attempted are
+/// tool errors (`isError`, a message saying what to do).
+pub(super) async fn run(
+    state: Arc<McpState>,
+    args: ToolArgs,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, ErrorData> {
+    let question = match read_question(&state, &args) {
+        Ok(q) => q,
+        Err(BadArgs(e)) => return Ok(tool_error(format!("invalid arguments: {e}"))),
+    };
+    let resolved = match question.settings.resolve(state.engine.config()) {
+        Ok(r) => r,
+        Err(e) => return Ok(tool_error(format!("invalid arguments: {e}"))),
+    };
+    let view = match state.view() {
+        Ok(v) => v,
+        Err(e) => return Ok(tool_error(e)),
+    };
+    let session = match &question.session {
+        Some(name) => match SessionStore::open(&state.store_dir).and_then(|s| s.load(name)) {
+            Ok(s) => Some(s),
+            Err(e) => return Ok(tool_error(format!("the session cannot be read: {e}"))),
+        },
+        None => None,
+    };
+    // A slot among `--max-runs`; a cancelled wait ends here.
+    let _slot = tokio::select! {
+        slot = state.runs.clone().acquire_owned() => match slot {
+            Ok(s) => s,
+            Err(_) => return Err(ErrorData::internal_error("the server is shutting down", None)),
+        },
+        _ = context.ct.cancelled() => return Err(cancelled()),
+    };
+    let trace = Arc::new(Trace::new());
+    let cancel = CancelToken::new();
+    let progress = context.meta.get_progress_token().map(|token| {
+        tokio::spawn(send_progress(
+            trace.subscribe(),
+            context.peer.clone(),
+            token,
+        ))
+    });
+    let mut req = AskRequest::new(question.text.clone());
+    req.flow = resolved.flow;
+    req.pipeline = resolved.pipeline;
+    req.pipeline.embedder = view.embedder.clone();
+    req.briefing = state.briefing.clone();
+    req.session = session;
+    req.trace = trace.clone();
+    req.cancel = cancel.clone();
+    let engine = state.engine.with_config(resolved.config);
+    let run = engine.ask(view.corpus.clone(), req);
+    tokio::pin!(run);
+    let answer = loop {
+        tokio::select! {
+            answer = &mut run => break answer,
+            _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+        }
+    };
+    if let Some(p) = progress {
+        // The progress task ends with the run's last event; it never holds
+        // the answer back for long.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), p).await;
+    }
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) if context.ct.is_cancelled() => {
+            let _ = e;
+            return Err(cancelled());
+        }
+        Err(e) => return Ok(tool_error(format!("no answer: {e}"))),
+    };
+    let mut not_saved = None;
+    if let Some(name) = &question.session {
+        let turn = Turn {
+            question: question.text.clone(),
+            answer: answer.answer.clone(),
+            partial: answer.partial,
+            citations: answer.citations.clone(),
+        };
+        let saved = SessionStore::open(&state.store_dir)
+            .and_then(|mut s| s.append(name, &turn, &answer.findings));
+        not_saved = saved.err();
+    }
+    if context.ct.is_cancelled() {
+        return Err(cancelled());
+    }
+    let mut found = sources(&answer);
+    let store = view.store.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        fill_lines(&store, &mut found);
+        found
+    })
+    .await
+    .unwrap_or_else(|_| sources(&answer));
+    Ok(answer_result(&answer, found, not_saved))
+}
+
+/// A tool result with `isError` and one message.
+pub(super) fn tool_error(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+/// One source of an answer: a verified quote of a chunk.
+#[derive(Debug, Serialize, PartialEq)]
+struct Source {
+    chunk_id: Option<String>,
+    doc_id: Option<String>,
+    path: Option<String>,
+    line: Option<u32>,
+    quote: Option<String>,
+    /// `model` (the model's citation) or `engine` (attached by the engine).
+    origin: &'static str,
+}
+
+/// The sources of the answer's supported claims (the ones `rlm ask`
+/// numbers under its answer), without repeats; with no claims report
+/// (verification off), its verified citations.
+fn sources(answer: &Answer) -> Vec<Source> {
+    let claimed: Vec<&rlm_engine::Citation> = answer
+        .claims
+        .iter()
+        .filter(|c| c.support == Support::Supported)
+        .flat_map(|c| c.citations.iter())
+        .collect();
+    let cited: Vec<&rlm_engine::Citation> = if answer.claims.is_empty() {
+        answer.citations.iter().collect()
+    } else {
+        claimed
+    };
+    let mut out: Vec<Source> = Vec::new();
+    for c in cited.into_iter().filter(|c| c.status.is_valid()) {
+        let s = Source {
+            chunk_id: c.chunk_id.clone(),
+            doc_id: c.doc_id.clone(),
+            path: c.path.clone(),
+            line: c.line,
+            quote: c.quote.clone(),
+            origin: match c.origin {
+                CitationOrigin::Engine => "engine",
+                CitationOrigin::Model => "model",
+            },
+        };
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The line each quote starts on, where the engine did not say (a model's
+/// own citation resolves to its chunk, not to the quote's line).
+fn fill_lines(store: &rlm_corpus::Store, sources: &mut [Source]) {
+    for s in sources.iter_mut().filter(|s| s.line.is_none()) {
+        let (Some(id), Some(quote)) = (&s.chunk_id, &s.quote) else {
+            continue;
+        };
+        let Ok(Some(chunk)) = store.chunk(id) else {
+            continue;
+        };
+        if let Some(at) = chunk
+            .text
+            .find(quote.as_str())
+            .filter(|_| !quote.is_empty())
+        {
+            let before = chunk.text[..at].matches('\n').count() as u32;
+            s.line = Some(chunk.line_start + before);
+        }
+    }
+}
+
+/// The answer as a tool result: the Markdown an agent reads, and the same
+/// as structured content.
+fn answer_result(
+    answer: &Answer,
+    sources: Vec<Source>,
+    not_saved: Option<String>,
+) -> CallToolResult {
+    let unsupported: Vec<&str> = answer
+        .claims
+        .iter()
+        .filter(|c| c.support == Support::Unsupported)
+        .map(|c| c.text.as_str())
+        .collect();
+    let mut md = answer.answer.trim_end().to_string();
+    if !sources.is_empty() {
+        md.push_str("\n\n**Sources**\n");
+        for (i, s) in sources.iter().enumerate() {
+            let place = match (s.line, &s.chunk_id) {
+                (Some(line), _) => format!("line {line}"),
+                (None, Some(id)) => format!("chunk {id}"),
+                (None, None) => "?".into(),
+            };
+            let _ = write!(
+                md,
+                "\n{}. `{}`, {place} (chunk `{}`): \"{}\"{}",
+                i + 1,
+                s.path.as_deref().unwrap_or("?"),
+                s.chunk_id.as_deref().unwrap_or("?"),
+                s.quote.as_deref().unwrap_or_default().replace('\n', " "),
+                if s.origin == "engine" {
+                    " (attached by the engine)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    if !unsupported.is_empty() {
+        md.push_str("\n\n**Not supported by any passage found**\n");
+        for c in &unsupported {
+            let _ = write!(md, "\n- {}", c.replace('\n', " "));
+        }
+    }
+    if let Some(g) = &answer.grounded {
+        let _ = write!(
+            md,
+            "\n\nGrounded: {} of {} claims supported ({} by a citation the engine attached).",
+            g.supported, g.claims, g.engine_attached
+        );
+    }
+    if answer.partial {
+        let _ = write!(
+            md,
+            "\n\n**Partial answer**: {}.",
+            answer
+                .partial_reason
+                .as_deref()
+                .unwrap_or("the run did not finish")
+        );
+    }
+    if let Some(e) = &not_saved {
+        let _ = write!(md, "\n\nThe session turn was not saved: {e}.");
+    }
+    let structured = json!({
+        "answer": answer.answer,
+        "partial": answer.partial,
+        "partial_reason": answer.partial_reason,
+        "sources": sources,
+        "unsupported_claims": unsupported,
+        "grounded": answer.grounded,
+        "usage": answer.usage,
+        "run_id": answer.trace.id,
+        "session_not_saved": not_saved,
+    });
+    let mut result = CallToolResult::success(vec![ContentBlock::text(md)]);
+    result.structured_content = Some(structured);
+    result
+}
+
+/// Sends one `notifications/progress` per step of the run (the root's
+/// turns, cells, flow steps, the final answer) until it finishes.
+async fn send_progress(
+    mut rx: tokio::sync::broadcast::Receiver<TraceRecord>,
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+) {
+    let mut sent = 0u32;
+    let mut sub_calls = 0u32;
+    loop {
+        let rec = match rx.recv().await {
+            Ok(r) => r,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => break,
+        };
+        let finished = matches!(rec.event, TraceEvent::RunFinished { .. });
+        if let TraceEvent::SubcallEnd { .. } = rec.event {
+            sub_calls += 1;
+        }
+        if let Some(message) = step_message(&rec.event, sub_calls) {
+            sent += 1;
+            let note = ProgressNotificationParam::new(token.clone(), f64::from(sent))
+                .with_message(format!("[{:.1}s] {message}", rec.t_ms as f64 / 1000.0));
+            if peer.notify_progress(note).await.is_err() {
+                break;
+            }
+        }
+        if finished {
+            break;
+        }
+    }
+}
+
+/// The line a step of the run is reported with, `None` for the events
+/// that are not steps (sub-agents' own turns, streamed text, ...).
+fn step_message(event: &TraceEvent, sub_calls: u32) -> Option<String> {
+    let root = |agent: &str| !agent.contains('.');
+    Some(match event {
+        TraceEvent::RunStarted {
+            documents,
+            context_chars,
+            flow,
+            root_model,
+            ..
+        } => format!(
+            "started: {documents} documents, {context_chars} characters; flow {flow}, model {root_model}"
+        ),
+        TraceEvent::LlmResponse {
+            agent,
+            input_tokens,
+            output_tokens,
+            ..
+        } if root(agent) => format!(
+            "model replied: {input_tokens} tokens in, {output_tokens} out ({sub_calls} sub-calls so far)"
+        ),
+        TraceEvent::CellOutput {
+            agent,
+            error,
+            elapsed_ms,
+            ..
+        } if root(agent) => match error {
+            Some(e) => format!("cell ran in {elapsed_ms} ms: error: {}", first_line(e)),
+            None => format!("cell ran in {elapsed_ms} ms"),
+        },
+        TraceEvent::FlowStep { step, message, .. } => {
+            format!("{step}: {}", first_line(message))
+        }
+        TraceEvent::Final {
+            agent, deferred, ..
+        } if agent == "0" => {
+            if *deferred {
+                "FINAL deferred until the sub-calls' results are seen".to_string()
+            } else {
+                "final answer committed; checking citations".to_string()
+            }
+        }
+        TraceEvent::BudgetExhausted { reason, .. } => format!("stopped: {reason}"),
+        TraceEvent::Fallback { kind, reason, .. } => {
+            format!("fallback ({kind}): {}", first_line(reason))
+        }
+        TraceEvent::LlmError { message, .. } => format!("model error: {}", first_line(message)),
+        TraceEvent::RunFinished { partial, usage, .. } => format!(
+            "finished{}: {} model calls, {} tokens",
+            if *partial { " (partial)" } else { "" },
+            usage.calls,
+            usage.input_tokens + usage.output_tokens
+        ),
+        _ => return None,
+    })
+}
+
+fn first_line(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("");
+    match line.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The structured content's `sources`.
+    fn sources_json(answer: &Answer) -> serde_json::Value {
+        serde_json::to_value(sources(answer)).unwrap()
+    }
+
+    #[test]
+    fn step_messages_name_root_steps_and_skip_sub_agents() {
+        let reply = |agent: &str| TraceEvent::LlmResponse {
+            agent: agent.into(),
+            depth: 0,
+            model: "m".into(),
+            text: "t".into(),
+            input_tokens: 10,
+            output_tokens: 2,
+            cached_input_tokens: 0,
+            cost_usd: None,
+            latency_ms: 1,
+        };
+        assert_eq!(
+            step_message(&reply("0"), 3).unwrap(),
+            "model replied: 10 tokens in, 2 out (3 sub-calls so far)"
+        );
+        assert!(step_message(&reply("0.1"), 0).is_none());
+    }
+
+    #[test]
+    fn an_answer_without_claims_lists_its_verified_citations() {
+        let answer: Answer = serde_json::from_value(json!({
+            "answer": "x", "partial": false, "partial_reason": null,
+            "citations": [], "verification": null,
+            "usage": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0,
+                      "cost_usd": null, "estimated": false, "wall_ms": 0, "by_depth": []},
+            "trace": {"id": "r", "events": 0}, "findings": []
+        }))
+        .unwrap();
+        assert_eq!(sources_json(&answer), json!([]));
+    }
+}
