@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The MCP client test: the official MCP Python SDK (PyPI `mcp`, pinned in
+# requirements.txt) drives the real `rlm mcp` over stdio (test_stdio.py).
+#
+# 1. builds rlm (debug, the same features and llama.cpp flags as scripts/test,
+#    so after it this is a no-op), unless RLM_BIN names a binary;
+# 2. makes a venv under target/mcp-client-venv with the pinned packages
+#    (re-made when requirements.txt changes);
+# 3. runs pytest: its fixtures start scripted_model.py (an OpenAI-compatible
+#    stub on 127.0.0.1:0), index a three-file corpus in a temporary folder
+#    and start `rlm mcp` through the SDK's stdio client.
+#
+# Usage: crates/rlm/tests/mcp_client/run.sh [pytest arguments]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../../../.." && pwd)"
+cd "$repo"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+if [ -z "${RLM_BIN:-}" ]; then
+  # shellcheck source=/dev/null
+  source scripts/build-env.sh
+  cargo build --locked -p rlm
+  RLM_BIN="$target/debug/rlm"
+fi
+venv="$target/mcp-client-venv"
+stamp="$venv/.requirements"
+if ! cmp -s "$here/requirements.txt" "$stamp" 2>/dev/null; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+  cp "$here/requirements.txt" "$stamp"
+fi
+RLM_BIN="$RLM_BIN" exec "$venv/bin/python" -m pytest -p no:cacheprovider -q "$here/test_stdio.py" "$@"
