@@ -1,5 +1,6 @@
 //! The full-text index over chunks (tantivy, BM25, English analyzer).
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -147,7 +148,7 @@ impl FullText {
         let searcher = self.reader.searcher();
         let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
         // Lenient: a user's stray quote or colon must not turn into a syntax error.
-        let (query, _errors) = parser.parse_query_lenient(query);
+        let (query, _errors) = parser.parse_query_lenient(&bounded_nesting(query));
         // The collector allocates for `k` hits up front: never ask for more
         // than there are chunks (a huge `k` would abort on the allocation).
         let limit = k.clamp(
@@ -260,4 +261,28 @@ impl FtsWriter {
             .map_err(CorpusError::index)?;
         Ok(())
     }
+}
+
+/// Parentheses and `NOT`s a query may hold as syntax. tantivy's query
+/// parser recurses once per nested group or chained `NOT`: a few thousand
+/// overflow the thread's stack, which aborts the whole process (a question
+/// of 20,000 `(` killed `rlm serve`; found by its body fuzz).
+const MAX_QUERY_NESTING: usize = 32;
+
+/// The query, or, when it holds more than [`MAX_QUERY_NESTING`] parentheses
+/// and `NOT`s, its words without them (they still match).
+fn bounded_nesting(query: &str) -> Cow<'_, str> {
+    let nesting =
+        query.matches('(').count() + query.split_whitespace().filter(|w| *w == "NOT").count();
+    if nesting <= MAX_QUERY_NESTING {
+        return Cow::Borrowed(query);
+    }
+    let words = query.replace(['(', ')'], " ");
+    Cow::Owned(
+        words
+            .split_whitespace()
+            .filter(|w| *w != "NOT")
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }

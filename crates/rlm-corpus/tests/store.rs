@@ -352,3 +352,30 @@ fn a_huge_k_returns_every_hit_instead_of_aborting() {
     let store = Store::open(&store_dir).unwrap();
     assert_eq!(store.search("termination", usize::MAX).unwrap().len(), 1);
 }
+
+#[test]
+fn a_query_nested_thousands_deep_is_searched_not_a_stack_overflow() {
+    let (_tmp, docs, store_dir) = corpus();
+    index(&store_dir, std::slice::from_ref(&docs)).unwrap();
+    let store = Store::open(&store_dir).unwrap();
+    // Each of these overflowed a 2 MiB stack in tantivy's query parser (the
+    // process aborted) from about 1,000 levels.
+    let deep = [
+        format!("{}termination", "(".repeat(20_000)),
+        format!("{}termination{}", "(".repeat(5_000), ")".repeat(5_000)),
+        format!("{}termination", "-(".repeat(5_000)),
+        format!("{}termination", "NOT ".repeat(5_000)),
+    ];
+    let found = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            deep.iter()
+                .map(|q| store.search(q, 5).unwrap().len())
+                .collect::<Vec<_>>()
+        })
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    // The words still match.
+    assert_eq!(found, [1, 1, 1, 1]);
+}
