@@ -42,6 +42,7 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/api/chunks/{id}", get(get_chunk))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_request(
             move |req: axum::extract::Request| async move {
@@ -59,6 +60,15 @@ async fn index() -> Html<&'static str> {
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint; GET /api/openapi.json lists them")
+}
+
+/// A path that exists, asked with another method (its `Allow` header lists
+/// the methods it takes).
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this endpoint does not take that method (its Allow header lists those it takes); GET /api/openapi.json lists the endpoints",
+    )
 }
 
 async fn openapi() -> Json<Value> {
@@ -115,18 +125,27 @@ fn ask_body(body: Result<Json<AskBody>, JsonRejection>) -> ApiResult<AskBody> {
         Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "send the question as JSON with Content-Type: application/json",
-        )),
+        )
+        .closing()),
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "the request body is larger than the server accepts (1 MiB by default)",
-        )),
+        )
+        .closing()),
         Err(e) if e.body_text().contains(crate::conn::BODY_TIMED_OUT) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             format!(
                 "{}; send the whole body at once",
                 crate::conn::BODY_TIMED_OUT
             ),
-        )),
+        )
+        .closing()),
+        // The body could not be read: broken chunked framing, a client gone.
+        Err(JsonRejection::BytesRejection(e)) => Err(ApiError::bad_request(format!(
+            "the request body could not be read: {}",
+            e.body_text()
+        ))
+        .closing()),
         Err(e) => {
             let text = e.body_text();
             // axum's prefixes say nothing serde's message does not.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use http_body::{Frame, SizeHint};
+use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -205,21 +205,59 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<T> {
 }
 
 /// The request with a body that fails ([`BODY_TIMED_OUT`]) unless it has
-/// all arrived within `limit` of now.
+/// all arrived within `limit` of now, and that is drained if left unread.
 pub(crate) fn with_body_deadline(req: Request, limit: Duration) -> Request {
     req.map(|body| {
         Body::new(DeadlineBody {
             inner: body,
             deadline: Box::pin(tokio::time::sleep(limit)),
             limit,
+            ended: false,
         })
     })
 }
+
+/// At most this much of a body left unread by its handler (refused as too
+/// large or not JSON) is still read, and dropped.
+const DRAIN_BYTES: usize = 64 << 20;
 
 struct DeadlineBody {
     inner: Body,
     deadline: Pin<Box<Sleep>>,
     limit: Duration,
+    /// The last frame was read.
+    ended: bool,
+}
+
+/// A body dropped before its end is read to its end (at most
+/// [`DRAIN_BYTES`], until its deadline) and dropped. Otherwise the
+/// connection would close under a client still sending it, which then
+/// gets a reset connection instead of the answer (413, 415) written
+/// before it finished.
+impl Drop for DeadlineBody {
+    fn drop(&mut self) {
+        if self.ended || self.inner.is_end_stream() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut body = std::mem::replace(&mut self.inner, Body::empty());
+        let until = self.deadline.deadline();
+        runtime.spawn(async move {
+            let drain = async {
+                let mut read = 0;
+                while read < DRAIN_BYTES {
+                    let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+                    match frame.await {
+                        Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
+                        _ => break,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout_at(until, drain).await;
+        });
+    }
 }
 
 impl http_body::Body for DeadlineBody {
@@ -232,7 +270,10 @@ impl http_body::Body for DeadlineBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Ready(frame) => {
+                this.ended |= frame.is_none();
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => Poll::Ready(Some(Err(format!(
                     "{BODY_TIMED_OUT} ({} s)",

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::http::StatusCode;
-use axum::http::header::RETRY_AFTER;
+use axum::http::header::{CONNECTION, RETRY_AFTER};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -17,6 +17,9 @@ pub struct ApiError {
     /// The run the error is about, sent beside the error as `"run"` (a
     /// question answered but not saved still shows its answer).
     pub run: Option<Box<Value>>,
+    /// Sent with `Connection: close`: the request's body was left unread or
+    /// broken, so the connection cannot carry another request.
+    close: bool,
 }
 
 impl ApiError {
@@ -63,13 +66,64 @@ impl ApiError {
         self
     }
 
+    /// The same error, answered with `Connection: close`: what is left of
+    /// the request's body cannot be skipped (a body too large, too slow, not
+    /// JSON, or with broken chunked framing), so the connection ends after
+    /// this answer, and says so, keeping a client from sending its next
+    /// request into it.
+    pub(crate) fn closing(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
-            message: message.into(),
+            message: one_line(message.into()),
             run: None,
+            close: false,
         }
     }
+}
+
+/// Longest message sent, and longest part of one (between `": "`), in
+/// characters.
+const MAX_MESSAGE_CHARS: usize = 1000;
+const MAX_PART_CHARS: usize = 300;
+
+/// A message as one line of bounded length. Messages quote what the client
+/// sent (a field's name or value, up to 1 MiB, newlines included): control
+/// characters are escaped, and the middle of each over-long part is left out
+/// (its start and end still say what was wrong).
+fn one_line(message: String) -> String {
+    if message.len() <= MAX_PART_CHARS && !message.chars().any(char::is_control) {
+        return message;
+    }
+    let mut escaped = String::with_capacity(message.len());
+    for c in message.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    let parts: Vec<String> = escaped
+        .split(": ")
+        .map(|p| shorten(p, MAX_PART_CHARS))
+        .collect();
+    shorten(&parts.join(": "), MAX_MESSAGE_CHARS)
+}
+
+/// `text`, or its start and end around a count of what was left out.
+fn shorten(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_string();
+    }
+    let (head, tail) = (max * 2 / 3, max / 4);
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(n - tail).collect();
+    format!("{start} [… {} characters …] {end}", n - head - tail)
 }
 
 impl std::fmt::Display for ApiError {
@@ -92,6 +146,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+        }
+        if self.close {
+            response
+                .headers_mut()
+                .insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
         }
         response
     }

@@ -476,6 +476,36 @@ async fn bad_requests_get_one_line_errors() {
         assert_eq!(status, 400, "{body} → {v}");
         assert!(error_message(&v).contains(expected), "{body} → {v}");
     }
+    // Messages quoting what was sent stay one line of bounded length
+    // (a key with a newline came back verbatim, two lines; found by the
+    // body fuzz, tests/fuzz_body.rs).
+    let huge = "x".repeat(500_000);
+    for (body, expected) in [
+        (json!({"question": "q", "a\nb": 1}), "unknown field `a\\nb`"),
+        (
+            json!({"question": "q", "\t\n": -1}),
+            "unknown field `\\t\\n`",
+        ),
+        (
+            json!({"question": "q", huge.as_str(): 1}),
+            "unknown field `xxx",
+        ),
+        (
+            json!({"question": "q", "session": huge}),
+            "invalid session name",
+        ),
+        (
+            json!({"question": "q", "use_rlm": "x\ny".repeat(1000)}),
+            "use_rlm: invalid type",
+        ),
+    ] {
+        let (status, v) = h.post("/api/runs", body).await;
+        assert_eq!(status, 400, "{v}");
+        let message = error_message(&v);
+        assert!(message.contains(expected), "{message}");
+        assert!(!message.contains('\n'), "{message}");
+        assert!(message.chars().count() <= 1000, "{}", message.len());
+    }
     let r = h
         .http
         .post(h.url("/api/runs"))
@@ -516,6 +546,29 @@ async fn bad_requests_get_one_line_errors() {
     }
     let (status, _) = h.delete("/api/runs/r0-00000000").await;
     assert_eq!(status, 404);
+    // Another method on an endpoint that exists: 405 as JSON, with Allow
+    // (it was an empty body; found by the body fuzz, tests/fuzz_body.rs).
+    for (method, path, allow) in [
+        (reqwest::Method::PUT, "/api/runs", "GET,HEAD,POST"),
+        (reqwest::Method::PATCH, "/api/chat", "POST"),
+        (reqwest::Method::POST, "/api/info", "GET,HEAD"),
+    ] {
+        let r = h
+            .http
+            .request(method.clone(), h.url(path))
+            .json(&json!({"question": "q"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 405, "{method} {path}");
+        assert_eq!(r.headers()["allow"], allow, "{method} {path}");
+        let (_, v) = status_json(r).await;
+        assert_eq!(v["error"]["status"], 405, "{method} {path}: {v}");
+        assert!(
+            error_message(&v).contains("does not take that method"),
+            "{v}"
+        );
+    }
     assert_eq!(
         h.model.request_count(),
         0,
