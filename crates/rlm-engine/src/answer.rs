@@ -149,6 +149,56 @@ pub struct RouteDecision {
     pub reason: String,
 }
 
+/// One checked source of an answer, as every surface lists them (the CLI's
+/// numbered "Sources", the OpenAI-compatible endpoint's Markdown, MCP).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// Document path.
+    pub path: String,
+    /// 1-based line of the quote in the document, when known.
+    pub line: Option<u32>,
+    /// The cited chunk.
+    pub chunk_id: Option<String>,
+    /// The verified quote.
+    pub quote: String,
+    /// True when the engine attached it (the model left the claim uncited).
+    pub attached_by_engine: bool,
+}
+
+impl Answer {
+    /// The valid citations of the supported claims, in answer order, each
+    /// place and quote once. Without a claims report (grounding off), the
+    /// valid citations of the answer as written.
+    pub fn sources(&self) -> Vec<Source> {
+        let claimed: Vec<&Citation> = if self.grounded.is_some() {
+            self.claims
+                .iter()
+                .filter(|c| c.support == crate::grounding::Support::Supported)
+                .flat_map(|c| c.citations.iter())
+                .collect()
+        } else {
+            self.citations.iter().collect()
+        };
+        let mut sources: Vec<Source> = Vec::new();
+        for c in claimed.into_iter().filter(|c| c.status.is_valid()) {
+            let source = Source {
+                path: c.path.clone().unwrap_or_else(|| "?".into()),
+                line: c.line,
+                chunk_id: c.chunk_id.clone(),
+                quote: c.quote.clone().unwrap_or_default(),
+                attached_by_engine: c.origin == crate::citations::CitationOrigin::Engine,
+            };
+            if !sources
+                .iter()
+                .any(|s| s.path == source.path && s.line == source.line && s.quote == source.quote)
+            {
+                sources.push(source);
+            }
+        }
+        sources
+    }
+}
+
 /// What the question asks, normalized once and frozen for the whole run.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Intent {

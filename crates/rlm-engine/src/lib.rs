@@ -66,7 +66,7 @@ pub mod values;
 
 pub use answer::{
     Answer, EngineError, ExpansionReport, FileSummary, FlowReport, Intent, RetrievalReport,
-    RouteDecision, TraceInfo,
+    RouteDecision, Source, TraceInfo,
 };
 pub use budget::{Budget, BudgetConfig, Exhausted, UsageReport};
 pub use cancel::CancelToken;

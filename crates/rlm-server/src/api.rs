@@ -41,6 +41,11 @@ pub fn router(app: Arc<App>) -> Router {
             get(get_session).delete(delete_session),
         )
         .route("/api/chunks/{id}", get(get_chunk))
+        .route("/v1/models", get(crate::openai::list_models))
+        .route(
+            "/v1/chat/completions",
+            axum::routing::post(crate::openai::chat_completions),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -120,6 +125,12 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
 
 /// The JSON body, or a 400/413/415 that says what was wrong with it.
 fn ask_body(body: Result<Json<AskBody>, JsonRejection>) -> ApiResult<AskBody> {
+    json_body(body)
+}
+
+/// A JSON request body, or the error that says what was wrong with it (and
+/// closes the connection when the rest of the body cannot be skipped).
+pub(crate) fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
     match body {
         Ok(Json(b)) => Ok(b),
         Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(

@@ -11,7 +11,7 @@ use rlm_corpus::{Embedder, Store};
 use rlm_engine::session::{SessionPage, SessionSummary, cap_findings, validate_session_name};
 use rlm_engine::trace::{Trace, now_rfc3339};
 use rlm_engine::{AskRequest, CancelToken, QuestionSettings, ResolvedQuestion, Surface};
-use rlm_engine::{Corpus, Engine, SessionStore, Turn};
+use rlm_engine::{Corpus, Engine, SessionState, SessionStore, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -113,6 +113,11 @@ pub struct AskBody {
     /// Domain instructions for the system prompt (replaces the server's own).
     #[serde(default)]
     pub briefing: Option<String>,
+    /// Earlier turns of the conversation given with the question itself
+    /// (the OpenAI-compatible endpoint's messages), used like a session's
+    /// history but saved nowhere. Not a field of the JSON API.
+    #[serde(skip)]
+    pub history: Vec<Turn>,
 }
 
 /// Where a run is.
@@ -490,6 +495,11 @@ impl App {
                     return;
                 }
             },
+            None if !body.history.is_empty() => Some(SessionState {
+                name: String::new(),
+                history: body.history.clone(),
+                findings: Vec::new(),
+            }),
             None => None,
         };
         let mut req = AskRequest::new(body.question.clone());

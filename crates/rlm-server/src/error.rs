@@ -76,6 +76,11 @@ impl ApiError {
         self
     }
 
+    /// Whether the answer ends the connection (see [`ApiError::closing`]).
+    pub(crate) fn closes(&self) -> bool {
+        self.close
+    }
+
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         ApiError {
             status,

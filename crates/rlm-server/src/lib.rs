@@ -24,6 +24,7 @@ mod api;
 mod app;
 mod conn;
 mod error;
+mod openai;
 mod openapi;
 mod storage;
 

@@ -20,7 +20,7 @@ fn path_param(name: &str, description: &str) -> Value {
 /// The document.
 pub fn document() -> Value {
     let ask_body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AskBody"}}}});
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "rlm",
@@ -158,7 +158,36 @@ pub fn document() -> Value {
                 "page": {"type": ["integer", "null"]}, "heading": {"type": ["string", "null"]}, "text": {"type": "string"}
             }}
         }}
-    })
+    });
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        paths.extend(openai_paths());
+    }
+    doc
+}
+
+/// The OpenAI-compatible endpoints (`crate::openai`).
+fn openai_paths() -> serde_json::Map<String, Value> {
+    let paths = json!({
+        "/v1/models": {
+            "get": {"summary": "OpenAI-compatible: the store as models, one per flow (rlm = the server's flow, rlm-repl, rlm-pipeline, rlm-rag, rlm-auto)", "responses": {"200": {"description": "{\"object\": \"list\", \"data\": [{\"id\", \"object\": \"model\", \"created\", \"owned_by\"}]}"}}}
+        },
+        "/v1/chat/completions": {
+            "post": {
+                "summary": "OpenAI-compatible chat completion: the last user message is the question, earlier user/assistant messages the conversation; the answer with its checked sources as Markdown; stream: true sends chat.completion.chunk events and [DONE]. Errors in OpenAI's shape: {\"error\": {\"message\", \"type\", \"param\", \"code\"}}",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["model", "messages"], "properties": {
+                    "model": {"enum": ["rlm", "rlm-repl", "rlm-pipeline", "rlm-rag", "rlm-auto"]},
+                    "messages": {"type": "array", "minItems": 1, "items": {"type": "object", "required": ["role"], "properties": {"role": {"enum": ["system", "developer", "user", "assistant", "tool"]}, "content": {"type": ["string", "array", "null"]}}}},
+                    "stream": {"type": "boolean"},
+                    "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}}
+                }}}}},
+                "responses": {"200": {"description": "chat.completion, or a text/event-stream of chat.completion.chunk"}, "400": {"description": "invalid_request_error"}, "404": {"description": "model_not_found"}, "429": {"description": "rate_limit_error: the server's run limit"}}
+            }
+        }
+    });
+    match paths {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
 }
 
 /// The schema of a numeric request field, from the engine's range for its

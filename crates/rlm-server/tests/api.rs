@@ -614,6 +614,8 @@ async fn the_ui_and_the_openapi_document_are_served() {
             "/api/runs/{id}/events",
             "/api/sessions",
             "/api/sessions/{name}",
+            "/v1/chat/completions",
+            "/v1/models",
         ]
     );
     // Every documented path answers (no "no such endpoint").

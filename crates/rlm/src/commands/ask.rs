@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rlm_corpus::IndexOptions;
-use rlm_engine::citations::{CitationOrigin, CitationStatus};
+use rlm_engine::citations::CitationStatus;
 use rlm_engine::grounding::Support;
 use rlm_engine::{
     Answer, AskRequest, CancelToken, Corpus, Engine, Flow, QuestionSettings, ResolvedQuestion,
@@ -308,32 +308,27 @@ fn print_sources(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
     let Some(g) = &answer.grounded else {
         return Ok(());
     };
-    let mut sources: Vec<String> = Vec::new();
-    for claim in answer
-        .claims
+    let sources: Vec<String> = answer
+        .sources()
         .iter()
-        .filter(|c| c.support == Support::Supported)
-    {
-        for c in claim.citations.iter().filter(|c| c.status.is_valid()) {
-            let place = match (c.line, &c.chunk_id) {
+        .map(|s| {
+            let place = match (s.line, &s.chunk_id) {
                 (Some(line), _) => format!("line {line}"),
                 (None, Some(id)) => format!("chunk {id}"),
                 (None, None) => "?".into(),
             };
-            let by = match c.origin {
-                CitationOrigin::Engine => " (attached by the engine)",
-                CitationOrigin::Model => "",
+            let by = if s.attached_by_engine {
+                " (attached by the engine)"
+            } else {
+                ""
             };
-            let source = format!(
+            format!(
                 "{}, {place}: \"{}\"{by}",
-                display::one_line(c.path.as_deref().unwrap_or("?")),
-                display::one_line(c.quote.as_deref().unwrap_or_default())
-            );
-            if !sources.contains(&source) {
-                sources.push(source);
-            }
-        }
-    }
+                display::one_line(&s.path),
+                display::one_line(&s.quote)
+            )
+        })
+        .collect();
     if !sources.is_empty() {
         writeln!(out, "\nSources:")?;
         for (i, s) in sources.iter().enumerate() {

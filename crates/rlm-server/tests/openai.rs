@@ -1,0 +1,286 @@
+//! The OpenAI-compatible endpoint on a real socket: `GET /v1/models` and
+//! `POST /v1/chat/completions`, streamed and not, over a real store, real
+//! sandbox workers and the scripted model server; errors in OpenAI's shape.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rlm_corpus::{IndexOptions, Store};
+use rlm_engine::{Engine, EngineConfig};
+use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
+use rlm_sandbox::{SandboxConfig, WorkerPool};
+use rlm_server::{App, Limits};
+use serde_json::{Value, json};
+
+fn root() -> Matcher {
+    Matcher::system_contains("You are answering a question about a collection")
+}
+
+/// Finds the code with a regex, then answers citing the document.
+fn needle_script() -> Script {
+    Script::new()
+        .on(
+            root().and(Matcher::any_contains("REPL output")),
+            Reply::text("FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])")
+                .with_usage(900, 30),
+        )
+        .on(
+            root(),
+            Reply::text(
+                "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\n```",
+            )
+            .with_usage(800, 40),
+        )
+}
+
+struct Server {
+    _dir: tempfile::TempDir,
+    base: String,
+    model: ScriptedServer,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start(script: Script) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("a_intro.txt"),
+        "This memo describes the office move.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("b_notes.txt"),
+        "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
+    )
+    .unwrap();
+    let store_dir = dir.path().join("store");
+    Store::index(&store_dir, &[docs], &IndexOptions::default(), &mut |_| {}).unwrap();
+    let model = ScriptedServer::start(script).await;
+    let store = Arc::new(Store::open(&store_dir).unwrap());
+    let config = EngineConfig {
+        root_model: "root-model".into(),
+        sub_model: "sub-model".into(),
+        ..EngineConfig::default()
+    };
+    let pool = WorkerPool::new(SandboxConfig::new(rlm_sandbox::testing::worker()), 1)
+        .await
+        .unwrap();
+    let engine = Engine::new(Arc::new(model.client()), pool, config);
+    let app = Arc::new(App::new(engine, store, Limits::default(), None, None).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(rlm_server::serve(listener, app, async {
+        let _ = stopped.await;
+    }));
+    Server {
+        _dir: dir,
+        base,
+        model,
+        _stop: stop,
+    }
+}
+
+async fn post(s: &Server, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", s.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_are_listed_one_per_flow() {
+    let s = start(needle_script()).await;
+    let v: Value = reqwest::get(format!("{}/v1/models", s.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["object"], "list");
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["rlm", "rlm-repl", "rlm-pipeline", "rlm-rag", "rlm-auto"]
+    );
+    assert!(
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["object"] == "model")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_answers_the_last_user_message_with_sources_and_real_usage() {
+    let s = start(needle_script()).await;
+    let (status, v) = post(
+        &s,
+        json!({
+            "model": "rlm",
+            "messages": [
+                {"role": "system", "content": "You are helpful."},
+                {"role": "user", "content": "Where is the office moving?"},
+                {"role": "assistant", "content": "To the fourth floor."},
+                {"role": "user", "content": "What is the secret code?"}
+            ],
+            "temperature": 0.3,
+            "max_tokens": 100
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["object"], "chat.completion");
+    assert!(v["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert_eq!(v["model"], "rlm");
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "stop");
+    assert_eq!(choice["message"]["role"], "assistant");
+    let content = choice["message"]["content"].as_str().unwrap();
+    // The model's marker became a reference number into the checked sources.
+    assert!(
+        content.starts_with("The secret code is 4721 [1]\n\n**Sources**\n"),
+        "{content}"
+    );
+    assert!(!content.contains("[[doc:"), "{content}");
+    assert!(
+        content.contains("1. `docs/b_notes.txt`, chunk ")
+            && content.ends_with(": \"The secret code is 4721\"\n"),
+        "{content}"
+    );
+    assert_eq!(v["usage"]["prompt_tokens"], 1700);
+    assert_eq!(v["usage"]["completion_tokens"], 70);
+    assert_eq!(v["usage"]["total_tokens"], 1770);
+    // The earlier turn reached the model as conversation, the system
+    // message did not replace the server's instructions.
+    let first = &s.model.requests()[0];
+    let all: String = first.body.to_string();
+    assert!(all.contains("Where is the office moving?"), "{all}");
+    assert!(all.contains("To the fourth floor."), "{all}");
+    assert!(!all.contains("You are helpful."), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_completion_sends_chunks_usage_and_done() {
+    let s = start(needle_script()).await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", s.base))
+        .json(&json!({
+            "model": "rlm-repl",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "What is the secret code?"}]}],
+            "stream": true,
+            "stream_options": {"include_usage": true}
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let text = tokio::time::timeout(Duration::from_secs(60), r.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{text}");
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert!(content.starts_with("The secret code is 4721"), "{content}");
+    assert!(content.contains("**Sources**"), "{content}");
+    let finish: Vec<&Value> = chunks
+        .iter()
+        .map(|c| &c["choices"][0]["finish_reason"])
+        .filter(|f| !f.is_null())
+        .collect();
+    assert_eq!(finish, [&json!("stop")]);
+    let usage = chunks.last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["total_tokens"], 1770);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_openai_shaped_errors() {
+    let s = start(needle_script()).await;
+    let (status, v) = post(
+        &s,
+        json!({"model": "gpt-4", "messages": [{"role": "user", "content": "q"}]}),
+    )
+    .await;
+    assert_eq!(status, 404, "{v}");
+    assert_eq!(v["error"]["code"], "model_not_found");
+    assert_eq!(v["error"]["param"], "model");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("GET /v1/models"),
+        "{v}"
+    );
+
+    let (status, v) = post(&s, json!({"model": "rlm", "messages": []})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("messages is empty")
+    );
+
+    let (status, v) = post(
+        &s,
+        json!({"model": "rlm", "messages": [{"role": "assistant", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["param"], "messages");
+
+    let (status, v) = post(&s, json!({"messages": "nope"})).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert!(!v["error"]["message"].as_str().unwrap().is_empty());
+
+    // The engine's own checks speak through the same shape.
+    let (status, v) = post(
+        &s,
+        json!({"model": "rlm", "messages": [{"role": "user", "content": "   "}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("question is empty")
+    );
+}
