@@ -125,53 +125,10 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
 
 /// The JSON body, or a 400/413/415 that says what was wrong with it.
 fn ask_body(body: Result<Json<AskBody>, JsonRejection>) -> ApiResult<AskBody> {
-    json_body(body)
-}
-
-/// A JSON request body, or the error that says what was wrong with it (and
-/// closes the connection when the rest of the body cannot be skipped).
-pub(crate) fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
-    match body {
-        Ok(Json(b)) => Ok(b),
-        Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send the question as JSON with Content-Type: application/json",
-        )
-        .closing()),
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "the request body is larger than the server accepts (1 MiB by default)",
-        )
-        .closing()),
-        Err(e) if e.body_text().contains(crate::conn::BODY_TIMED_OUT) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "{}; send the whole body at once",
-                crate::conn::BODY_TIMED_OUT
-            ),
-        )
-        .closing()),
-        // The body could not be read: broken chunked framing, a client gone.
-        Err(JsonRejection::BytesRejection(e)) => Err(ApiError::bad_request(format!(
-            "the request body could not be read: {}",
-            e.body_text()
-        ))
-        .closing()),
-        Err(e) => {
-            let text = e.body_text();
-            // axum's prefixes say nothing serde's message does not.
-            let detail = [
-                "Failed to deserialize the JSON body into the target type: ",
-                "Failed to parse the request body as JSON: ",
-            ]
-            .iter()
-            .find_map(|p| text.strip_prefix(p))
-            .unwrap_or(&text);
-            Err(ApiError::bad_request(format!(
-                "invalid request body: {detail}; send {{\"question\": \"...\"}} plus optional settings (AskBody in GET /api/openapi.json)"
-            )))
-        }
-    }
+    crate::body::json_body(
+        body,
+        "{\"question\": \"...\"} plus optional settings (AskBody in GET /api/openapi.json)",
+    )
 }
 
 async fn start_run(

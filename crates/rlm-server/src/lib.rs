@@ -22,6 +22,7 @@
 
 mod api;
 mod app;
+mod body;
 mod conn;
 mod error;
 mod openai;

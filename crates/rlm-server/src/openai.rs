@@ -337,7 +337,10 @@ pub(crate) async fn chat_completions(
     State(app): State<Arc<App>>,
     body: Result<Json<ChatCompletionRequest>, JsonRejection>,
 ) -> Result<Response, OpenAiError> {
-    let request = crate::api::json_body(body)?;
+    let request = crate::body::json_body(
+        body,
+        "{\"model\": \"rlm\", \"messages\": [{\"role\": \"user\", \"content\": \"...\"}]} (GET /v1/models lists the models)",
+    )?;
     let Some((_, flow)) = MODELS.iter().find(|(id, _)| *id == request.model) else {
         return Err(OpenAiError {
             status: StatusCode::NOT_FOUND,
