@@ -645,3 +645,87 @@ fn start_errors_are_one_line_and_say_what_to_do() {
         );
     }
 }
+
+/// The median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// What `rlm mcp` adds over `rlm ask`: the same question, the scripted model
+/// at zero latency, runs interleaved. Not part of the suite (timing);
+/// `RLM_MCP_BENCH_RUNS` (default 30) runs of each:
+/// `cargo test --release --no-default-features -p rlm --test mcp_stdio -- --ignored --nocapture overhead`
+#[test]
+#[ignore]
+fn overhead_of_mcp_ask_over_rlm_ask() {
+    let runs: usize = std::env::var("RLM_MCP_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let dir = common::indexed_docs(DOCS);
+    let model = model(0);
+    let base = model.base_url();
+    let env = common::model_env(&base);
+    let question = "What is the secret code?";
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+
+    // Server start: spawn → initialize answered.
+    let mut starts = Vec::new();
+    for _ in 0..runs.min(10) {
+        let t = Instant::now();
+        let mcp = Mcp::initialized(dir.path(), &model, &[]);
+        starts.push(ms(t.elapsed()));
+        assert!(mcp.close().success());
+    }
+
+    let mut mcp = Mcp::initialized(dir.path(), &model, &[]);
+    // One warm-up each (first sandbox worker, page cache).
+    mcp.tool("ask", json!({"question": question}));
+    common::rlm(
+        dir.path(),
+        &["ask", question, "--store", "store", "--quiet"],
+        &env,
+    );
+    let (mut cli, mut cli_engine, mut rt, mut rt_engine) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let o = common::rlm(
+            dir.path(),
+            &["ask", question, "--store", "store", "--json", "--quiet"],
+            &env,
+        );
+        cli.push(ms(t.elapsed()));
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        cli_engine.push(v["usage"]["wall_ms"].as_f64().unwrap());
+
+        let t = Instant::now();
+        let r = mcp.tool("ask", json!({"question": question}));
+        rt.push(ms(t.elapsed()));
+        assert_eq!(r["isError"], json!(false), "{r}");
+        rt_engine.push(r["structuredContent"]["usage"]["wall_ms"].as_f64().unwrap());
+    }
+    let (cli, cli_engine) = (median(&mut cli), median(&mut cli_engine));
+    let (rt, rt_engine) = (median(&mut rt), median(&mut rt_engine));
+    println!("{runs} runs each, medians (ms):");
+    println!(
+        "  rlm mcp start → initialize answered: {:.1} ({} runs)",
+        median(&mut starts),
+        starts.len()
+    );
+    println!(
+        "  rlm ask process (spawn → exit): {cli:.1}; engine's own wall_ms {cli_engine:.1}; outside the engine {:.1}",
+        cli - cli_engine
+    );
+    println!(
+        "  rlm mcp tools/call ask round trip: {rt:.1}; engine's own wall_ms {rt_engine:.1}; outside the engine {:.1}",
+        rt - rt_engine
+    );
+    assert!(mcp.close().success());
+}

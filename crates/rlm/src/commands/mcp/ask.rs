@@ -135,10 +135,18 @@ pub(super) async fn run(
             _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
         }
     };
+    // The progress task ends with the run's last event, or when the trace
+    // is gone (a question refused before it started); it never holds the
+    // answer back for long.
+    drop(trace);
     if let Some(p) = progress {
-        // The progress task ends with the run's last event; it never holds
-        // the answer back for long.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), p).await;
+        let abort = p.abort_handle();
+        if tokio::time::timeout(std::time::Duration::from_secs(2), p)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
     }
     let answer = match answer {
         Ok(a) => a,
