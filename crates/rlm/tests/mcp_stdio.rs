@@ -729,3 +729,33 @@ fn overhead_of_mcp_ask_over_rlm_ask() {
     );
     assert!(mcp.close().success());
 }
+
+#[test]
+fn a_client_that_leaves_mid_question_ends_the_server_and_its_run() {
+    let dir = common::indexed_docs(DOCS);
+    let model = model(60_000);
+    let mut mcp = Mcp::initialized(dir.path(), &model, &[]);
+    mcp.send(
+        "tools/call",
+        json!({"name": "ask", "arguments": {"question": "STALL: what is the secret code?"}}),
+    );
+    let t = Instant::now();
+    while model.request_count() == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // stdin closes with the model's reply 60 s away: the SDK gives the
+    // running handler 5 s to answer, then the run is cancelled and the
+    // process exits.
+    let left = Instant::now();
+    let status = mcp.close();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        left.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        left.elapsed()
+    );
+}

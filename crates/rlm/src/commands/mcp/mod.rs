@@ -130,8 +130,9 @@ pub fn mcp(args: McpArgs) -> anyhow::Result<()> {
             }
         }
     });
-    // Runs still going (a client that left mid-question) were cancelled
-    // with the session; blocking reads of stdin cannot be, so do not wait.
+    // Runs still going when the client left were cancelled with the session
+    // (the SDK first gives running handlers 5 s to answer); blocking reads
+    // of stdin cannot be cancelled, so do not wait for them.
     runtime.shutdown_timeout(Duration::from_secs(2));
     outcome
 }
