@@ -759,3 +759,44 @@ fn a_client_that_leaves_mid_question_ends_the_server_and_its_run() {
         left.elapsed()
     );
 }
+
+#[test]
+fn a_session_carries_earlier_questions_over() {
+    let dir = common::indexed_docs(DOCS);
+    let model = model(0);
+    let mut mcp = Mcp::initialized(dir.path(), &model, &[]);
+    for _ in 0..2 {
+        let r = mcp.tool(
+            "ask",
+            json!({"question": "What is the secret code?", "session": "case-1"}),
+        );
+        assert_eq!(r["isError"], json!(false), "{r}");
+        assert_eq!(r["structuredContent"]["session_not_saved"], Value::Null);
+    }
+    let saw = |n: usize| {
+        let mark = format!("Earlier questions in this session ({n})");
+        model
+            .requests()
+            .iter()
+            .any(|r| r.last_message().contains(&mark))
+    };
+    assert!(saw(1), "the second question saw the first");
+    // The same session from the command line sees both turns.
+    let base = model.base_url();
+    let o = common::rlm(
+        dir.path(),
+        &[
+            "ask",
+            "And again?",
+            "--store",
+            "store",
+            "--session",
+            "case-1",
+            "--quiet",
+        ],
+        &common::model_env(&base),
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(saw(2), "rlm ask --session saw both MCP turns");
+    assert!(mcp.close().success());
+}

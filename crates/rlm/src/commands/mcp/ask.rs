@@ -148,12 +148,13 @@ pub(super) async fn run(
             abort.abort();
         }
     }
+    // A cancelled request gets no response, and its (partial) answer is not
+    // saved in the session: the client never saw it.
+    if context.ct.is_cancelled() {
+        return Err(cancelled());
+    }
     let answer = match answer {
         Ok(a) => a,
-        Err(e) if context.ct.is_cancelled() => {
-            let _ = e;
-            return Err(cancelled());
-        }
         Err(e) => return Ok(tool_error(format!("no answer: {e}"))),
     };
     let mut not_saved = None;
@@ -167,9 +168,6 @@ pub(super) async fn run(
         let saved = SessionStore::open(&state.store_dir)
             .and_then(|mut s| s.append(name, &turn, &answer.findings));
         not_saved = saved.err();
-    }
-    if context.ct.is_cancelled() {
-        return Err(cancelled());
     }
     let mut found = sources(&answer);
     let store = view.store.clone();
