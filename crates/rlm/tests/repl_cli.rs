@@ -10,6 +10,21 @@ use serde_json::Value;
 fn rlm() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rlm"));
     c.env_remove("RLM_SANDBOX_WORKER").env_remove("RLM_STORE");
+    // No model unless a test gives one: not the developer's configuration,
+    // not a downloaded local model.
+    for var in [
+        "RLM_PROVIDER",
+        "RLM_BASE_URL",
+        "RLM_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "RLM_LOCAL_MODEL",
+    ] {
+        c.env_remove(var);
+    }
+    c.env("RLM_AUTO_PULL", "off")
+        .env("RLM_MODELS_DIR", "/nonexistent/rlm-test-models");
     c
 }
 
