@@ -21,7 +21,21 @@ fn config_err(toml: &str, pairs: &[(&str, &str)]) -> String {
 
 #[test]
 fn defaults_are_openai_with_standard_models_and_limits() {
-    let c = LlmConfig::from_toml_str("", &ConfigOverrides::default(), env(&[])).unwrap();
+    // Nothing configured: the embedded model where it is built in (the
+    // `local` feature, on in the default build of `rlm`), else OpenAI.
+    let bare = LlmConfig::from_toml_str("", &ConfigOverrides::default(), env(&[])).unwrap();
+    if cfg!(feature = "local") {
+        assert_eq!(bare.provider, ProviderKind::Local);
+        assert!(bare.local_auto_selected);
+    } else {
+        assert_eq!(bare.provider, ProviderKind::OpenAi);
+    }
+    let c = LlmConfig::from_toml_str(
+        "",
+        &ConfigOverrides::default(),
+        env(&[("RLM_PROVIDER", "openai")]),
+    )
+    .unwrap();
     assert_eq!(c.provider, ProviderKind::OpenAi);
     assert_eq!(c.base_url, "https://api.openai.com/v1");
     assert!(c.api_key.is_none());

@@ -277,7 +277,12 @@ async fn an_unreachable_base_url_is_named() {
 
 #[tokio::test]
 async fn a_missing_api_key_is_refused_before_any_request() {
-    let config = LlmConfig::from_toml_str("", &ConfigOverrides::default(), |_| None).unwrap();
+    // OpenAI named, no key (with nothing named at all, a build with the
+    // embedded model would choose it instead).
+    let config = LlmConfig::from_toml_str("", &ConfigOverrides::default(), |name| {
+        (name == "RLM_PROVIDER").then(|| "openai".to_string())
+    })
+    .unwrap();
     let err = LlmClient::from_config(config).unwrap_err();
     assert!(matches!(err, LlmError::MissingApiKey { .. }), "{err}");
     assert!(err.to_string().contains("OPENAI_API_KEY"), "{err}");
