@@ -100,7 +100,7 @@ const MAX_PART_CHARS: usize = 300;
 /// sent (a field's name or value, up to 1 MiB, newlines included): control
 /// characters are escaped, and the middle of each over-long part is left out
 /// (its start and end still say what was wrong).
-fn one_line(message: String) -> String {
+pub(crate) fn one_line(message: String) -> String {
     if message.len() <= MAX_PART_CHARS && !message.chars().any(char::is_control) {
         return message;
     }

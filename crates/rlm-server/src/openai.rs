@@ -82,7 +82,9 @@ impl From<ApiError> for OpenAiError {
 impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {
-            "message": self.message,
+            // One line of bounded length, as the API's messages: a model
+            // name or a role is quoted as sent.
+            "message": crate::error::one_line(self.message),
             "type": self.kind,
             "param": self.param,
             "code": self.code,

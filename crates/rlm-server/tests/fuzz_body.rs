@@ -1,8 +1,8 @@
 //! A fuzz of the request bodies of `rlm serve`: generated bodies sent over a
 //! real socket to every endpoint that takes one (`POST /api/runs`,
-//! `POST /api/chat`; the other endpoints take none), against one real
-//! server (a real store, real sandbox workers, the scripted model over real
-//! HTTP) running in this process.
+//! `POST /api/chat`, `POST /v1/chat/completions`; the other endpoints take
+//! none), against one real server (a real store, real sandbox workers, the
+//! scripted model over real HTTP) running in this process.
 //!
 //! What it sends:
 //! - JSON built from the fields of `AskBody`, with hostile values: `NaN` and
@@ -17,17 +17,21 @@
 //!   sent with a Content-Length or chunked, with other methods than POST,
 //!   by `reqwest` or by hand on a raw socket (broken chunk sizes,
 //!   `Expect: 100-continue`; then a second request on the same connection);
-//! - valid bodies (every field, odd but valid values), which must be
-//!   accepted: a harness that refused everything would fail.
+//! - chat completion requests built the same way from `model`, `messages`
+//!   (odd roles and contents), `stream` and the sampling fields;
+//! - valid bodies (every field, odd but valid values; every model, streamed
+//!   or not), which must be answered: a harness that refused everything
+//!   would fail.
 //!
 //! What must hold: no 5xx; every 4xx is `{"error": {"status", "message"}}`
-//! with the status of the response and one line (at most 1,000 characters)
-//! naming what was wrong (a field's name for a bad field); no connection
-//! dropped without an answer, and a kept-alive one still serves; a started
-//! run finishes; no panic anywhere in the server; and after each property
-//! the server still answers `GET /api/info` and a valid question.
+//! with the status of the response (OpenAI's shape on `/v1`) and one line
+//! (at most 1,000 characters) naming what was wrong (a field's name for a
+//! bad field); no connection dropped without an answer, and a kept-alive
+//! one still serves; a started run finishes; no panic anywhere in the
+//! server; and after each property the server still answers
+//! `GET /api/info` and a valid question.
 //!
-//! 256 cases per property by default (about 20 s on 2 cores);
+//! 256 cases per property by default (about 25 s on 2 cores);
 //! `PROPTEST_CASES=20000` for a long run (`--nocapture` prints the answers
 //! by status).
 
@@ -50,7 +54,7 @@ use serde_json::{Value, json};
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 
 /// The tests of this file (libtest names their threads after them).
-const TESTS: [&str; 8] = [
+const TESTS: [&str; 11] = [
     "hostile_json_is_refused_with_a_message_or_answered",
     "one_bad_field_is_named",
     "raw_bytes_and_odd_content_types_are_refused_cleanly",
@@ -59,14 +63,26 @@ const TESTS: [&str; 8] = [
     "the_server_still_serves_after_a_parallel_burst",
     "a_body_refused_unread_still_gets_its_answer",
     "a_question_nested_thousands_deep_does_not_kill_the_server",
+    "openai_hostile_json_is_refused_with_a_message_or_answered",
+    "openai_valid_requests_are_answered",
+    "openai_errors_are_one_line",
 ];
 
 /// Answers seen, by status (printed with `--nocapture`).
 static STATUSES: std::sync::Mutex<std::collections::BTreeMap<u16, u64>> =
     std::sync::Mutex::new(std::collections::BTreeMap::new());
 
-/// The endpoints that take a body.
+/// The endpoints that take an `AskBody`.
 const ENDPOINTS: [&str; 2] = ["/api/runs", "/api/chat"];
+
+/// The OpenAI-compatible endpoint (its own body and error shape).
+const OPENAI: &str = "/v1/chat/completions";
+
+/// Every endpoint that takes a body.
+const ALL_ENDPOINTS: [&str; 3] = ["/api/runs", "/api/chat", OPENAI];
+
+/// The models `/v1/models` lists.
+const MODELS: [&str; 5] = ["rlm", "rlm-repl", "rlm-pipeline", "rlm-rag", "rlm-auto"];
 
 /// Every field of `AskBody`.
 const FIELDS: [&str; 13] = [
@@ -274,7 +290,14 @@ async fn check_answer(
         }
         let v = answer.json();
         let message = v["error"]["message"].as_str().unwrap_or_default();
-        if v["error"]["status"] != status || message.trim().is_empty() {
+        // The API's errors carry their status; OpenAI's shape a type
+        // instead (but a 405 for the path is the API's).
+        let shaped = if endpoint == OPENAI && status != 405 {
+            v["error"]["type"].is_string()
+        } else {
+            v["error"]["status"] == status
+        };
+        if !shaped || message.trim().is_empty() {
             return Err(fail(format!(
                 "{endpoint} answered {status} without the error shape to {sent}: {}",
                 answer.text()
@@ -295,7 +318,20 @@ async fn check_answer(
         )));
     }
     let v = answer.json();
-    if endpoint == "/api/chat" {
+    if endpoint == OPENAI {
+        // A completion, whole or streamed to its end.
+        let done = if answer.content_type.starts_with("text/event-stream") {
+            String::from_utf8_lossy(&answer.body).contains("data: [DONE]")
+        } else {
+            v["object"] == "chat.completion" && v["choices"][0]["message"]["content"].is_string()
+        };
+        if !done {
+            return Err(fail(format!(
+                "{OPENAI} answered {status} without a whole completion to {sent}: {}",
+                answer.text()
+            )));
+        }
+    } else if endpoint == "/api/chat" {
         // Answered in one response: the run is over.
         if v["status"] == "running" || v["id"].as_str().is_none() {
             return Err(fail(format!(
@@ -762,6 +798,175 @@ fn valid_body() -> BoxedStrategy<Value> {
         .boxed()
 }
 
+// ---------------------------------------------------- chat completions
+
+/// A JSON object as text from (key, value) entries.
+fn object(entries: Vec<(String, String)>) -> String {
+    let items: Vec<String> = entries
+        .into_iter()
+        .map(|(k, v)| format!("{k}:{v}"))
+        .collect();
+    format!("{{{}}}", items.join(","))
+}
+
+/// A message's role: the real ones, then anything.
+fn role() -> BoxedStrategy<String> {
+    prop_oneof![
+        4 => prop::sample::select(vec!["user", "assistant", "system", "developer", "tool", "function"])
+            .prop_map(quoted),
+        1 => string_literal(),
+        1 => value(),
+    ]
+    .boxed()
+}
+
+/// A message's content: text, a list of parts, or anything.
+fn content() -> BoxedStrategy<String> {
+    let part = prop_oneof![
+        (key(), value()).prop_map(|(k, v)| object(vec![(k, v)])),
+        string_literal().prop_map(|t| format!("{{\"type\":\"text\",\"text\":{t}}}")),
+        value().prop_map(|t| format!("{{\"type\":\"text\",\"text\":{t}}}")),
+        Just("{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:,\"}}".to_string()),
+        value(),
+    ];
+    prop_oneof![
+        4 => string_literal(),
+        2 => prop::collection::vec(part, 0..5).prop_map(|p| format!("[{}]", p.join(","))),
+        1 => value(),
+    ]
+    .boxed()
+}
+
+/// A message: an object with a role and a content (either may be missing
+/// or odd, and more keys), or anything.
+fn message() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => (
+            prop::option::weighted(0.9, role()),
+            prop::option::weighted(0.9, content()),
+            prop::collection::vec((key(), value()), 0..2),
+        )
+            .prop_map(|(role, content, mut more)| {
+                if let Some(r) = role {
+                    more.insert(0, (quoted("role"), r));
+                }
+                if let Some(c) = content {
+                    more.push((quoted("content"), c));
+                }
+                object(more)
+            }),
+        1 => value(),
+    ]
+    .boxed()
+}
+
+/// A hostile chat completion request: mostly its real fields, with a model
+/// and messages most of the time so that the rest gets checked.
+fn openai_hostile_body() -> BoxedStrategy<String> {
+    let model = prop_oneof![
+        3 => prop::sample::select(MODELS.to_vec()).prop_map(quoted),
+        1 => string_literal(),
+        1 => value(),
+    ];
+    let messages = prop_oneof![
+        5 => prop::collection::vec(message(), 0..6).prop_map(|m| format!("[{}]", m.join(","))),
+        1 => value(),
+    ];
+    let other = (
+        prop::sample::select(vec![
+            "stream",
+            "stream_options",
+            "temperature",
+            "max_tokens",
+            "top_p",
+            "n",
+            "stop",
+            "user",
+            "tools",
+            "response_format",
+            "seed",
+            "logprobs",
+            "model",
+            "messages",
+        ])
+        .prop_map(quoted),
+        prop_oneof![
+            Just("true".to_string()),
+            Just("false".to_string()),
+            Just("{\"include_usage\":true}".to_string()),
+            value(),
+        ],
+    );
+    prop_oneof![
+        8 => (
+            prop::option::weighted(0.9, model),
+            prop::option::weighted(0.9, messages),
+            prop::collection::vec(other, 0..4),
+        )
+            .prop_map(|(model, messages, mut entries)| {
+                if let Some(m) = messages {
+                    entries.insert(0, (quoted("messages"), m));
+                }
+                if let Some(m) = model {
+                    entries.insert(0, (quoted("model"), m));
+                }
+                object(entries)
+            }),
+        1 => hostile_body(),
+        1 => value(),
+    ]
+    .boxed()
+}
+
+/// A valid chat completion request: a listed model, a conversation of
+/// system, developer, user and assistant messages, then the question (text
+/// or text parts), streamed or not.
+fn openai_valid_body() -> BoxedStrategy<Value> {
+    let earlier = prop::collection::vec(
+        (
+            prop::sample::select(vec!["user", "assistant", "system", "developer"]),
+            prop::option::of(text()),
+        ),
+        0..5,
+    );
+    (
+        prop::sample::select(MODELS.to_vec()),
+        earlier,
+        valid_question(),
+        any::<bool>(),
+        any::<bool>(),
+        prop::option::of(any::<bool>()),
+        prop::option::of(0.0f64..=2.0),
+    )
+        .prop_map(
+            |(model, earlier, question, parts, stream, usage, temperature)| {
+                let mut messages: Vec<Value> = earlier
+                    .into_iter()
+                    .map(|(role, text)| {
+                        // Earlier messages within the body limit.
+                        let text = text.map(|t| t.chars().take(50_000).collect::<String>());
+                        json!({"role": role, "content": text})
+                    })
+                    .collect();
+                let content = if parts {
+                    json!([{"type": "text", "text": question}])
+                } else {
+                    json!(question)
+                };
+                messages.push(json!({"role": "user", "content": content}));
+                let mut b = json!({"model": model, "messages": messages, "stream": stream});
+                if let Some(u) = usage {
+                    b["stream_options"] = json!({"include_usage": u});
+                }
+                if let Some(t) = temperature {
+                    b["temperature"] = json!(t);
+                }
+                b
+            },
+        )
+        .boxed()
+}
+
 // ------------------------------------------------------------- raw sockets
 
 /// A response read by hand off a raw socket.
@@ -1087,7 +1292,7 @@ proptest! {
     /// sent whole or chunked by reqwest (now and then with another method
     /// than POST: 405, as JSON).
     fn fuzz_raw_bytes_and_odd_content_types_are_refused_cleanly(
-        endpoint in prop::sample::select(ENDPOINTS.to_vec()),
+        endpoint in prop::sample::select(ALL_ENDPOINTS.to_vec()),
         ct in content_type(),
         Bytes(body) in raw_body().prop_map(Bytes),
         chunked in prop::option::weighted(0.3, 1usize..100_000),
@@ -1104,7 +1309,7 @@ proptest! {
     /// the connection then serves another request unless the server said
     /// it closes it.
     fn fuzz_raw_socket_bodies_get_an_answer_and_the_connection_survives(
-        endpoint in prop::sample::select(ENDPOINTS.to_vec()),
+        endpoint in prop::sample::select(ALL_ENDPOINTS.to_vec()),
         ct in content_type(),
         Bytes(body) in raw_body().prop_map(Bytes),
         framing in framing(),
@@ -1112,6 +1317,23 @@ proptest! {
     ) {
         raw_socket(endpoint, ct, body, framing, expect_continue)?;
         no_panic()?;
+    }
+
+    /// Hostile chat completion requests (`model`, `messages` with odd roles
+    /// and contents, `stream`, `stream_options`, sampling fields): refused
+    /// in OpenAI's error shape naming the problem, or answered.
+    fn fuzz_openai_hostile_json_is_refused_with_a_message_or_answered(
+        Cut(body) in openai_hostile_body().prop_map(Cut),
+    ) {
+        case(openai_hostile(body))?;
+    }
+
+    /// Valid chat completion requests (every model, a conversation before
+    /// the question, content as text or parts, streamed or not) are answered.
+    fn fuzz_openai_valid_requests_are_answered(
+        Cut(body) in openai_valid_body().prop_map(Cut),
+    ) {
+        case(openai_valid(body))?;
     }
 
     /// Valid bodies (every field, odd but valid values; Unicode, control
@@ -1122,6 +1344,46 @@ proptest! {
     ) {
         case(valid(endpoint, body))?;
     }
+}
+
+async fn openai_hostile(body: String) -> Result<(), TestCaseError> {
+    let a = send(
+        OPENAI,
+        Some("application/json"),
+        body.clone().into_bytes(),
+        None,
+    )
+    .await?;
+    let sent = shown(body.as_bytes());
+    check_answer(OPENAI, &a, &sent).await?;
+    let expected: &[u16] = if body.len() > BODY_LIMIT {
+        &[413]
+    } else {
+        &[200, 400, 404]
+    };
+    if !expected.contains(&a.status) {
+        return Err(fail(format!(
+            "{OPENAI} answered {}, not {expected:?}, to {sent}: {}",
+            a.status,
+            a.text()
+        )));
+    }
+    Ok(())
+}
+
+async fn openai_valid(body: Value) -> Result<(), TestCaseError> {
+    let text = serde_json::to_vec(&body).unwrap();
+    let a = send(OPENAI, Some("application/json"), text.clone(), None).await?;
+    let sent = shown(&text);
+    if a.status != 200 {
+        return Err(fail(format!(
+            "{OPENAI} refused a valid request with {}: {sent} → {}",
+            a.status,
+            a.text()
+        )));
+    }
+    check_answer(OPENAI, &a, &sent).await?;
+    Ok(())
 }
 
 async fn hostile_json(endpoint: &str, body: String) -> Result<(), TestCaseError> {
@@ -1324,6 +1586,18 @@ fn raw_socket_bodies_get_an_answer_and_the_connection_survives() {
 }
 
 #[test]
+fn openai_hostile_json_is_refused_with_a_message_or_answered() {
+    fuzz_openai_hostile_json_is_refused_with_a_message_or_answered();
+    still_serves();
+}
+
+#[test]
+fn openai_valid_requests_are_answered() {
+    fuzz_openai_valid_requests_are_answered();
+    still_serves();
+}
+
+#[test]
 fn valid_bodies_are_accepted_and_answered() {
     fuzz_valid_bodies_are_accepted_and_answered();
     still_serves();
@@ -1406,6 +1680,50 @@ fn a_question_nested_thousands_deep_does_not_kill_the_server() {
                     .await
                     .unwrap_or_else(|e| panic!("{flow}: {e}"));
             }
+        }
+    });
+    still_serves();
+}
+
+/// Regression: the OpenAI endpoint's errors quoted a model name or a role
+/// as sent, newlines included (found by
+/// `openai_hostile_json_is_refused_with_a_message_or_answered`).
+#[test]
+fn openai_errors_are_one_line() {
+    let s = server();
+    s.rt.block_on(async {
+        for (body, status, expected) in [
+            (
+                json!({"model": "a\nb", "messages": []}),
+                404,
+                "the model 'a\\nb' does not exist",
+            ),
+            (
+                json!({"model": "rlm", "messages": [{"role": "us\ner", "content": "q"}]}),
+                400,
+                "(it is a 'us\\ner' message)",
+            ),
+            (
+                json!({"model": "rlm", "messages": [
+                    {"role": "x\r\ny", "content": "q"},
+                    {"role": "user", "content": "q"},
+                ]}),
+                400,
+                "unknown message role 'x\\r\\ny'",
+            ),
+        ] {
+            let a = send(
+                OPENAI,
+                Some("application/json"),
+                body.to_string().into_bytes(),
+                None,
+            )
+            .await
+            .unwrap();
+            assert_eq!(a.status, status, "{body}: {}", a.text());
+            let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(message.contains(expected), "{body}: {message}");
+            assert!(!message.contains(['\n', '\r']), "{body}: {message}");
         }
     });
     still_serves();
