@@ -138,8 +138,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+/// Ctrl-C or SIGTERM (also what stops `rlm mcp`).
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let mut term =

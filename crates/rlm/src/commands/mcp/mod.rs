@@ -124,7 +124,7 @@ pub fn mcp(args: McpArgs) -> anyhow::Result<()> {
         };
         tokio::select! {
             r = serving => r,
-            _ = shutdown_signal() => {
+            _ = crate::commands::serve::shutdown_signal() => {
                 eprintln!("rlm mcp: stopped by a signal");
                 Ok(())
             }
@@ -161,27 +161,4 @@ fn protocol_output() -> anyhow::Result<tokio::fs::File> {
 #[cfg(not(unix))]
 fn protocol_output() -> anyhow::Result<tokio::io::Stdout> {
     Ok(tokio::io::stdout())
-}
-
-/// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
