@@ -13,21 +13,4 @@
 # Usage: crates/rlm/tests/mcp_client/run.sh [pytest arguments]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../../../.." && pwd)"
-cd "$repo"
-target="${CARGO_TARGET_DIR:-$repo/target}"
-if [ -z "${RLM_BIN:-}" ]; then
-  # shellcheck source=/dev/null
-  source scripts/build-env.sh
-  cargo build --locked -p rlm
-  RLM_BIN="$target/debug/rlm"
-fi
-venv="$target/mcp-client-venv"
-stamp="$venv/.requirements"
-if ! cmp -s "$here/requirements.txt" "$stamp" 2>/dev/null; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-  cp "$here/requirements.txt" "$stamp"
-fi
-RLM_BIN="$RLM_BIN" exec "$venv/bin/python" -m pytest -p no:cacheprovider -q "$here/test_stdio.py" "$@"
+exec "$here/../../../../scripts/python-client-test" "$here" mcp-client-venv test_stdio.py "$@"
