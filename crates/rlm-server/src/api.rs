@@ -159,7 +159,7 @@ async fn chat(
     let run = app.start_run(ask_body(body)?)?;
     // A client that hangs up cancels its question rather than leaving it
     // running unobserved.
-    let guard = CancelOnDrop(Some((app.clone(), run.view().run.id)));
+    let guard = crate::app::CancelOnDrop(Some((app.clone(), run.view().run.id)));
     run.until_finished(|| {}).await;
     std::mem::forget(guard);
     let view = serde_json::to_value(run.view()).unwrap_or(Value::Null);
@@ -168,16 +168,6 @@ async fn chat(
         return Err(ApiError::insufficient_storage(not_saved).with_run(view));
     }
     Ok(Json(view))
-}
-
-struct CancelOnDrop(Option<(Arc<App>, String)>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some((app, id)) = self.0.take() {
-            let _ = app.cancel(&id);
-        }
-    }
 }
 
 #[derive(Debug, Deserialize)]

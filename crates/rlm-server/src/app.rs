@@ -841,3 +841,16 @@ async fn keep_trace_written(run: Arc<Run>) {
     run.until_finished(|| lock(&run.file).catch_up(&run.trace))
         .await;
 }
+
+/// Cancels a run when dropped: a handler that waits for a run holds one, so
+/// a client that hangs up cancels its question rather than leaving it
+/// running unobserved (`std::mem::forget` it once the run finished).
+pub(crate) struct CancelOnDrop(pub(crate) Option<(Arc<App>, String)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some((app, id)) = self.0.take() {
+            let _ = app.cancel(&id);
+        }
+    }
+}

@@ -284,17 +284,6 @@ fn with_reference_numbers(answer: &Answer, sources: &[rlm_engine::Source]) -> St
     text
 }
 
-/// Cancels the run when the client goes away before it finished.
-struct CancelOnDrop(Option<(Arc<App>, String)>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some((app, id)) = self.0.take() {
-            let _ = app.cancel(&id);
-        }
-    }
-}
-
 /// What a finished run gives the client: its answer, or the error.
 fn finished_answer(run: &Run) -> Result<Answer, OpenAiError> {
     let view = run.view();
@@ -366,7 +355,7 @@ pub(crate) async fn chat_completions(
     };
     let run = app.start_run(ask)?;
     let id = run.view().run.id;
-    let guard = CancelOnDrop(Some((app.clone(), id.clone())));
+    let guard = crate::app::CancelOnDrop(Some((app.clone(), id.clone())));
     let completion_id = format!("chatcmpl-{id}");
     let model = request.model.clone();
     let created = unix_now();
