@@ -10,8 +10,15 @@
 pub const SYSTEM_ROOT: &str = include_str!("../prompts/system_root.md");
 /// System prompt of sub-agents started by `rlm_query`.
 pub const SYSTEM_SUB: &str = include_str!("../prompts/system_sub.md");
-/// First user message: the question, the context's shape, the inspection cell.
+/// First user message: the question, the context's shape (sub-agents; the
+/// root has it in its system prompt), the inspection cell.
 pub const FIRST_USER: &str = include_str!("../prompts/first_user.md");
+/// One sentence on an agent's context: its shape and document sizes.
+pub const CONTEXT_NOTE: &str = include_str!("../prompts/context_note.md");
+/// The end of the root's system prompt: the context and the document index.
+/// It depends on the corpus only, never on the question, so the whole system
+/// prompt is a prefix shared by every question over the same corpus.
+pub const CORPUS_OVERVIEW: &str = include_str!("../prompts/corpus_overview.md");
 /// User message after each turn: the cells' outputs and the turn counter.
 pub const NEXT_TURN: &str = include_str!("../prompts/next_turn.md");
 /// Reply to a model turn with neither code nor FINAL.
@@ -92,7 +99,7 @@ pub fn placeholders(template: &str) -> Vec<String> {
     out
 }
 
-/// Describes per-document sizes for the first user message: up to 100 sizes,
+/// Describes per-document sizes for the context note: up to 100 sizes,
 /// then a count of the rest (the reference library's convention).
 pub fn describe_sizes(sizes: &[u64]) -> String {
     let shown: Vec<String> = sizes.iter().take(100).map(|s| s.to_string()).collect();
@@ -126,7 +133,8 @@ mod tests {
                 "sub_context_chars",
                 "depth_note",
                 "truncate_len",
-                "briefing"
+                "briefing",
+                "corpus"
             ]
         );
         assert_eq!(
@@ -143,13 +151,23 @@ mod tests {
             placeholders(FIRST_USER),
             [
                 "question",
-                "context_description",
-                "total_chars",
-                "doc_count",
-                "doc_sizes",
+                "context_note",
                 "inspection_code",
                 "inspection_output"
             ]
+        );
+        assert_eq!(
+            placeholders(CONTEXT_NOTE),
+            [
+                "context_description",
+                "total_chars",
+                "doc_count",
+                "doc_sizes"
+            ]
+        );
+        assert_eq!(
+            placeholders(CORPUS_OVERVIEW),
+            ["context_note", "overview_code", "overview_output"]
         );
         assert_eq!(
             placeholders(NEXT_TURN),

@@ -42,13 +42,16 @@ async fn needle_found_by_regex_then_final() {
 
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
-    // The first user message carries the inspection output (document index).
-    let first_user = &reqs[0].messages[1].content;
-    assert!(first_user.contains("3 documents"), "{first_user}");
+    // The system prompt carries the document index (it depends on the
+    // corpus only, so every question over the corpus shares it as a prefix).
+    let system = &reqs[0].messages[0].content;
+    assert!(system.contains("3 documents"), "{system}");
     assert!(
-        first_user.contains("[DOCUMENT 1: docs/b_notes.txt]"),
-        "{first_user}"
+        system.contains("[DOCUMENT 1: docs/b_notes.txt]"),
+        "{system}"
     );
+    let first_user = &reqs[0].messages[1].content;
+    assert!(!first_user.contains("3 documents"), "{first_user}");
     // ... and the lines of the best full-text hits for the question.
     assert!(
         first_user.contains("Full-text search for the question found"),
@@ -1232,8 +1235,9 @@ async fn question_search_lead_can_be_switched_off() {
     };
     let engine = engine(&server, cfg).await;
     ask(&engine, &ts, "What is the secret code?").await;
-    let first_user = &server.requests()[0].messages[1].content;
-    assert!(first_user.contains("3 documents"), "{first_user}");
+    let first = &server.requests()[0];
+    assert!(first.messages[0].content.contains("3 documents"));
+    let first_user = &first.messages[1].content;
     assert!(!first_user.contains("Full-text search"), "{first_user}");
 }
 
@@ -1274,4 +1278,29 @@ async fn empty_question_is_an_error() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("question is empty"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn questions_over_one_corpus_share_the_system_prompt() {
+    // The document index is in the system prompt and the question is not:
+    // a provider's prompt cache (or the embedded model's prefix state) then
+    // covers the whole system prompt from the second question on.
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new().on_sequence(root(), ["FINAL(a)".to_string(), "FINAL(b)".to_string()]),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    ask(&engine, &ts, "What is the secret code?").await;
+    ask(&engine, &ts, "Which notes mention Lisbon?").await;
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].messages[0].content, reqs[1].messages[0].content);
+    assert!(reqs[0].messages[0].content.contains("## The documents"));
+    assert!(!reqs[0].messages[0].content.contains("secret code?"));
+    assert!(
+        reqs[1].messages[1]
+            .content
+            .starts_with("Question: Which notes mention Lisbon?")
+    );
 }

@@ -15,7 +15,9 @@ use rlm_sandbox::{CellResult, InputValue, Interpreter, truncate_output};
 use serde_json::Value;
 
 use super::host::{AgentHost, BoxFut, caps};
-use super::inspection::{SUB_INSPECTION, input_sizes, interpreter_spec, root_inspection};
+use super::inspection::{
+    CORPUS_OVERVIEW, SUB_INSPECTION, input_sizes, interpreter_spec, root_inspection,
+};
 use super::synthesis::{Outcome, material_from_ctx, synthesize};
 use crate::budget::Exhausted;
 use crate::corpus::ContextShape;
@@ -145,6 +147,52 @@ pub(crate) fn run_agent(
         };
         let truncate = cfg.budget.truncate_len.to_string();
         let sub_chars = cfg.sub_context_chars.to_string();
+        let total: u64 = sizes.iter().sum();
+        let context_note = render(
+            prompts::CONTEXT_NOTE,
+            &[
+                ("context_description", &shape_desc),
+                ("total_chars", &total.to_string()),
+                ("doc_count", &sizes.len().to_string()),
+                ("doc_sizes", &prompts::describe_sizes(&sizes)),
+            ],
+        )
+        .trim_end()
+        .to_string();
+        let mut agent = Agent {
+            ctx: ctx.clone(),
+            id,
+            depth,
+            task,
+            input,
+            interp: Some(interp),
+            host,
+            messages: Vec::new(),
+            sent: 0,
+            assigned: Vec::new(),
+            last_outputs: Vec::new(),
+            deferred: None,
+            rejected_answer: false,
+        };
+        // The root's document index goes into its system prompt, not the
+        // first user message: it depends on the corpus only, so the system
+        // prompt is a prefix every question over the corpus shares.
+        let corpus = if is_root {
+            let overview = match agent.run_cell(0, 0, CORPUS_OVERVIEW).await {
+                Ok(r) => r.render(cfg.budget.truncate_len),
+                Err(e) => format!("(the index cell failed: {e})"),
+            };
+            render(
+                prompts::CORPUS_OVERVIEW,
+                &[
+                    ("context_note", &context_note),
+                    ("overview_code", CORPUS_OVERVIEW),
+                    ("overview_output", overview.trim_end()),
+                ],
+            )
+        } else {
+            String::new()
+        };
         let system = if depth == 0 {
             let briefing = ctx
                 .briefing
@@ -164,6 +212,7 @@ pub(crate) fn run_agent(
                     ("depth_note", depth_note),
                     ("truncate_len", &truncate),
                     ("briefing", &briefing),
+                    ("corpus", &corpus),
                 ],
             )
         } else {
@@ -178,21 +227,7 @@ pub(crate) fn run_agent(
                 ],
             )
         };
-        let mut agent = Agent {
-            ctx: ctx.clone(),
-            id,
-            depth,
-            task,
-            input,
-            interp: Some(interp),
-            host,
-            messages: vec![Message::system(system)],
-            sent: 0,
-            assigned: Vec::new(),
-            last_outputs: Vec::new(),
-            deferred: None,
-            rejected_answer: false,
-        };
+        agent.messages.push(Message::system(system));
         // The inspection cell: even a weak model starts from a scouted corpus.
         let inspection = if is_root {
             root_inspection(cfg.inspect_search_k)
@@ -200,21 +235,27 @@ pub(crate) fn run_agent(
             SUB_INSPECTION.to_string()
         };
         let inspection = inspection.as_str();
-        let inspection_output = match agent.run_cell(0, 0, inspection).await {
+        let index = usize::from(is_root);
+        let inspection_output = match agent.run_cell(0, index, inspection).await {
             Ok(r) => r.render(cfg.budget.truncate_len),
             Err(e) => format!("(inspection failed: {e})"),
         };
-        let total: u64 = sizes.iter().sum();
+        let inspection_output = match inspection_output.trim_end() {
+            "" => "(nothing printed)",
+            out => out,
+        };
+        let context_note = if is_root {
+            String::new()
+        } else {
+            format!("{context_note}\n\n")
+        };
         let first = render(
             prompts::FIRST_USER,
             &[
                 ("question", &agent.task),
-                ("context_description", &shape_desc),
-                ("total_chars", &total.to_string()),
-                ("doc_count", &sizes.len().to_string()),
-                ("doc_sizes", &prompts::describe_sizes(&sizes)),
+                ("context_note", &context_note),
                 ("inspection_code", inspection),
-                ("inspection_output", inspection_output.trim_end()),
+                ("inspection_output", inspection_output),
             ],
         );
         agent.messages.push(Message::user(first));

@@ -10,12 +10,19 @@ use crate::host;
 use crate::run::Run;
 use crate::session::SessionState;
 
-pub(crate) const ROOT_INSPECTION: &str = r#"print(f"{len(documents)} documents, {sum([d['chars'] for d in documents])} characters in total")
+/// The corpus overview cell: the document index. It depends on the corpus
+/// only, so its output goes into the root's system prompt, which then stays
+/// the same from one question to the next over the same corpus (a provider's
+/// prompt cache or the embedded model's prefix state covers it).
+pub(crate) const CORPUS_OVERVIEW: &str = r#"print(f"{len(documents)} documents, {sum([d['chars'] for d in documents])} characters in total")
 for d in documents[:60]:
     print(f"[DOCUMENT {d['index']}: {d['name']}] {d['chars']} chars, {d['chunk_count']} chunks")
 if len(documents) > 60:
-    print(f"... and {len(documents) - 60} more documents (see `documents`)")
-if history:
+    print(f"... and {len(documents) - 60} more documents (see `documents`)")"#;
+
+/// The part of the root's inspection that depends on the session: earlier
+/// questions and findings.
+pub(crate) const ROOT_INSPECTION: &str = r#"if history:
     print(f"Earlier questions in this session ({len(history)}):")
     for t in history[-5:]:
         print("Q:", t["question"])
@@ -25,7 +32,8 @@ if findings:
     for f in findings[-30:]:
         print("-", f["text"], "| source:", f["source"])"#;
 
-/// The root's inspection cell: the document index, then (with `k` > 0) for
+/// The root's inspection cell, run after the question is known: earlier
+/// questions and findings of the session, then (with `k` > 0) for
 /// each of the top `k` full-text hits for the question its short lines that
 /// share at least two of its words, or else the window of the hit around its
 /// best-matching terms (long lines: PDF text, transcripts, minified pages) —
