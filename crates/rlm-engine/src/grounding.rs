@@ -609,12 +609,16 @@ fn is_short(claim: &str) -> bool {
     numbers.len() + words.len() == 1
 }
 
-/// The first chunk with a sentence that backs `claim`: it holds every
-/// number of the claim and at least 60% of its content words (at least
-/// two). A one-term claim (an answer like "Tromso") is backed by a sentence
-/// that holds it and at least half of the question's content words (at
-/// least two): the sentence the answer was read from. Returns the chunk,
-/// the byte offset of the quote in the chunk's text and the quote, verbatim.
+/// The chunk and sentence that back `claim`. A claim of several terms is
+/// backed by the first sentence that holds every number of the claim and at
+/// least 60% of its content words (at least two). A one-term claim (an
+/// answer like "Tromso") is backed by a sentence that holds the term and one
+/// of the question's content words, and whose window (the sentence and its
+/// neighbours: questions paraphrase the sentence their answer is read from,
+/// and its subject is often named one sentence earlier) shares at least two
+/// of the question's content words and a third of them; of those, the one
+/// sharing the most wins, the earlier chunk on a tie. Returns the chunk, the
+/// byte offset of the quote in the chunk's text and the quote, verbatim.
 fn support_from(
     claim: &str,
     question: &str,
@@ -626,32 +630,52 @@ fn support_from(
         return None;
     }
     let (_, question_words) = claim_terms(question);
+    let mut terms: Vec<&str> = numbers.iter().map(String::as_str).collect();
+    terms.extend(words.iter().map(String::as_str));
+    // The best one-term candidate: (question words shared, chunk, start, sentence).
+    let mut best: Option<(usize, &SourceChunk, usize, &str)> = None;
     for chunk in chunks {
-        for (start, sentence) in sentences(&chunk.text) {
-            let tokens: HashSet<String> = text::words(sentence).collect();
-            if !numbers.iter().all(|n| tokens.contains(n)) {
+        let sents = sentences(&chunk.text);
+        let tokens: Vec<HashSet<String>> = sents
+            .iter()
+            .map(|(_, sentence)| text::words(sentence).collect())
+            .collect();
+        for (i, (start, sentence)) in sents.iter().enumerate() {
+            let here = &tokens[i];
+            if !numbers.iter().all(|n| here.contains(n)) {
                 continue;
             }
-            let matched = words.iter().filter(|w| tokens.contains(*w)).count();
-            let backed = if short {
-                let from_question = question_words
+            let matched = words.iter().filter(|w| here.contains(*w)).count();
+            if short {
+                if matched != words.len() {
+                    continue;
+                }
+                let window = &tokens[i.saturating_sub(1)..(i + 2).min(tokens.len())];
+                let shared = question_words
                     .iter()
-                    .filter(|w| tokens.contains(*w))
+                    .filter(|w| window.iter().any(|t| t.contains(*w)))
                     .count();
-                matched == words.len()
-                    && from_question >= 2
-                    && from_question * 2 >= question_words.len()
-            } else {
-                let needed = ((words.len() as f64) * 0.6).ceil() as usize;
-                matched + numbers.len() >= 2 && matched >= needed
-            };
-            if backed {
-                let quote = trim_quote(sentence);
-                return Some((chunk.clone(), start, quote.to_string()));
+                let in_sentence = question_words.iter().any(|w| here.contains(w));
+                if in_sentence
+                    && shared >= 2
+                    && shared * 3 >= question_words.len()
+                    && best.is_none_or(|(n, ..)| shared > n)
+                {
+                    best = Some((shared, chunk, *start, sentence));
+                }
+                continue;
+            }
+            let needed = ((words.len() as f64) * 0.6).ceil() as usize;
+            if matched + numbers.len() >= 2 && matched >= needed {
+                let (offset, quote) = quote_window(sentence, &terms);
+                return Some((chunk.clone(), start + offset, quote.to_string()));
             }
         }
     }
-    None
+    let (_, chunk, start, sentence) = best?;
+    terms.extend(question_words.iter().map(String::as_str));
+    let (offset, quote) = quote_window(sentence, &terms);
+    Some((chunk.clone(), start + offset, quote.to_string()))
 }
 
 /// Sentences of `text` with their byte offsets: split after `.`, `!`, `?`
@@ -683,12 +707,77 @@ fn push_sentence<'a>(text: &'a str, start: usize, end: usize, out: &mut Vec<(usi
     }
 }
 
-/// At most [`QUOTE_CHARS`] characters of a sentence, cut at a character boundary.
-fn trim_quote(sentence: &str) -> &str {
-    match sentence.char_indices().nth(QUOTE_CHARS) {
-        Some((i, _)) => &sentence[..i],
-        None => sentence,
+/// The quote a sentence gives: the whole sentence when it has at most
+/// [`QUOTE_CHARS`] characters; otherwise the window of whole words around
+/// the words of `terms` it holds (numbers first), so a long sentence (PDF
+/// text, a transcript) is quoted where it backs the claim, never cut in the
+/// middle of a word. Returns the window's byte offset in the sentence.
+fn quote_window<'a>(sentence: &'a str, terms: &[&str]) -> (usize, &'a str) {
+    if sentence.chars().count() <= QUOTE_CHARS {
+        return (0, sentence);
     }
+    // Words with their byte spans, as `text::words` splits them.
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut word_start = None;
+    for (i, c) in sentence.char_indices() {
+        match (c.is_alphanumeric(), word_start) {
+            (true, None) => word_start = Some(i),
+            (false, Some(s)) => {
+                spans.push((s, i));
+                word_start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = word_start {
+        spans.push((s, sentence.len()));
+    }
+    if spans.is_empty() {
+        return (0, text::head(sentence, QUOTE_CHARS));
+    }
+    let hits: Vec<usize> = spans
+        .iter()
+        .enumerate()
+        .filter(|(_, (s, e))| terms.contains(&sentence[*s..*e].to_lowercase().as_str()))
+        .map(|(i, _)| i)
+        .collect();
+    // The densest run of hits that fits: grow from each hit while the
+    // window stays within the limit; keep the one covering most hits.
+    let chars_between = |a: usize, b: usize| sentence[spans[a].0..spans[b].1].chars().count();
+    let (mut best, mut best_count) = ((0, 0), 0);
+    for (n, &first) in hits.iter().enumerate() {
+        let mut last = first;
+        let mut count = 1;
+        for &h in &hits[n + 1..] {
+            if chars_between(first, h) > QUOTE_CHARS {
+                break;
+            }
+            last = h;
+            count += 1;
+        }
+        if count > best_count {
+            (best, best_count) = ((first, last), count);
+        }
+    }
+    // Widen by whole words on both sides while it fits.
+    let (mut a, mut b) = best;
+    loop {
+        let mut grew = false;
+        if b + 1 < spans.len() && chars_between(a, b + 1) <= QUOTE_CHARS {
+            b += 1;
+            grew = true;
+        }
+        if a > 0 && chars_between(a - 1, b) <= QUOTE_CHARS {
+            a -= 1;
+            grew = true;
+        }
+        if !grew {
+            break;
+        }
+    }
+    let (start, end) = (spans[a].0, spans[b].1);
+    // One word longer than the limit (a hash, base64): its head.
+    (start, text::head(&sentence[start..end], QUOTE_CHARS))
 }
 
 fn engine_citation(
@@ -720,6 +809,31 @@ fn engine_citation(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_sentence_is_quoted_around_its_matching_words() {
+        let filler = "lorem ipsum dolor sit amet consectetur ".repeat(20);
+        let sentence =
+            format!("{filler}the vault access code for the Lisbon office is 58213 and {filler}end");
+        let (offset, quote) = quote_window(&sentence, &["58213", "vault", "lisbon"]);
+        assert!(quote.chars().count() <= QUOTE_CHARS, "{quote}");
+        assert!(quote.contains("vault access code for the Lisbon office is 58213"));
+        assert_eq!(&sentence[offset..offset + quote.len()], quote);
+        // Whole words at both ends.
+        let before = sentence[..offset].chars().last();
+        let after = sentence[offset + quote.len()..].chars().next();
+        assert!(before.is_none_or(|c| !c.is_alphanumeric()), "{quote}");
+        assert!(after.is_none_or(|c| !c.is_alphanumeric()), "{quote}");
+        // A short sentence is quoted whole; words only where they fit.
+        assert_eq!(
+            quote_window("A short one.", &["short"]),
+            (0, "A short one.")
+        );
+        let blob = "x".repeat(1000);
+        assert_eq!(quote_window(&blob, &["y"]).1.chars().count(), QUOTE_CHARS);
+        let dots = ".".repeat(400);
+        assert_eq!(quote_window(&dots, &[]).1.chars().count(), QUOTE_CHARS);
+    }
 
     #[test]
     fn verdicts_parse_and_flag() {
@@ -800,6 +914,19 @@ mod tests {
         assert_eq!(quote, "The secret code is 4721.");
         assert!(support_from("4721", "What is the launch date?", &c).is_none());
         assert!(support_from("Keep", q, &c).is_none());
+        // A paraphrased question: the answer's sentence names part of it, the
+        // sentence before names the rest; the densest window wins.
+        let c = [
+            chunk("Tickets for the 2015 season sold out. The club moved in 2015."),
+            chunk(
+                "Denver hosted the Super Bowl parade. The Broncos won their third title in 2015. Tickets sold out.",
+            ),
+        ];
+        let q = "What year did the Denver Broncos secure a Super Bowl title for the third time?";
+        let (year_chunk, at, year_quote) = support_from("2015", q, &c).unwrap();
+        assert_eq!(year_quote, "The Broncos won their third title in 2015.");
+        assert_eq!(&year_chunk.text[at..at + year_quote.len()], year_quote);
+        assert!(support_from("2015", "When did the club move?", &c[1..]).is_none());
         let cite = engine_citation(0, &found, offset, quote);
         assert_eq!(cite.byte_start, Some(100 + 15));
         assert_eq!(cite.origin, CitationOrigin::Engine);
