@@ -1077,3 +1077,67 @@ async fn hybrid_retrieval_when_the_store_has_embeddings() {
         "bm25"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rag_reply_that_is_not_an_answer_is_sent_back_once() {
+    // Small models answer with a citation marker alone (an invented id):
+    // the reply is sent back once with what was wrong.
+    let ts = resume_store();
+    let marker_only = Reply::text("[[chunk:47_Force \"some words\"]]");
+    let server = ScriptedServer::start(Script::new().respond_with(move |r| {
+        if r.last_message().contains("That reply was not accepted") {
+            let p = &r.messages[0].content;
+            let ps = passages(p, "[chunk:");
+            let (id, text) = ps.first()?;
+            let q = quote_of(text);
+            Some(Reply::text(format!(
+                "Alexis lists: {q} [[chunk:{id} \"{q}\"]]."
+            )))
+        } else {
+            Some(marker_only.clone())
+        }
+    }))
+    .await;
+    let e = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = AskRequest::new("Which skills does Alexis have?");
+    req.flow = Flow::Rag;
+    let (answer, _) = run(&e, &ts, req).await;
+    assert_eq!(server.request_count(), 2);
+    let retry = &server.requests()[1];
+    assert!(
+        retry.last_message().contains("only citation markers"),
+        "{}",
+        retry.last_message()
+    );
+    assert!(
+        answer.answer.starts_with("Alexis lists:"),
+        "{}",
+        answer.answer
+    );
+    assert!(
+        answer.partial_reason.is_none(),
+        "{:?}",
+        answer.partial_reason
+    );
+
+    // Twice not an answer: committed as partial, saying why.
+    let server = ScriptedServer::start(
+        Script::new().respond_with(|_| Some(Reply::text("[[chunk:47_Force \"some words\"]]"))),
+    )
+    .await;
+    let e = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = AskRequest::new("Which skills does Alexis have?");
+    req.flow = Flow::Rag;
+    let (answer, trace) = run(&e, &ts, req).await;
+    assert_eq!(server.request_count(), 2);
+    assert!(answer.partial);
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("not an answer")),
+        "{:?}",
+        answer.partial_reason
+    );
+    assert!(has_fallback(&trace, "rag_answer", "not an answer"));
+}

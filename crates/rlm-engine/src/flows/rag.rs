@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::answer::{Answer, FlowReport, RetrievalReport, RouteDecision};
 use crate::citations::CitationPolicy;
+use crate::parse;
 use crate::prompts::render;
 use crate::request::AskRequest;
 use crate::retrieval::{FileChunk, excerpts, stage1};
@@ -15,6 +16,8 @@ use crate::trace::CallPurpose;
 
 /// Prompt of the answer call.
 pub const RAG_PROMPT: &str = include_str!("../../prompts/pipeline/rag_answer.md");
+/// The one retry after a reply that is not an answer.
+pub const RAG_RETRY: &str = include_str!("../../prompts/pipeline/rag_retry.md");
 
 /// Characters of each passage in the prompt.
 const PASSAGE_CHARS: usize = 4000;
@@ -91,18 +94,52 @@ pub(crate) async fn run(
         RAG_PROMPT,
         &[("question", &req.question), ("chunks", &listing)],
     );
-    let r = fx
+    let mut messages = vec![Message::user(prompt)];
+    let mut r = fx
         .call(
             ROOT_AGENT,
             0,
             ModelRole::Root,
-            &[Message::user(prompt)],
+            &messages,
             None,
             CallPurpose::Answer,
         )
         .await;
+    // A reply that is not an answer (only markers, an internal id, a
+    // placeholder, the question again) is sent back once with what was
+    // wrong; if the second is no better, it is committed as partial.
+    let mut not_answer = None;
+    if let Ok(reply) = &r
+        && let Some(why) = parse::not_an_answer(reply, &req.question)
+    {
+        messages.push(Message::assistant(reply.clone()));
+        messages.push(Message::user(render(
+            RAG_RETRY,
+            &[("why", &why), ("question", &req.question)],
+        )));
+        r = fx
+            .call(
+                ROOT_AGENT,
+                0,
+                ModelRole::Root,
+                &messages,
+                None,
+                CallPurpose::Answer,
+            )
+            .await;
+        not_answer = r
+            .as_ref()
+            .ok()
+            .and_then(|reply| parse::not_an_answer(reply, &req.question));
+    }
     let (text, partial) = match r {
-        Ok(t) if !t.trim().is_empty() => (t.trim().to_string(), None),
+        Ok(t) if !t.trim().is_empty() => {
+            let partial = not_answer.map(|why| {
+                fx.fallback(ROOT_AGENT, "rag_answer", &format!("not an answer: {why}"));
+                format!("the answer is not an answer: {why}")
+            });
+            (t.trim().to_string(), partial)
+        }
         other => {
             let reason = match &other {
                 Err(e) => e.to_string(),
