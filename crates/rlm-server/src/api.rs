@@ -25,9 +25,15 @@ pub const INDEX_HTML: &str = include_str!("../ui/index.html");
 
 /// Every route of the API and the UI.
 pub fn router(app: Arc<App>) -> Router {
+    router_with_mcp(app, None)
+}
+
+/// [`router`] with `mcp` answering `/mcp` and the paths below it, inside
+/// the same layers (`None`: `/mcp` is 404 as any unknown path).
+pub fn router_with_mcp(app: Arc<App>, mcp: Option<crate::McpService>) -> Router {
     let body_limit = app.limits().max_body_bytes;
     let body_timeout = app.limits().body_timeout;
-    Router::new()
+    let mut routes = Router::new()
         .route("/", get(index))
         .route("/api/info", get(info))
         .route("/api/openapi.json", get(openapi))
@@ -45,7 +51,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route(
             "/v1/chat/completions",
             axum::routing::post(crate::openai::chat_completions),
-        )
+        );
+    if let Some(mcp) = mcp {
+        routes = routes.nest_service("/mcp", mcp.0);
+    }
+    routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

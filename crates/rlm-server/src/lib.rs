@@ -25,13 +25,15 @@ mod app;
 mod body;
 mod conn;
 mod error;
+mod mount;
 mod openai;
 mod openapi;
 mod storage;
 
-pub use api::{INDEX_HTML, router};
+pub use api::{INDEX_HTML, router, router_with_mcp};
 pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunInfo, RunStatus, RunSummary, RunView};
 pub use error::ApiError;
+pub use mount::McpService;
 
 /// Serves the API and the UI on `listener` until `shutdown` resolves, with
 /// the connection limits of the app's [`Limits`] (header, body and write
@@ -43,6 +45,17 @@ pub async fn serve(
     app: std::sync::Arc<App>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_mcp(listener, app, None, shutdown).await
+}
+
+/// [`serve`] with `mcp` answering `/mcp` behind the same layers (the `rlm`
+/// binary's MCP server over streamable HTTP).
+pub async fn serve_with_mcp(
+    listener: tokio::net::TcpListener,
+    app: std::sync::Arc<App>,
+    mcp: Option<McpService>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let limits = app.limits().clone();
     let on_shutdown = async {
         app.cancel_all();
@@ -50,7 +63,7 @@ pub async fn serve(
     };
     conn::serve_connections(
         listener,
-        router(app.clone()),
+        router_with_mcp(app.clone(), mcp),
         &limits,
         shutdown,
         on_shutdown,
