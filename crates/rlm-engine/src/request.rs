@@ -116,6 +116,16 @@ pub struct QuestionSettings {
     pub max_cost_usd: Option<String>,
     /// Wall-clock cap in seconds.
     pub max_wall_secs: Option<String>,
+    /// The `pipeline` flow's stage-1 retrieval: `RLM_HIGH_RECALL_K` entry
+    /// chunks when true, `RLM_RAG_K` when false (`RLM_LOW_RECALL_MODE`
+    /// inverted).
+    pub high_recall: Option<String>,
+    /// The `pipeline` flow's expansion of entry chunks to whole files: true
+    /// asks for the pipeline, false for `rag` (no expansion).
+    pub expand_files: Option<String>,
+    /// The `pipeline` flow's per-file inspection and summaries: true asks
+    /// for the pipeline, false for `rag` (chunks answered directly).
+    pub rlm_summarize: Option<String>,
 }
 
 /// A question's settings laid over the engine's.
@@ -131,7 +141,7 @@ pub struct ResolvedQuestion {
 
 impl QuestionSettings {
     /// Each setting: its field, its flag, the `RLM_*` key whose rules it follows.
-    const SETTINGS: [(&'static str, &'static str, &'static str); 10] = [
+    const SETTINGS: [(&'static str, &'static str, &'static str); 13] = [
         ("coverage", "--coverage", "RLM_COVERAGE"),
         ("inspector", "--inspector", "RLM_INSPECTOR"),
         ("citations", "--citations", "RLM_CITATIONS"),
@@ -142,6 +152,10 @@ impl QuestionSettings {
         ("max_depth", "--max-depth", "RLM_MAX_DEPTH"),
         ("max_cost_usd", "--max-cost-usd", "RLM_MAX_COST_USD"),
         ("max_wall_secs", "--max-wall-secs", "RLM_MAX_WALL_SECS"),
+        // The original system's retrieval toggles: per question only.
+        ("high_recall", "--high-recall", "high_recall"),
+        ("expand_files", "--expand-files", "expand_files"),
+        ("rlm_summarize", "--rlm-summarize", "rlm_summarize"),
     ];
 
     fn field(&self, name: &str) -> Option<&String> {
@@ -156,6 +170,9 @@ impl QuestionSettings {
             "max_depth" => self.max_depth.as_ref(),
             "max_cost_usd" => self.max_cost_usd.as_ref(),
             "max_wall_secs" => self.max_wall_secs.as_ref(),
+            "high_recall" => self.high_recall.as_ref(),
+            "expand_files" => self.expand_files.as_ref(),
+            "rlm_summarize" => self.rlm_summarize.as_ref(),
             _ => None,
         }
     }
@@ -216,7 +233,10 @@ impl QuestionSettings {
             b.wall_clock = Duration::from_secs_f64(v);
         }
         b.validate()?;
-        let flow = match (&self.flow, self.use_rlm) {
+        if let Some(v) = r.boolean("high_recall")? {
+            config.flows.low_recall_mode = !v;
+        }
+        let mut flow = match (&self.flow, self.use_rlm) {
             (Some(f), _) => f
                 .parse::<Flow>()
                 .map_err(|e| format!("{}: {e}", self.name("flow", "--flow")))?,
@@ -224,10 +244,131 @@ impl QuestionSettings {
             (None, Some(false)) => Flow::Rag,
             (None, None) => Flow::Configured,
         };
+        if let Some(stages) = self.pipeline_stages(&r, flow)? {
+            flow = stages;
+        }
         Ok(ResolvedQuestion {
             config,
             flow,
             pipeline,
         })
+    }
+
+    /// The flow `expand_files` and `rlm_summarize` ask for (the pipeline's
+    /// stages after retrieval: true → `pipeline`, false → `rag`), or a
+    /// conflict with the flow or RLM switch the question also set.
+    fn pipeline_stages(&self, r: &Reader<'_>, flow: Flow) -> Result<Option<Flow>, String> {
+        let mut wanted: Option<(bool, &'static str)> = None;
+        for (field, flag) in [
+            ("expand_files", "--expand-files"),
+            ("rlm_summarize", "--rlm-summarize"),
+        ] {
+            let Some(v) = r.boolean(field)? else {
+                continue;
+            };
+            let name = self.name(field, flag);
+            match wanted {
+                Some((w, other)) if w != v => {
+                    return Err(format!(
+                        "{other} and {name} disagree: both true asks for the pipeline flow, both false for rag"
+                    ));
+                }
+                _ => wanted = Some((v, name)),
+            }
+        }
+        let Some((on, name)) = wanted else {
+            return Ok(None);
+        };
+        let target = if on { Flow::Pipeline } else { Flow::Rag };
+        let conflict = match (&self.flow, self.use_rlm) {
+            (Some(_), _) => flow != target,
+            (None, Some(rlm)) => rlm != on,
+            (None, None) => false,
+        };
+        if conflict {
+            let (what, by) = match &self.flow {
+                Some(f) => (f.as_str(), self.name("flow", "--flow")),
+                None if on => ("false", "use_rlm"),
+                None => ("true", "use_rlm"),
+            };
+            return Err(format!(
+                "{name}={on} conflicts with {by}={what}: {name}={on} asks for the {} flow; drop one of them",
+                target.as_str()
+            ));
+        }
+        Ok(Some(target))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(f: impl FnOnce(&mut QuestionSettings)) -> Result<ResolvedQuestion, String> {
+        let mut q = QuestionSettings {
+            surface: Surface::Api,
+            ..QuestionSettings::default()
+        };
+        f(&mut q);
+        q.resolve(&EngineConfig::default())
+    }
+
+    #[test]
+    fn the_retrieval_toggles_map_onto_the_pipeline_settings() {
+        let r = api(|q| q.high_recall = Some("false".into())).unwrap();
+        assert!(r.config.flows.low_recall_mode);
+        assert_eq!(r.flow, Flow::Configured);
+        let r = api(|q| q.high_recall = Some("true".into())).unwrap();
+        assert!(!r.config.flows.low_recall_mode);
+        let r = api(|q| q.expand_files = Some("true".into())).unwrap();
+        assert_eq!(r.flow, Flow::Pipeline);
+        let r = api(|q| {
+            q.rlm_summarize = Some("false".into());
+            q.expand_files = Some("false".into());
+        })
+        .unwrap();
+        assert_eq!(r.flow, Flow::Rag);
+        let r = api(|q| {
+            q.flow = Some("pipeline".into());
+            q.rlm_summarize = Some("true".into());
+        })
+        .unwrap();
+        assert_eq!(r.flow, Flow::Pipeline);
+
+        let e = api(|q| q.high_recall = Some("maybe".into())).unwrap_err();
+        assert_eq!(
+            e,
+            "high_recall=\"maybe\" is not a boolean; use true or false"
+        );
+        let e = api(|q| {
+            q.flow = Some("repl".into());
+            q.expand_files = Some("true".into());
+        })
+        .unwrap_err();
+        assert!(
+            e.starts_with("expand_files=true conflicts with flow=repl"),
+            "{e}"
+        );
+        let e = api(|q| {
+            q.use_rlm = Some(true);
+            q.rlm_summarize = Some("false".into());
+        })
+        .unwrap_err();
+        assert!(
+            e.starts_with("rlm_summarize=false conflicts with use_rlm=true"),
+            "{e}"
+        );
+        let e = QuestionSettings {
+            surface: Surface::Flags,
+            expand_files: Some("true".into()),
+            rlm_summarize: Some("false".into()),
+            ..QuestionSettings::default()
+        }
+        .resolve(&EngineConfig::default())
+        .unwrap_err();
+        assert!(
+            e.starts_with("--expand-files and --rlm-summarize disagree"),
+            "{e}"
+        );
     }
 }

@@ -21,6 +21,12 @@ pub const SESSIONS_FILE: &str = "sessions.sqlite";
 /// Longest accepted session name.
 pub const MAX_SESSION_NAME: usize = 64;
 
+/// Longest session title, in characters.
+pub const MAX_SESSION_TITLE_CHARS: usize = 200;
+
+/// Characters of the first question a session is titled with by default.
+const DEFAULT_TITLE_CHARS: usize = 80;
+
 /// Longest question or answer text a turn stores, in bytes; longer text is
 /// cut at a character boundary and ends with a note of what was cut.
 pub const MAX_TURN_TEXT_BYTES: usize = 64 * 1024;
@@ -93,11 +99,25 @@ pub struct SessionPage {
     pub first: u64,
     /// Turns `first..first + history.len()`, oldest first.
     pub history: Vec<Turn>,
+    /// For each turn of `history`: the run that answered it and when it was
+    /// saved.
+    pub turn_meta: Vec<TurnMeta>,
     /// Findings the session keeps.
     pub findings_total: u64,
     /// The newest findings within [`MAX_SESSION_FINDINGS`] and
     /// [`MAX_SESSION_FINDINGS_BYTES`], oldest first.
     pub findings: Vec<Finding>,
+}
+
+/// Where a turn came from: the server's run that answered it (none for
+/// turns saved by `rlm ask --session` or before run ids were kept) and when
+/// it was saved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnMeta {
+    /// The run id (`GET /api/runs/{id}`).
+    pub run_id: Option<String>,
+    /// RFC 3339 UTC.
+    pub created_at: String,
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, ending with a
@@ -163,14 +183,51 @@ fn cap_citations(citations: &[crate::Citation]) -> Result<String, String> {
 /// One line of [`SessionStore::list`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionSummary {
-    /// The session's name.
+    /// The session's name: its id, usable in a URL.
     pub name: String,
+    /// Its free-text title: given, or the start of its first question.
+    pub title: String,
+    /// When it was created or its first turn saved (RFC 3339 UTC).
+    pub created_at: String,
     /// Questions answered in it.
     pub turns: u64,
     /// Findings kept.
     pub findings: u64,
-    /// When its last turn was saved (RFC 3339 UTC).
+    /// When its last turn was saved, else when it was created (RFC 3339 UTC).
     pub updated_at: String,
+}
+
+/// Checks a session title and returns it trimmed: free text (spaces, any
+/// script), one line, 1-[`MAX_SESSION_TITLE_CHARS`] characters.
+pub fn validate_session_title(title: &str) -> Result<String, String> {
+    let t = title.trim();
+    let n = t.chars().count();
+    if n == 0 {
+        return Err("the title is empty; send {\"title\": \"...\"}".into());
+    }
+    if n > MAX_SESSION_TITLE_CHARS {
+        return Err(format!(
+            "the title has {n} characters; the limit is {MAX_SESSION_TITLE_CHARS}"
+        ));
+    }
+    if t.chars().any(char::is_control) {
+        return Err(
+            "the title must be one line of text (no newlines or control characters)".into(),
+        );
+    }
+    Ok(t.to_string())
+}
+
+/// The title a session gets from its first question: its words on one line,
+/// at most [`DEFAULT_TITLE_CHARS`] characters (cut ones end with `…`).
+pub fn title_from_question(question: &str) -> String {
+    let words: Vec<&str> = question.split_whitespace().collect();
+    let line = words.join(" ");
+    if line.chars().count() <= DEFAULT_TITLE_CHARS {
+        return line;
+    }
+    let cut: String = line.chars().take(DEFAULT_TITLE_CHARS - 1).collect();
+    format!("{}…", cut.trim_end())
 }
 
 /// The session database of one store.
@@ -218,6 +275,10 @@ impl SessionStore {
                  text TEXT NOT NULL,
                  source TEXT,
                  created_at TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS sessions (
+                 name TEXT PRIMARY KEY,
+                 title TEXT,
+                 created_at TEXT NOT NULL);
              CREATE INDEX IF NOT EXISTS turns_session ON turns(session, id);
              CREATE INDEX IF NOT EXISTS findings_session ON findings(session, id);",
         )
@@ -233,6 +294,18 @@ impl SessionStore {
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         if has_citations == 0 {
             conn.execute_batch("ALTER TABLE turns ADD COLUMN citations TEXT")
+                .map_err(|e| format!("cannot upgrade {}: {e}", path.display()))?;
+        }
+        // Likewise the run that answered each turn (none for older turns).
+        let has_run_id: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('turns') WHERE name = 'run_id'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if has_run_id == 0 {
+            conn.execute_batch("ALTER TABLE turns ADD COLUMN run_id TEXT")
                 .map_err(|e| format!("cannot upgrade {}: {e}", path.display()))?;
         }
         Ok(SessionStore { conn, path })
@@ -290,7 +363,8 @@ impl SessionStore {
             .conn
             .prepare(
                 "SELECT substr(question, 1, ?2), substr(answer, 1, ?2), partial,
-                        CASE WHEN length(citations) <= ?3 THEN citations END
+                        CASE WHEN length(citations) <= ?3 THEN citations END,
+                        substr(run_id, 1, 64), created_at
                  FROM turns WHERE session = ?1 ORDER BY id LIMIT ?4 OFFSET ?5",
             )
             .map_err(err)?;
@@ -317,7 +391,11 @@ impl SessionStore {
                             .and_then(|c| serde_json::from_str(&c).ok())
                             .unwrap_or_default(),
                     };
-                    Ok((turn, bytes))
+                    let meta = TurnMeta {
+                        run_id: r.get(4)?,
+                        created_at: r.get(5)?,
+                    };
+                    Ok((turn, meta, bytes))
                 },
             )
             .map_err(err)?
@@ -325,15 +403,18 @@ impl SessionStore {
             .map_err(err)?;
         // The newest turns that fit the page, at least one.
         let mut history = Vec::new();
+        let mut turn_meta = Vec::new();
         let mut bytes = 0;
-        for (turn, size) in rows.into_iter().rev() {
+        for (turn, meta, size) in rows.into_iter().rev() {
             bytes += size;
             if bytes > MAX_PAGE_TURN_BYTES && !history.is_empty() {
                 break;
             }
             history.push(turn);
+            turn_meta.push(meta);
         }
         history.reverse();
+        turn_meta.reverse();
         let first = end - history.len() as u64;
 
         let mut st = self
@@ -379,33 +460,103 @@ impl SessionStore {
             turns_total,
             first,
             history,
+            turn_meta,
             findings_total,
             findings,
         })
     }
 
-    /// Every session with at least one turn, most recently used first.
+    /// Every session (with turns, or created empty), most recently active
+    /// first.
     pub fn list(&self) -> Result<Vec<SessionSummary>, String> {
+        self.summaries(None)
+    }
+
+    /// One session's summary; `None` if it has neither turns nor a record.
+    pub fn summary(&self, name: &str) -> Result<Option<SessionSummary>, String> {
+        validate_session_name(name)?;
+        Ok(self.summaries(Some(name))?.into_iter().next())
+    }
+
+    /// Summaries of every session, or of the one named. Sessions from before
+    /// titles were kept have no record: titled from their oldest kept
+    /// question, created when that turn was.
+    fn summaries(&self, only: Option<&str>) -> Result<Vec<SessionSummary>, String> {
         let err = |e: rusqlite::Error| format!("cannot list sessions: {e}");
         let mut st = self
             .conn
             .prepare(
-                "SELECT t.session, COUNT(*), MAX(t.created_at),
-                        (SELECT COUNT(*) FROM findings f WHERE f.session = t.session)
-                 FROM turns t GROUP BY t.session ORDER BY MAX(t.id) DESC",
+                "WITH names AS (
+                     SELECT name FROM sessions WHERE ?1 IS NULL OR name = ?1
+                     UNION SELECT DISTINCT session FROM turns WHERE ?1 IS NULL OR session = ?1),
+                 stats AS (
+                     SELECT n.name AS name,
+                            (SELECT COUNT(*) FROM turns t WHERE t.session = n.name) AS turns,
+                            (SELECT COUNT(*) FROM findings f WHERE f.session = n.name) AS findings,
+                            (SELECT MIN(created_at) FROM turns t WHERE t.session = n.name) AS first_at,
+                            (SELECT MAX(created_at) FROM turns t WHERE t.session = n.name) AS last_at,
+                            (SELECT MAX(id) FROM turns t WHERE t.session = n.name) AS last_id,
+                            (SELECT substr(question, 1, 400) FROM turns t WHERE t.session = n.name
+                             ORDER BY id LIMIT 1) AS first_question
+                     FROM names n)
+                 SELECT st.name, st.turns, st.findings, s.title, st.first_question,
+                        COALESCE(s.created_at, st.first_at, ''),
+                        COALESCE(st.last_at, s.created_at, '')
+                 FROM stats st LEFT JOIN sessions s ON s.name = st.name
+                 ORDER BY COALESCE(st.last_at, s.created_at) DESC, st.last_id DESC",
             )
             .map_err(err)?;
-        st.query_map([], |r| {
+        st.query_map(params![only], |r| {
+            let title: Option<String> = r.get(3)?;
+            let first_question: Option<String> = r.get(4)?;
             Ok(SessionSummary {
                 name: r.get(0)?,
                 turns: r.get::<_, i64>(1)? as u64,
-                updated_at: r.get(2)?,
-                findings: r.get::<_, i64>(3)? as u64,
+                findings: r.get::<_, i64>(2)? as u64,
+                title: title
+                    .or_else(|| first_question.map(|q| title_from_question(&q)))
+                    .unwrap_or_default(),
+                created_at: r.get(5)?,
+                updated_at: r.get(6)?,
             })
         })
         .map_err(err)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)
+    }
+
+    /// Creates an empty session titled `title` (the start of its first
+    /// question when `None`); false if one by that name exists.
+    pub fn create(&mut self, name: &str, title: Option<&str>) -> Result<bool, String> {
+        validate_session_name(name)?;
+        let title = title.map(validate_session_title).transpose()?;
+        if self.summary(name)?.is_some() {
+            return Ok(false);
+        }
+        self.conn
+            .execute(
+                "INSERT INTO sessions (name, title, created_at) VALUES (?1, ?2, ?3)",
+                params![name, title, crate::trace::now_rfc3339()],
+            )
+            .map_err(|e| format!("cannot save session {name:?}: {e}"))?;
+        Ok(true)
+    }
+
+    /// Gives a session a new title; false if there is no such session.
+    pub fn rename(&mut self, name: &str, title: &str) -> Result<bool, String> {
+        validate_session_name(name)?;
+        let title = validate_session_title(title)?;
+        let Some(current) = self.summary(name)? else {
+            return Ok(false);
+        };
+        self.conn
+            .execute(
+                "INSERT INTO sessions (name, title, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(name) DO UPDATE SET title = excluded.title",
+                params![name, title, current.created_at],
+            )
+            .map_err(|e| format!("cannot rename session {name:?}: {e}"))?;
+        Ok(true)
     }
 
     /// Deletes a session's turns and findings; false if it had none.
@@ -419,8 +570,11 @@ impl SessionStore {
         let findings = tx
             .execute("DELETE FROM findings WHERE session = ?1", params![name])
             .map_err(err)?;
+        let record = tx
+            .execute("DELETE FROM sessions WHERE name = ?1", params![name])
+            .map_err(err)?;
         tx.commit().map_err(err)?;
-        Ok(turns + findings > 0)
+        Ok(turns + findings + record > 0)
     }
 
     /// Appends a finished question and the findings it added, atomically,
@@ -436,21 +590,44 @@ impl SessionStore {
         turn: &Turn,
         new_findings: &[Finding],
     ) -> Result<(), String> {
+        self.append_run(name, turn, new_findings, None)
+    }
+
+    /// [`SessionStore::append`], keeping the id of the run that answered the
+    /// turn. A session's first turn also records it, titled from its
+    /// question unless it was given a title.
+    pub fn append_run(
+        &mut self,
+        name: &str,
+        turn: &Turn,
+        new_findings: &[Finding],
+        run_id: Option<&str>,
+    ) -> Result<(), String> {
         validate_session_name(name)?;
         let now = crate::trace::now_rfc3339();
         let err = |e: rusqlite::Error| format!("cannot save session {name:?}: {e}");
         let citations = cap_citations(&turn.citations)?;
         let (findings, _) = cap_findings(new_findings);
         let tx = self.conn.transaction().map_err(err)?;
+        // A session whose turns predate titles keeps the title of its oldest
+        // kept question; a new one is titled from this one.
         tx.execute(
-            "INSERT INTO turns (session, question, answer, partial, created_at, citations) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT OR IGNORE INTO sessions (name, title, created_at)
+             SELECT ?1, CASE WHEN EXISTS (SELECT 1 FROM turns WHERE session = ?1) THEN NULL ELSE ?2 END,
+                    COALESCE((SELECT MIN(created_at) FROM turns WHERE session = ?1), ?3)",
+            params![name, title_from_question(&turn.question), now],
+        )
+        .map_err(err)?;
+        tx.execute(
+            "INSERT INTO turns (session, question, answer, partial, created_at, citations, run_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 name,
                 clip_text(&turn.question, MAX_TURN_TEXT_BYTES),
                 clip_text(&turn.answer, MAX_TURN_TEXT_BYTES),
                 turn.partial as i64,
                 now,
-                citations
+                citations,
+                run_id
             ],
         )
         .map_err(err)?;
@@ -567,6 +744,97 @@ mod tests {
         assert!(old.history[0].citations.is_empty());
         s.append("old", &Turn::default(), &[]).unwrap();
         assert_eq!(s.load("old").unwrap().history.len(), 2);
+    }
+
+    #[test]
+    fn sessions_have_titles_run_ids_and_old_files_keep_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A file from before titles and run ids: a session with turns only.
+            let conn = Connection::open(dir.path().join(SESSIONS_FILE)).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE turns (id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL,
+                     question TEXT NOT NULL, answer TEXT NOT NULL, partial INTEGER NOT NULL,
+                     created_at TEXT NOT NULL, citations TEXT);
+                 INSERT INTO turns (session, question, answer, partial, created_at)
+                     VALUES ('legacy', '  What is the\n notice period?  ', 'a', 0, '2026-01-01T00:00:00.000Z');",
+            )
+            .unwrap();
+        }
+        let mut s = SessionStore::open(dir.path()).unwrap();
+        let legacy = s.summary("legacy").unwrap().unwrap();
+        assert_eq!(legacy.title, "What is the notice period?");
+        assert_eq!(legacy.created_at, "2026-01-01T00:00:00.000Z");
+        let page = s.page("legacy", None, 20).unwrap();
+        assert_eq!(page.turn_meta[0].run_id, None, "older turns have no run");
+
+        // A new session is titled from its first question; its turns keep run ids.
+        let long = "word ".repeat(40);
+        s.append_run(
+            "fresh",
+            &Turn {
+                question: long.clone(),
+                ..Turn::default()
+            },
+            &[],
+            Some("r1"),
+        )
+        .unwrap();
+        s.append_run(
+            "fresh",
+            &Turn {
+                question: "second".into(),
+                ..Turn::default()
+            },
+            &[],
+            Some("r2"),
+        )
+        .unwrap();
+        let fresh = s.summary("fresh").unwrap().unwrap();
+        assert!(
+            fresh.title.ends_with('…') && fresh.title.chars().count() <= 80,
+            "{}",
+            fresh.title
+        );
+        assert_eq!(fresh.turns, 2);
+        let page = s.page("fresh", None, 20).unwrap();
+        let runs: Vec<_> = page.turn_meta.iter().map(|m| m.run_id.as_deref()).collect();
+        assert_eq!(runs, [Some("r1"), Some("r2")]);
+
+        // Renamed with spaces and another script; empty sessions are listed too.
+        assert!(s.rename("fresh", "  Kündigung & notice — 2026 ").unwrap());
+        assert_eq!(
+            s.summary("fresh").unwrap().unwrap().title,
+            "Kündigung & notice — 2026"
+        );
+        assert!(s.rename("legacy", "Old one").unwrap());
+        assert_eq!(
+            s.summary("legacy").unwrap().unwrap().created_at,
+            "2026-01-01T00:00:00.000Z"
+        );
+        assert!(!s.rename("nobody", "x").unwrap());
+        assert!(s.rename("fresh", "").unwrap_err().contains("empty"));
+        assert!(
+            s.rename("fresh", &"t".repeat(201))
+                .unwrap_err()
+                .contains("201 characters")
+        );
+        assert!(
+            s.rename("fresh", "two\nlines")
+                .unwrap_err()
+                .contains("one line")
+        );
+        assert!(s.create("empty", Some("Planned")).unwrap());
+        assert!(!s.create("empty", None).unwrap(), "exists");
+        assert!(!s.create("fresh", None).unwrap(), "exists with turns");
+        let names: Vec<_> = s.list().unwrap().into_iter().map(|x| x.name).collect();
+        assert_eq!(names.len(), 3);
+        assert!(names.contains(&"empty".to_string()));
+        assert_eq!(s.page("empty", None, 20).unwrap().turns_total, 0);
+        assert!(s.delete("empty").unwrap());
+        assert!(s.summary("empty").unwrap().is_none());
+        // Nothing stored was lost by the upgrade.
+        assert_eq!(s.load("legacy").unwrap().history.len(), 1);
     }
 
     #[test]

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream::{self, Stream, StreamExt};
 use rlm_engine::TraceRecord;
@@ -19,11 +19,16 @@ use serde_json::{Value, json};
 use crate::app::{App, AskBody, Run};
 use crate::error::ApiError;
 use crate::storage::TraceReader;
+use crate::{documents, indexing, sessions};
 
-/// The web UI: one self-contained page.
+/// The web UI's page (`ui/index.html`); the files it loads are under
+/// `ui/` too and served at their paths (see `assets.rs`).
 pub const INDEX_HTML: &str = include_str!("../ui/index.html");
 
-/// Every route of the API and the UI.
+/// Every route of the API and the UI, under the layers every request
+/// passes (outermost first): the body deadline (and draining of refused
+/// bodies), gzip of JSON answers (and `nosniff` on all), the refusal of
+/// declared-too-large bodies, and the access checks (Host, Origin, token).
 pub fn router(app: Arc<App>) -> Router {
     router_with_mcp(app, None)
 }
@@ -31,34 +36,61 @@ pub fn router(app: Arc<App>) -> Router {
 /// [`router`] with `mcp` answering `/mcp` and the paths below it, inside
 /// the same layers (`None`: `/mcp` is 404 as any unknown path).
 pub fn router_with_mcp(app: Arc<App>, mcp: Option<crate::McpService>) -> Router {
-    let body_limit = app.limits().max_body_bytes;
-    let body_timeout = app.limits().body_timeout;
+    crate::assets::warm();
+    let limits = app.limits().clone();
+    let body_timeout = limits.body_timeout;
     let mut routes = Router::new()
-        .route("/", get(index))
+        .route("/", get(page))
         .route("/api/info", get(info))
+        .route("/api/health", get(crate::health::health))
         .route("/api/openapi.json", get(openapi))
+        .route("/api/docs", get(docs_page))
         .route("/api/runs", get(list_runs).post(start_run))
-        .route("/api/chat", axum::routing::post(chat))
+        .route("/api/chat", post(chat))
         .route("/api/runs/{id}", get(get_run).delete(cancel_run))
         .route("/api/runs/{id}/events", get(run_events))
-        .route("/api/sessions", get(list_sessions))
+        .route(
+            "/api/sessions",
+            get(sessions::list_sessions).post(sessions::create_session),
+        )
         .route(
             "/api/sessions/{name}",
-            get(get_session).delete(delete_session),
+            get(sessions::get_session)
+                .patch(sessions::rename_session)
+                .delete(sessions::delete_session),
         )
         .route("/api/chunks/{id}", get(get_chunk))
+        .route("/api/documents", get(documents::list_documents))
+        .route("/api/documents/{id}", get(documents::get_document))
+        .route(
+            "/api/uploads",
+            post(indexing::upload).layer(DefaultBodyLimit::max(limits.max_upload_bytes)),
+        )
+        .route("/api/index", post(indexing::index_path))
+        .route("/api/reindex", post(indexing::reindex))
+        .route("/api/index/jobs", get(indexing::list_jobs))
+        .route("/api/index/jobs/{id}", get(indexing::get_job))
         .route("/v1/models", get(crate::openai::list_models))
         .route(
             "/v1/chat/completions",
-            axum::routing::post(crate::openai::chat_completions),
+            post(crate::openai::chat_completions),
         );
     if let Some(mcp) = mcp {
         routes = routes.nest_service("/mcp", mcp.0);
     }
     routes
-        .fallback(not_found)
+        .fallback(static_file)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            crate::access::check,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            limits,
+            crate::access::refuse_declared_too_large,
+        ))
+        .layer(axum::middleware::from_fn(crate::compress::compress_json))
         .layer(axum::middleware::map_request(
             move |req: axum::extract::Request| async move {
                 crate::conn::with_body_deadline(req, body_timeout)
@@ -69,12 +101,47 @@ pub fn router_with_mcp(app: Arc<App>, mcp: Option<crate::McpService>) -> Router 
 
 type ApiResult<T> = Result<T, ApiError>;
 
-async fn index() -> Html<&'static str> {
-    Html(INDEX_HTML)
+/// `GET /`: the page.
+async fn page(headers: HeaderMap) -> Response {
+    match crate::assets::asset("/") {
+        Some(a) => crate::assets::respond(a, &headers),
+        None => not_found().into_response(),
+    }
 }
 
-async fn not_found() -> ApiError {
+/// Any other path: a file of the page, or 404 (405 for a file asked with
+/// another method than GET or HEAD).
+async fn static_file(method: Method, uri: axum::http::Uri, headers: HeaderMap) -> Response {
+    match crate::assets::asset(uri.path()) {
+        Some(a) if method == Method::GET || method == Method::HEAD => {
+            crate::assets::respond(a, &headers)
+        }
+        Some(_) => {
+            let mut r = method_not_allowed().await.into_response();
+            r.headers_mut().insert(
+                header::ALLOW,
+                axum::http::HeaderValue::from_static("GET,HEAD"),
+            );
+            r
+        }
+        None => not_found().into_response(),
+    }
+}
+
+fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint; GET /api/openapi.json lists them")
+}
+
+/// `GET /api/docs`: the OpenAPI document as one HTML page.
+async fn docs_page() -> Response {
+    let html = crate::docs_page::html();
+    let mut r = (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        html.to_string(),
+    )
+        .into_response();
+    crate::assets::page_headers(r.headers_mut(), Some(crate::docs_page::csp()));
+    r
 }
 
 /// A path that exists, asked with another method (its `Allow` header lists
@@ -99,6 +166,12 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
     let b = &c.budget;
     Ok(Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
+        "auth": {"required": app.options().token.is_some()},
+        "features": {
+            "upload": app.options().upload_dir.is_some(),
+            "index_paths": app.options().allow_index_paths,
+            "reindex": !app.indexer.sources().is_empty(),
+        },
         "store": {
             "path": app.store().dir().display().to_string(),
             "documents": stats.documents,
@@ -113,6 +186,7 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
             "rlm_flow": c.flows.rlm_flow.as_str(),
             "inspector": c.flows.inspector.as_str(),
             "citations": c.citation_policy,
+            "high_recall": !c.flows.low_recall_mode,
             "max_llm_calls": b.max_llm_calls,
             "max_iterations": b.root_iterations,
             "max_depth": b.max_depth,
@@ -123,6 +197,9 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
         "inspectors": ["iterative", "per-chunk", "hypothesis", "repl"],
         "limits": {
             "max_question_chars": app.limits().max_question_chars,
+            "max_briefing_chars": app.limits().max_briefing_chars,
+            "max_title_chars": rlm_engine::session::MAX_SESSION_TITLE_CHARS,
+            "max_upload_bytes": app.limits().max_upload_bytes,
             "max_concurrent_runs": app.limits().max_concurrent_runs,
             "max_body_bytes": app.limits().max_body_bytes,
             "max_connections": app.limits().max_connections,
@@ -183,6 +260,7 @@ async fn chat(
 #[derive(Debug, Deserialize)]
 struct ListQuery {
     limit: Option<usize>,
+    session: Option<String>,
 }
 
 async fn list_runs(
@@ -190,7 +268,9 @@ async fn list_runs(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
-    Ok(Json(json!({"runs": app.list_runs(limit)})))
+    Ok(Json(
+        json!({"runs": app.list_runs(limit, q.session.as_deref())}),
+    ))
 }
 
 async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
@@ -309,35 +389,6 @@ fn end_event(view: Option<crate::app::RunView>) -> Event {
     Event::default()
         .event("end")
         .data(serde_json::to_string(&view).unwrap_or_default())
-}
-
-async fn list_sessions(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({"sessions": app.sessions()?})))
-}
-
-#[derive(Debug, Deserialize)]
-struct SessionQuery {
-    before: Option<u64>,
-    limit: Option<usize>,
-}
-
-async fn get_session(
-    State(app): State<Arc<App>>,
-    Path(name): Path<String>,
-    Query(q): Query<SessionQuery>,
-) -> ApiResult<Json<Value>> {
-    let limit = q.limit.unwrap_or(20).clamp(1, 100);
-    Ok(Json(
-        serde_json::to_value(app.session(&name, q.before, limit)?).unwrap_or(Value::Null),
-    ))
-}
-
-async fn delete_session(
-    State(app): State<Arc<App>>,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
-    app.delete_session(&name)?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn get_chunk(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {

@@ -3,12 +3,13 @@
 //! server enforces.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rlm_corpus::{Embedder, Store};
-use rlm_engine::session::{SessionPage, SessionSummary, cap_findings, validate_session_name};
+use rlm_engine::session::{cap_findings, validate_session_name};
 use rlm_engine::trace::{Trace, now_rfc3339};
 use rlm_engine::{AskRequest, CancelToken, QuestionSettings, ResolvedQuestion, Surface};
 use rlm_engine::{Corpus, Engine, SessionState, SessionStore, Turn};
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::options::ServerOptions;
 use crate::storage::{TraceFile, last_event, remove_stale_temporaries, write_atomic};
 
 /// Limits the server enforces on every request.
@@ -25,6 +27,10 @@ pub struct Limits {
     pub max_concurrent_runs: usize,
     /// Longest question in characters (default 20,000).
     pub max_question_chars: usize,
+    /// Longest briefing in characters (`--max-briefing-chars`, default 20,000).
+    pub max_briefing_chars: usize,
+    /// Largest uploaded file in bytes (`--max-upload-bytes`, default 64 MiB).
+    pub max_upload_bytes: usize,
     /// Largest request body in bytes (default 1 MiB).
     pub max_body_bytes: usize,
     /// Finished runs kept in memory for `/api/runs`; older ones are read back
@@ -58,6 +64,8 @@ impl Default for Limits {
         Limits {
             max_concurrent_runs: 2,
             max_question_chars: 20_000,
+            max_briefing_chars: 20_000,
+            max_upload_bytes: 64 << 20,
             max_body_bytes: 1 << 20,
             kept_runs: 200,
             saved_runs: 1000,
@@ -95,6 +103,15 @@ pub struct AskBody {
     /// Also report the documents that match the question but back no claim.
     #[serde(default)]
     pub coverage: Option<bool>,
+    /// The pipeline's stage-1 retrieval: many entry chunks (true) or few.
+    #[serde(default)]
+    pub high_recall: Option<bool>,
+    /// Expand entry chunks to whole files: true → `pipeline`, false → `rag`.
+    #[serde(default)]
+    pub expand_files: Option<bool>,
+    /// Inspect and summarize each file: true → `pipeline`, false → `rag`.
+    #[serde(default)]
+    pub rlm_summarize: Option<bool>,
     /// Model calls across the call tree.
     #[serde(default)]
     pub max_llm_calls: Option<serde_json::Number>,
@@ -110,7 +127,8 @@ pub struct AskBody {
     /// Wall-clock cap in seconds.
     #[serde(default)]
     pub max_wall_secs: Option<serde_json::Number>,
-    /// Domain instructions for the system prompt (replaces the server's own).
+    /// Domain instructions for the system prompt (replaces the server's
+    /// own); `{date}` in it becomes today's date.
     #[serde(default)]
     pub briefing: Option<String>,
     /// Earlier turns of the conversation given with the question itself
@@ -234,21 +252,28 @@ impl Run {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use crate::sync::lock;
 
 /// Everything the handlers work with.
 pub struct App {
     engine: Engine,
-    corpus: Arc<Corpus>,
-    store: Arc<Store>,
+    /// The store and its documents, swapped together when an indexing job
+    /// re-opens the store.
+    corpus: Mutex<Arc<Corpus>>,
     runs_dir: PathBuf,
-    sessions: Mutex<SessionStore>,
+    pub(crate) sessions: Mutex<SessionStore>,
     runs: Mutex<Runs>,
     limits: Limits,
     embedder: Option<Arc<dyn Embedder>>,
     briefing: Option<String>,
+    options: ServerOptions,
+    /// Questions hold it shared while they are answered; an indexing job
+    /// holds it alone while it writes the store and swaps it in.
+    pub(crate) store_gate: tokio::sync::RwLock<()>,
+    /// The address `serve` listens on (the Host check accepts it).
+    bound: OnceLock<SocketAddr>,
+    pub(crate) health: crate::sync::Cached<(axum::http::StatusCode, Value)>,
+    pub(crate) indexer: crate::jobs::Indexer,
 }
 
 #[derive(Default)]
@@ -261,7 +286,7 @@ struct Runs {
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("App")
-            .field("store", &self.store.dir())
+            .field("store", &self.store().dir())
             .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
@@ -281,7 +306,7 @@ impl App {
         briefing: Option<String>,
     ) -> Result<Self, String> {
         let dir = store.dir().to_path_buf();
-        let corpus = Arc::new(Corpus::load(store.clone()).map_err(|e| e.to_string())?);
+        let corpus = Arc::new(Corpus::load(store).map_err(|e| e.to_string())?);
         let sessions = SessionStore::open(&dir)?;
         let runs_dir = dir.join(RUNS_DIR);
         std::fs::create_dir_all(&runs_dir)
@@ -298,14 +323,18 @@ impl App {
         }
         let app = App {
             engine,
-            corpus,
-            store,
+            corpus: Mutex::new(corpus),
             runs_dir,
             sessions: Mutex::new(sessions),
             runs: Mutex::new(Runs::default()),
             limits,
             embedder,
             briefing,
+            options: ServerOptions::default(),
+            store_gate: tokio::sync::RwLock::new(()),
+            bound: OnceLock::new(),
+            health: crate::sync::Cached::default(),
+            indexer: crate::jobs::Indexer::new(&dir),
         };
         app.recover_interrupted();
         Ok(app)
@@ -355,9 +384,38 @@ impl App {
         &self.limits
     }
 
-    /// The store.
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The same app with the access rules, upload folder, sources and model
+    /// client of `options` (see [`ServerOptions`]); an invalid option (an
+    /// empty token, a bad host name) is an error saying which.
+    pub fn with_options(mut self, options: ServerOptions) -> Result<Self, String> {
+        options.validate()?;
+        self.options = options;
+        self.indexer.remember(&self.options.sources);
+        if let Some(dir) = &self.options.upload_dir {
+            self.indexer.remember(std::slice::from_ref(dir));
+        }
+        Ok(self)
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &ServerOptions {
+        &self.options
+    }
+
+    /// Records the address the server listens on (the Host check accepts
+    /// it); [`crate::serve`] calls it.
+    pub fn set_bound_addr(&self, addr: SocketAddr) {
+        let _ = self.bound.set(addr);
+    }
+
+    /// The address the server listens on, once known.
+    pub fn bound_addr(&self) -> Option<SocketAddr> {
+        self.bound.get().copied()
+    }
+
+    /// The store (the one re-opened by the last indexing job).
+    pub fn store(&self) -> Arc<Store> {
+        self.corpus().store().clone()
     }
 
     /// The engine with the server's default settings.
@@ -366,8 +424,14 @@ impl App {
     }
 
     /// Documents and chunks of the corpus.
-    pub fn corpus(&self) -> &Corpus {
-        &self.corpus
+    pub fn corpus(&self) -> Arc<Corpus> {
+        lock(&self.corpus).clone()
+    }
+
+    /// Replaces the store and its documents (an indexing job, holding
+    /// [`App::store_gate`] alone, after it wrote the store).
+    pub(crate) fn swap_corpus(&self, corpus: Arc<Corpus>) {
+        *lock(&self.corpus) = corpus;
     }
 
     /// Checks `body` and starts answering it in the background.
@@ -466,6 +530,9 @@ impl App {
             verify: None,
             context_shape: None,
             coverage: body.coverage.map(|c| c.to_string()),
+            high_recall: body.high_recall.map(|c| c.to_string()),
+            expand_files: body.expand_files.map(|c| c.to_string()),
+            rlm_summarize: body.rlm_summarize.map(|c| c.to_string()),
             max_llm_calls: number(&body.max_llm_calls),
             max_iterations: number(&body.max_iterations),
             max_depth: number(&body.max_depth),
@@ -475,12 +542,14 @@ impl App {
         let resolved = settings
             .resolve(self.engine.config())
             .map_err(ApiError::bad_request)?;
-        if body
-            .briefing
-            .as_ref()
-            .is_some_and(|t| t.len() > self.limits.max_body_bytes)
-        {
-            return Err(ApiError::bad_request("the briefing is too long"));
+        if let Some(briefing) = &body.briefing {
+            let chars = briefing.chars().count();
+            if chars > self.limits.max_briefing_chars {
+                return Err(ApiError::bad_request(format!(
+                    "the briefing has {chars} characters; the limit is {} (rlm serve --max-briefing-chars)",
+                    self.limits.max_briefing_chars
+                )));
+            }
         }
         Ok(resolved)
     }
@@ -506,12 +575,19 @@ impl App {
         req.flow = prepared.flow;
         req.pipeline = prepared.pipeline;
         req.pipeline.embedder = self.embedder.clone();
-        req.briefing = body.briefing.clone().or_else(|| self.briefing.clone());
+        req.briefing = body
+            .briefing
+            .as_ref()
+            .or(self.briefing.as_ref())
+            .map(|b| with_date(b));
         req.session = session;
         req.trace = run.trace.clone();
         req.cancel = run.cancel.clone();
         let engine = self.engine.with_config(prepared.config);
-        match engine.ask(self.corpus.clone(), req).await {
+        // Held while answering: an indexing job waits for it, and a question
+        // asked during one starts when it ends, over the new store.
+        let _reading = self.store_gate.read().await;
+        match engine.ask(self.corpus(), req).await {
             Ok(mut answer) => {
                 // The findings kept with the run and the session: as many
                 // as a session turn keeps, whatever the engine gathered.
@@ -525,7 +601,14 @@ impl App {
                         partial: answer.partial,
                         citations: answer.citations.clone(),
                     };
-                    if let Err(e) = lock(&self.sessions).append(name, &turn, &answer.findings) {
+                    let run_id = run.view().run.id;
+                    let saved = lock(&self.sessions).append_run(
+                        name,
+                        &turn,
+                        &answer.findings,
+                        Some(&run_id),
+                    );
+                    if let Err(e) = saved {
                         not_saved.push(format!("the session turn ({e})"));
                     }
                 }
@@ -697,8 +780,10 @@ impl App {
         (valid_run_id(id) && path.is_file()).then_some(path)
     }
 
-    /// Runs newest first: those in memory, then saved ones, up to `limit`.
-    pub fn list_runs(&self, limit: usize) -> Vec<RunSummary> {
+    /// Runs newest first: those in memory, then saved ones, up to `limit`;
+    /// only those of `session` when given.
+    pub fn list_runs(&self, limit: usize, session: Option<&str>) -> Vec<RunSummary> {
+        let wanted = |r: &RunSummary| session.is_none_or(|s| r.run.session.as_deref() == Some(s));
         let mut out: Vec<RunSummary> = {
             let runs = lock(&self.runs);
             runs.order
@@ -706,15 +791,24 @@ impl App {
                 .rev()
                 .filter_map(|id| runs.by_id.get(id))
                 .map(|r| r.view().summary())
+                .filter(wanted)
                 .collect()
         };
         if out.len() < limit {
+            let in_memory: std::collections::HashSet<String> =
+                lock(&self.runs).by_id.keys().cloned().collect();
             let mut saved = saved_run_files(&self.runs_dir);
-            saved.retain(|(id, _)| !out.iter().any(|r| &r.run.id == id));
+            saved.retain(|(id, _)| !in_memory.contains(id) && !out.iter().any(|r| &r.run.id == id));
             saved.sort_by_key(|s| std::cmp::Reverse(s.1));
-            for (id, _) in saved.into_iter().take(limit - out.len()) {
+            for (id, _) in saved {
+                if out.len() >= limit {
+                    break;
+                }
                 if let Ok(Some(v)) = self.saved_run(&id) {
-                    out.push(v.summary());
+                    let summary = v.summary();
+                    if wanted(&summary) {
+                        out.push(summary);
+                    }
                 }
             }
         }
@@ -748,43 +842,16 @@ impl App {
             }
         }
     }
+}
 
-    /// Sessions, most recently used first.
-    pub fn sessions(&self) -> Result<Vec<SessionSummary>, ApiError> {
-        lock(&self.sessions).list().map_err(ApiError::internal)
+/// `text` with every `{date}` replaced by today's date (YYYY-MM-DD, UTC),
+/// as the original system's PROMPT.md placeholder.
+pub(crate) fn with_date(text: &str) -> String {
+    if !text.contains("{date}") {
+        return text.to_string();
     }
-
-    /// One bounded page of a session: its newest turns before position
-    /// `before` (at most `limit`, and at most
-    /// [`rlm_engine::session::MAX_PAGE_TURN_BYTES`] of them) and its kept
-    /// findings.
-    pub fn session(
-        &self,
-        name: &str,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<SessionPage, ApiError> {
-        validate_session_name(name).map_err(ApiError::bad_request)?;
-        let state = lock(&self.sessions)
-            .page(name, before, limit)
-            .map_err(ApiError::internal)?;
-        if state.turns_total == 0 {
-            return Err(ApiError::not_found(format!(
-                "no session {name:?}: ask a question with \"session\": {name:?} to start it"
-            )));
-        }
-        Ok(state)
-    }
-
-    /// Deletes a session.
-    pub fn delete_session(&self, name: &str) -> Result<(), ApiError> {
-        validate_session_name(name).map_err(ApiError::bad_request)?;
-        match lock(&self.sessions).delete(name) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(ApiError::not_found(format!("no session {name:?}"))),
-            Err(e) => Err(ApiError::internal(e)),
-        }
-    }
+    let today: String = now_rfc3339().chars().take(10).collect();
+    text.replace("{date}", &today)
 }
 
 fn unknown_run(id: &str) -> String {

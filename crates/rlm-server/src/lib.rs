@@ -7,7 +7,8 @@
 //!   they finish: the answer as JSON, the trace as JSONL), with the limits
 //!   of [`Limits`] enforced.
 //! - [`router`] maps the endpoints (see `API.md` and `GET /api/openapi.json`)
-//!   to thin handlers over it; [`serve`] runs it on a listener.
+//!   to thin handlers over it, under one layer of access checks (token,
+//!   Host, Origin: [`ServerOptions`]); [`serve`] runs it on a listener.
 //!
 //! ```no_run
 //! # async fn demo(engine: rlm_engine::Engine, store: std::sync::Arc<rlm_corpus::Store>) -> Result<(), Box<dyn std::error::Error>> {
@@ -19,21 +20,37 @@
 //! ```
 
 #![warn(missing_docs)]
+// The OpenAPI document is one large `json!` literal.
+#![recursion_limit = "256"]
 
+mod access;
 mod api;
 mod app;
+mod assets;
 mod body;
+mod compress;
 mod conn;
+mod docs_page;
+mod documents;
 mod error;
+mod health;
+mod indexing;
+mod jobs;
 mod mount;
 mod openai;
 mod openapi;
+mod options;
+mod sessions;
 mod storage;
+mod sync;
 
 pub use api::{INDEX_HTML, router, router_with_mcp};
 pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunInfo, RunStatus, RunSummary, RunView};
 pub use error::ApiError;
+pub use jobs::SOURCES_FILE;
 pub use mount::McpService;
+pub use openapi::document as openapi_document;
+pub use options::ServerOptions;
 
 /// Serves the API and the UI on `listener` until `shutdown` resolves, with
 /// the connection limits of the app's [`Limits`] (header, body and write
@@ -48,8 +65,8 @@ pub async fn serve(
     serve_with_mcp(listener, app, None, shutdown).await
 }
 
-/// [`serve`] with `mcp` answering `/mcp` behind the same layers (the `rlm`
-/// binary's MCP server over streamable HTTP).
+/// [`serve`] with `mcp` answering `/mcp` behind the same access checks
+/// (the `rlm` binary's MCP server over streamable HTTP).
 pub async fn serve_with_mcp(
     listener: tokio::net::TcpListener,
     app: std::sync::Arc<App>,
@@ -57,6 +74,9 @@ pub async fn serve_with_mcp(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = app.limits().clone();
+    if let Ok(addr) = listener.local_addr() {
+        app.set_bound_addr(addr);
+    }
     let on_shutdown = async {
         app.cancel_all();
         app.wait_idle(limits.shutdown_grace).await;

@@ -49,6 +49,23 @@ pub(crate) struct OpenAiError {
 }
 
 impl OpenAiError {
+    /// A refusal of the access layer (401: `invalid_api_key`; 403).
+    pub(crate) fn access(status: StatusCode, message: String) -> Self {
+        let unauthorized = status == StatusCode::UNAUTHORIZED;
+        OpenAiError {
+            status,
+            message,
+            kind: if unauthorized {
+                "authentication_error"
+            } else {
+                "permission_error"
+            },
+            param: None,
+            code: unauthorized.then_some("invalid_api_key"),
+            close: false,
+        }
+    }
+
     fn invalid(message: impl Into<String>, param: Option<&'static str>) -> Self {
         OpenAiError {
             status: StatusCode::BAD_REQUEST,

@@ -2,190 +2,14 @@
 //! scripted model server over real HTTP, a real HTTP client reading the
 //! server-sent events.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use rlm_corpus::{IndexOptions, Store};
-use rlm_engine::{BudgetConfig, Engine, EngineConfig};
-use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
-use rlm_sandbox::{SandboxConfig, WorkerPool};
-use rlm_server::{App, Limits};
+use rlm_llm::testing::{Matcher, Reply, Script};
+use rlm_server::Limits;
 use serde_json::{Value, json};
 
-fn root() -> Matcher {
-    Matcher::system_contains("You are answering a question about a collection")
-}
-
-/// Finds the code with a regex, then answers citing the document.
-fn needle_script() -> Script {
-    Script::new()
-        .on(
-            root().and(Matcher::any_contains("REPL output")),
-            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
-        )
-        .on(
-            root(),
-            "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\n```",
-        )
-}
-
-/// A running server over a three-document store.
-struct Harness {
-    dir: tempfile::TempDir,
-    base: String,
-    http: reqwest::Client,
-    model: ScriptedServer,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-}
-
-impl Harness {
-    async fn start(script: Script, limits: Limits) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let docs = dir.path().join("docs");
-        std::fs::create_dir_all(&docs).unwrap();
-        for (name, text) in [
-            ("a_intro.txt", "This memo describes the office move.\n"),
-            (
-                "b_notes.txt",
-                "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
-            ),
-            ("c_misc.txt", "Lunch options and parking spaces.\n"),
-        ] {
-            std::fs::write(docs.join(name), text).unwrap();
-        }
-        let store_dir = dir.path().join("store");
-        Store::index(&store_dir, &[docs], &IndexOptions::default(), &mut |_| {}).unwrap();
-        let model = ScriptedServer::start(script).await;
-        let mut h = Harness {
-            dir,
-            base: String::new(),
-            http: reqwest::Client::new(),
-            model,
-            stop: None,
-            task: None,
-        };
-        h.serve(limits).await;
-        h
-    }
-
-    /// (Re)starts the server over the same store.
-    async fn serve(&mut self, limits: Limits) {
-        let store = Arc::new(Store::open(&self.dir.path().join("store")).unwrap());
-        let config = EngineConfig {
-            budget: BudgetConfig::default(),
-            root_model: "root-model".into(),
-            sub_model: "sub-model".into(),
-            ..EngineConfig::default()
-        };
-        let pool = WorkerPool::new(SandboxConfig::new(rlm_sandbox::testing::worker()), 1)
-            .await
-            .unwrap();
-        let engine = Engine::new(Arc::new(self.model.client()), pool, config);
-        let app = Arc::new(App::new(engine, store, limits, None, None).unwrap());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        self.base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        self.stop = Some(stop);
-        self.task = Some(tokio::spawn(rlm_server::serve(listener, app, async {
-            let _ = stopped.await;
-        })));
-    }
-
-    async fn shutdown(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            tokio::time::timeout(Duration::from_secs(20), task)
-                .await
-                .expect("the server stops")
-                .unwrap()
-                .unwrap();
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        let r = self.http.get(self.url(path)).send().await.unwrap();
-        status_json(r).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let r = self
-            .http
-            .post(self.url(path))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        status_json(r).await
-    }
-
-    async fn delete(&self, path: &str) -> (u16, Value) {
-        let r = self.http.delete(self.url(path)).send().await.unwrap();
-        status_json(r).await
-    }
-
-    /// Every SSE event of a run's stream until it closes: (event, id, data).
-    async fn events(&self, id: &str, last_seen: Option<u64>) -> Vec<(String, Option<u64>, Value)> {
-        let mut req = self.http.get(self.url(&format!("/api/runs/{id}/events")));
-        if let Some(n) = last_seen {
-            req = req.header("Last-Event-ID", n.to_string());
-        }
-        let r = req.send().await.unwrap();
-        assert_eq!(r.status().as_u16(), 200);
-        assert_eq!(
-            r.headers()["content-type"].to_str().unwrap(),
-            "text/event-stream"
-        );
-        let mut body = r.bytes_stream();
-        let mut text = String::new();
-        let read = async {
-            while let Some(chunk) = body.next().await {
-                text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(60), read)
-            .await
-            .expect("the stream closes when the run ends");
-        parse_sse(&text)
-    }
-}
-
-async fn status_json(r: reqwest::Response) -> (u16, Value) {
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-fn parse_sse(text: &str) -> Vec<(String, Option<u64>, Value)> {
-    text.split("\n\n")
-        .filter_map(|block| {
-            let mut event = String::from("message");
-            let mut id = None;
-            let mut data = String::new();
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("event:") {
-                    event = v.trim().to_string();
-                } else if let Some(v) = line.strip_prefix("id:") {
-                    id = v.trim().parse().ok();
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                }
-            }
-            (!data.is_empty()).then(|| (event, id, serde_json::from_str(&data).unwrap()))
-        })
-        .collect()
-}
-
-fn error_message(v: &Value) -> &str {
-    v["error"]["message"].as_str().unwrap_or_default()
-}
+mod common;
+use common::{Harness, error_message, needle_script, root, status_json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_streams_every_step_then_its_verified_answer_and_survives_a_restart() {
@@ -589,42 +413,105 @@ async fn the_ui_and_the_openapi_document_are_served() {
             .starts_with("text/html")
     );
     let page = r.text().await.unwrap();
-    assert!(page.contains("Orchestration"), "the RLM switch's panel");
+    assert_eq!(page, rlm_server::INDEX_HTML);
 
     let (status, doc) = h.get("/api/openapi.json").await;
     assert_eq!(status, 200);
     assert_eq!(doc["openapi"], "3.1.0");
-    let mut paths: Vec<&str> = doc["paths"]
+    // Every route of the router (read from its source) is documented with
+    // its methods, and nothing else is.
+    let routes = router_routes();
+    let mut documented = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            if method == "parameters" {
+                continue;
+            }
+            documented.push((path.clone(), method.clone()));
+            let id = op["operationId"].as_str().unwrap_or_default();
+            assert!(!id.is_empty(), "{method} {path} has no operationId");
+            assert!(op["tags"][0].is_string(), "{method} {path} has no tag");
+            let statuses = op["responses"].as_object().unwrap();
+            if path.starts_with("/api/") && path != "/api/openapi.json" && path != "/api/docs" {
+                assert!(statuses.contains_key("401"), "{method} {path}: 401");
+            }
+            if op.get("requestBody").is_some() {
+                assert!(statuses.contains_key("413"), "{method} {path}: 413");
+                assert!(statuses.contains_key("400"), "{method} {path}: 400");
+            }
+        }
+    }
+    documented.sort();
+    assert_eq!(documented, routes, "documented operations = router routes");
+    let ids: std::collections::HashSet<&str> = doc["paths"]
         .as_object()
         .unwrap()
-        .keys()
-        .map(String::as_str)
+        .values()
+        .flat_map(|i| i.as_object().unwrap().values())
+        .filter_map(|op| op["operationId"].as_str())
         .collect();
-    paths.sort();
-    assert_eq!(
-        paths,
-        [
-            "/",
-            "/api/chat",
-            "/api/chunks/{id}",
-            "/api/info",
-            "/api/openapi.json",
-            "/api/runs",
-            "/api/runs/{id}",
-            "/api/runs/{id}/events",
-            "/api/sessions",
-            "/api/sessions/{name}",
-            "/v1/chat/completions",
-            "/v1/models",
-        ]
-    );
-    // Every documented path answers (no "no such endpoint").
-    for path in &paths {
+    assert_eq!(ids.len(), routes.len(), "operation ids are unique");
+    for status in ["413", "415", "408", "400", "429", "507"] {
+        assert!(
+            doc["paths"]["/api/chat"]["post"]["responses"]
+                .get(status)
+                .is_some(),
+            "/api/chat {status}"
+        );
+    }
+    // Every documented operation answers (no "no such endpoint", no 405).
+    for (path, method) in &documented {
         let concrete = path.replace("{id}", "x-1").replace("{name}", "nobody");
-        let (_, v) = h.get(&concrete).await;
-        assert!(!error_message(&v).contains("no such endpoint"), "{path}");
+        let method: reqwest::Method = method.to_uppercase().parse().unwrap();
+        let r = h
+            .http
+            .request(method.clone(), h.url(&concrete))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        assert_ne!(status, 405, "{method} {path}");
+        assert!(
+            !text.contains("no such endpoint"),
+            "{method} {path}: {text}"
+        );
+    }
+    // The docs page shows every operation, with no script.
+    let r = h.http.get(h.url("/api/docs")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(csp.contains("script-src 'self';"), "{csp}");
+    let html = r.text().await.unwrap();
+    assert!(!html.contains("<script"));
+    for id in &ids {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id} on /api/docs");
     }
     h.shutdown().await;
+}
+
+/// (path, method) of every route in the router's source (`api.rs`).
+fn router_routes() -> Vec<(String, String)> {
+    let src = include_str!("../src/api.rs");
+    let mut out = Vec::new();
+    for part in src.split(".route(").skip(1) {
+        let path = part.split('"').nth(1).unwrap().to_string();
+        let handlers = &part[..part.find("\n        .").unwrap_or(part.len())];
+        for method in ["get", "post", "patch", "delete", "put"] {
+            if handlers.contains(&format!("{method}(")) {
+                out.push((path.clone(), method.to_string()));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    assert!(out.len() > 20, "routes read from api.rs: {out:?}");
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

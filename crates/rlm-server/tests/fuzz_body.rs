@@ -43,12 +43,12 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use rlm_corpus::{IndexOptions, Store};
-use rlm_engine::{BudgetConfig, Engine, EngineConfig};
+use rlm_corpus::Store;
 use rlm_llm::testing::{Reply, Script, ScriptedServer};
-use rlm_sandbox::{SandboxConfig, WorkerPool};
 use rlm_server::{App, Limits};
 use serde_json::{Value, json};
+
+mod common;
 
 /// Panics anywhere in this process (server tasks included) since start.
 static PANICS: AtomicUsize = AtomicUsize::new(0);
@@ -85,7 +85,7 @@ const ALL_ENDPOINTS: [&str; 3] = ["/api/runs", "/api/chat", OPENAI];
 const MODELS: [&str; 5] = ["rlm", "rlm-repl", "rlm-pipeline", "rlm-rag", "rlm-auto"];
 
 /// Every field of `AskBody`.
-const FIELDS: [&str; 13] = [
+const FIELDS: [&str; 16] = [
     "question",
     "session",
     "flow",
@@ -99,6 +99,9 @@ const FIELDS: [&str; 13] = [
     "max_cost_usd",
     "max_wall_secs",
     "briefing",
+    "high_recall",
+    "expand_files",
+    "rlm_summarize",
 ];
 
 /// The server's body limit (the default, 1 MiB).
@@ -193,32 +196,10 @@ fn server() -> &'static Server {
 
 async fn start() -> (tempfile::TempDir, ScriptedServer, SocketAddr) {
     let dir = tempfile::tempdir().unwrap();
-    let docs = dir.path().join("docs");
-    std::fs::create_dir_all(&docs).unwrap();
-    for (name, text) in [
-        ("a_intro.txt", "This memo describes the office move.\n"),
-        (
-            "b_notes.txt",
-            "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
-        ),
-        ("c_misc.txt", "Lunch options and parking spaces.\n"),
-    ] {
-        std::fs::write(docs.join(name), text).unwrap();
-    }
-    let store_dir = dir.path().join("store");
-    Store::index(&store_dir, &[docs], &IndexOptions::default(), &mut |_| {}).unwrap();
+    let store_dir = common::corpus(dir.path());
     let store = Arc::new(Store::open(&store_dir).unwrap());
     let model = ScriptedServer::start(script()).await;
-    let config = EngineConfig {
-        budget: BudgetConfig::default(),
-        root_model: "root-model".into(),
-        sub_model: "sub-model".into(),
-        ..EngineConfig::default()
-    };
-    let pool = WorkerPool::new(SandboxConfig::new(rlm_sandbox::testing::worker()), 2)
-        .await
-        .unwrap();
-    let engine = Engine::new(Arc::new(model.client()), pool, config);
+    let engine = common::engine(&model, 2).await;
     let limits = Limits {
         // Properties run side by side, each waiting for its runs: never 429.
         max_concurrent_runs: 64,
@@ -767,8 +748,14 @@ fn valid_body() -> BoxedStrategy<Value> {
             (1u64..=604_800).prop_map(|n| json!(n)),
         ]),
     );
-    (valid_question(), names, numbers, prop::option::of(text()))
-        .prop_map(|(question, names, numbers, briefing)| {
+    (
+        valid_question(),
+        names,
+        numbers,
+        prop::option::of(text()),
+        prop::option::of(any::<bool>()),
+    )
+        .prop_map(|(question, names, numbers, briefing, high_recall)| {
             let (flow, inspector, citations, session, use_rlm, coverage) = names;
             let (calls, iterations, depth, cost, wall) = numbers;
             let mut b = json!({"question": question});
@@ -788,10 +775,11 @@ fn valid_body() -> BoxedStrategy<Value> {
             set("max_depth", depth.map(|x| json!(x)));
             set("max_cost_usd", cost.map(|x| json!(x)));
             set("max_wall_secs", wall);
-            // A briefing within the body limit.
+            set("high_recall", high_recall.map(|x| json!(x)));
+            // A briefing within its cap (20,000 characters).
             set(
                 "briefing",
-                briefing.map(|t| json!(t.chars().take(100_000).collect::<String>())),
+                briefing.map(|t| json!(t.chars().take(20_000).collect::<String>())),
             );
             b
         })
@@ -1096,7 +1084,7 @@ fn raw_exchange(
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    let mut req = format!("POST {endpoint} HTTP/1.1\r\nHost: fuzz\r\n").into_bytes();
+    let mut req = format!("POST {endpoint} HTTP/1.1\r\nHost: 127.0.0.1\r\n").into_bytes();
     for h in headers {
         req.extend_from_slice(h.as_bytes());
         req.extend_from_slice(b"\r\n");
@@ -1147,7 +1135,7 @@ fn raw_exchange(
         ));
     }
     stream
-        .write_all(b"GET /api/info HTTP/1.1\r\nHost: fuzz\r\n\r\n")
+        .write_all(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .map_err(|e| format!("the connection was closed after {}: {e}", first.status))?;
     let second = read_response(&mut stream, &mut buf)
         .map_err(|e| format!("no answer to a second request after {}: {e}", first.status))?;

@@ -2,19 +2,14 @@
 //! `POST /v1/chat/completions`, streamed and not, over a real store, real
 //! sandbox workers and the scripted model server; errors in OpenAI's shape.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use rlm_corpus::{IndexOptions, Store};
-use rlm_engine::{Engine, EngineConfig};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
-use rlm_sandbox::{SandboxConfig, WorkerPool};
-use rlm_server::{App, Limits};
+use rlm_server::Limits;
 use serde_json::{Value, json};
 
-fn root() -> Matcher {
-    Matcher::system_contains("You are answering a question about a collection")
-}
+mod common;
+use common::root;
 
 /// Finds the code with a regex, then answers citing the document.
 fn needle_script() -> Script {
@@ -42,32 +37,9 @@ struct Server {
 
 async fn start(script: Script) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let docs = dir.path().join("docs");
-    std::fs::create_dir_all(&docs).unwrap();
-    std::fs::write(
-        docs.join("a_intro.txt"),
-        "This memo describes the office move.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        docs.join("b_notes.txt"),
-        "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
-    )
-    .unwrap();
-    let store_dir = dir.path().join("store");
-    Store::index(&store_dir, &[docs], &IndexOptions::default(), &mut |_| {}).unwrap();
+    let store_dir = common::corpus(dir.path());
     let model = ScriptedServer::start(script).await;
-    let store = Arc::new(Store::open(&store_dir).unwrap());
-    let config = EngineConfig {
-        root_model: "root-model".into(),
-        sub_model: "sub-model".into(),
-        ..EngineConfig::default()
-    };
-    let pool = WorkerPool::new(SandboxConfig::new(rlm_sandbox::testing::worker()), 1)
-        .await
-        .unwrap();
-    let engine = Engine::new(Arc::new(model.client()), pool, config);
-    let app = Arc::new(App::new(engine, store, Limits::default(), None, None).unwrap());
+    let app = common::app(&store_dir, &model, Limits::default(), Default::default()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

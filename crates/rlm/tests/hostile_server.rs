@@ -249,7 +249,7 @@ fn a_run_in_flight_at_kill_9_is_listed_as_interrupted_after_a_restart() {
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "GET /api/runs/{id}/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET /api/runs/{id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut events = String::new();
@@ -350,13 +350,13 @@ fn slow_and_half_open_clients_are_cut_off_and_others_are_served() {
     // while other requests are served.
     let mut half_head = TcpStream::connect(addr).unwrap();
     half_head
-        .write_all(b"GET /api/info HTTP/1.1\r\nHost: x\r\n")
+        .write_all(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .unwrap();
     // A whole head and half a body: 408, then closed.
     let mut half_body = TcpStream::connect(addr).unwrap();
     half_body
         .write_all(
-            b"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"question\"",
+            b"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"question\"",
         )
         .unwrap();
     let (status, info) = server.get("/api/info");
@@ -379,7 +379,7 @@ fn slow_and_half_open_clients_are_cut_off_and_others_are_served() {
             let mut s = TcpStream::connect(addr).unwrap();
             write!(
                 s,
-                "GET /api/runs/{id}/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                "GET /api/runs/{id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
             )
             .unwrap();
             s

@@ -73,6 +73,28 @@ fn serve_start_errors_are_one_line_and_say_what_to_do() {
             &["--addr", "not-an-address"],
             "cannot listen on not-an-address",
         ),
+        (
+            &["--addr", "0.0.0.0:0"],
+            "refusing to listen on 0.0.0.0:0 without a token",
+        ),
+        (&["--token", ""], "the token is empty"),
+        (&["--token", "has space"], "printable ASCII without spaces"),
+        (
+            &["--allowed-host", "http://x.example"],
+            "--allowed-host \"http://x.example\" is not a host name",
+        ),
+        (
+            &["--source", "missing-dir"],
+            "--source missing-dir cannot be used",
+        ),
+        (
+            &["--max-briefing-chars", "0"],
+            "--max-briefing-chars must be 1 or more",
+        ),
+        (
+            &["--max-upload-bytes", "0"],
+            "--max-upload-bytes must be 1 or more",
+        ),
     ];
     for (extra, expected) in cases {
         let mut args = vec!["serve"];

@@ -117,6 +117,9 @@ fn question_settings(args: &AskArgs) -> QuestionSettings {
         max_depth: args.max_depth.clone(),
         max_cost_usd: args.max_cost_usd.clone(),
         max_wall_secs: args.max_wall_secs.clone(),
+        high_recall: None,
+        expand_files: None,
+        rlm_summarize: None,
     }
 }
 

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use rlm_engine::{Engine, SettingsFile};
 use rlm_sandbox::{SandboxConfig, WorkerPool};
-use rlm_server::{App, Limits};
+use rlm_server::{App, Limits, ServerOptions};
 
 use super::ask::{query_embedder, read_briefing, worker_command};
 use super::corpus::StoreArg;
@@ -48,9 +48,46 @@ pub struct ServeArgs {
     /// Connections open at once; more are answered 503 and closed.
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_connections: usize,
-    /// Domain instructions for every question's system prompt (like a project's PROMPT.md); a request's own `briefing` replaces it.
+    /// Domain instructions for every question's system prompt (like a project's PROMPT.md; `{date}` becomes today's date); a request's own `briefing` replaces it.
     #[arg(long, value_name = "FILE")]
     pub briefing: Option<PathBuf>,
+    /// Longest accepted briefing in a request, in characters.
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    pub max_briefing_chars: usize,
+    /// Bearer token every /api, /v1 and /mcp request must carry (Authorization: Bearer T); the page asks for it once.
+    #[arg(
+        long,
+        env = "RLM_SERVE_TOKEN",
+        hide_env_values = true,
+        value_name = "T"
+    )]
+    pub token: Option<String>,
+    /// Listen on a non-loopback address without a token (only behind a proxy that authenticates).
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Host name the server also answers to (besides localhost and its address), e.g. behind a proxy; repeatable. Other Host headers get 403 (DNS rebinding guard).
+    #[arg(
+        long = "allowed-host",
+        env = "RLM_SERVE_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Let the page upload files (POST /api/uploads): they are saved in --upload-dir and indexed.
+    #[arg(long)]
+    pub allow_upload: bool,
+    /// Where uploads are saved (default: <store>-uploads beside the store).
+    #[arg(long, value_name = "DIR")]
+    pub upload_dir: Option<PathBuf>,
+    /// Largest uploaded file, in bytes.
+    #[arg(long, default_value_t = 64 << 20, value_name = "N")]
+    pub max_upload_bytes: usize,
+    /// Let API clients index a path on the server (POST /api/index).
+    #[arg(long)]
+    pub allow_index_paths: bool,
+    /// A folder or file the store was indexed from, re-read by POST /api/reindex; repeatable.
+    #[arg(long = "source", value_name = "PATH")]
+    pub sources: Vec<PathBuf>,
     #[command(flatten)]
     pub llm: LlmFlags,
 }
@@ -71,6 +108,21 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.max_connections == 0 {
         anyhow::bail!("--max-connections must be 1 or more");
     }
+    if args.max_briefing_chars == 0 {
+        anyhow::bail!("--max-briefing-chars must be 1 or more");
+    }
+    if args.max_upload_bytes == 0 {
+        anyhow::bail!("--max-upload-bytes must be 1 or more");
+    }
+    refuse_open_without_token(&args)?;
+    let sources = args
+        .sources
+        .iter()
+        .map(|p| {
+            p.canonicalize()
+                .map_err(|e| anyhow::anyhow!("--source {} cannot be used: {e}", p.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let seconds = |flag: &str, value: f64| {
         if value.is_finite() && (0.05..=86_400.0).contains(&value) {
             Ok(std::time::Duration::from_secs_f64(value))
@@ -95,9 +147,35 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         llm_config.provider == rlm_llm::ProviderKind::Local,
     );
     let client = rlm_llm::LlmClient::from_config(llm_config)?;
+    let upload_dir = if args.allow_upload {
+        let dir = match &args.upload_dir {
+            Some(d) => d.clone(),
+            None => uploads_beside(&args.store.store),
+        };
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create the upload folder {}", dir.display()))?;
+        Some(dir.canonicalize()?)
+    } else {
+        None
+    };
+    let options = ServerOptions {
+        token: args.token.clone(),
+        allowed_hosts: args
+            .allowed_hosts
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect(),
+        upload_dir,
+        allow_index_paths: args.allow_index_paths,
+        sources,
+        model: Some(client.clone()),
+    };
     let limits = Limits {
         max_concurrent_runs: args.max_runs,
         max_question_chars: args.max_question_chars,
+        max_briefing_chars: args.max_briefing_chars,
+        max_upload_bytes: args.max_upload_bytes,
         saved_runs: args.keep_runs,
         header_timeout,
         body_timeout,
@@ -112,7 +190,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), args.max_runs).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
         let app = Arc::new(
-            App::new(engine, store, limits, embedder, briefing).map_err(anyhow::Error::msg)?,
+            App::new(engine, store, limits, embedder, briefing).and_then(|a| a.with_options(options))
+                .map_err(anyhow::Error::msg)?,
         );
         let listener = tokio::net::TcpListener::bind(&args.addr)
             .await
@@ -130,12 +209,47 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             out.flush()?;
         }
         eprintln!(
-            "rlm serve: web UI at http://{addr}/, API at http://{addr}/api (OpenAPI: /api/openapi.json); Ctrl-C stops"
+            "rlm serve: web UI at http://{addr}/, API at http://{addr}/api (docs: /api/docs){}; Ctrl-C stops",
+            if args.token.is_some() { ", token required" } else { "" }
         );
         rlm_server::serve(listener, app, shutdown_signal()).await?;
         eprintln!("rlm serve: stopped");
         anyhow::Ok(())
     })
+}
+
+/// Refuses, in one line, to listen on an address other machines can reach
+/// without a token, unless `--insecure-no-auth` says a proxy authenticates.
+fn refuse_open_without_token(args: &ServeArgs) -> anyhow::Result<()> {
+    use std::net::ToSocketAddrs;
+    if args.token.is_some() || args.insecure_no_auth {
+        return Ok(());
+    }
+    let open = args
+        .addr
+        .to_socket_addrs()
+        .map(|mut addrs| addrs.any(|a| !a.ip().is_loopback()))
+        .unwrap_or(false);
+    if open {
+        anyhow::bail!(
+            "refusing to listen on {} without a token: anyone who can reach it could ask questions and read the store; set --token (or RLM_SERVE_TOKEN), or pass --insecure-no-auth if a proxy in front authenticates",
+            args.addr
+        );
+    }
+    Ok(())
+}
+
+/// The default upload folder: `<store>-uploads` beside the store (files
+/// inside the store folder are never indexed).
+fn uploads_beside(store: &std::path::Path) -> PathBuf {
+    let name = store
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "store".into());
+    store
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(format!("{name}-uploads"))
 }
 
 /// Ctrl-C or SIGTERM (also what stops `rlm mcp`).

@@ -1,0 +1,140 @@
+//! The store's documents: listed and searched (`GET /api/documents`), and
+//! one read in pages of its extracted text (`GET /api/documents/{id}`), the
+//! text chunk offsets point into.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use rlm_corpus::Document;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::error::ApiError;
+
+/// Longest search text, in characters.
+pub(crate) const MAX_QUERY_CHARS: usize = 500;
+/// Full-text hits read for a search (their documents follow the path matches).
+const TEXT_HITS: usize = 200;
+/// Default and largest page of a document's text, in bytes.
+const TEXT_PAGE: usize = 64 * 1024;
+const MAX_TEXT_PAGE: usize = 1 << 20;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    q: Option<String>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+fn document_json(d: &Document) -> Value {
+    json!({
+        "id": d.id,
+        "path": d.path,
+        "title": d.title,
+        "kind": d.kind,
+        "size_bytes": d.size_bytes,
+        "chars": d.chars,
+        "chunk_count": d.chunk_count,
+    })
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::internal(format!("cannot read the store: {e}"))
+}
+
+/// `GET /api/documents?q=&offset=&limit=`.
+pub(crate) async fn list_documents(
+    State(app): State<Arc<App>>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let offset = q.offset.unwrap_or(0);
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let query = q.q.as_deref().map(str::trim).unwrap_or("");
+    let chars = query.chars().count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "q has {chars} characters; the limit is {MAX_QUERY_CHARS}"
+        )));
+    }
+    let store = app.store();
+    let docs = store.documents().map_err(internal)?;
+    let matches: Vec<Value> = if query.is_empty() {
+        docs.iter().map(document_json).collect()
+    } else {
+        let needle = query.to_lowercase();
+        let mut seen = HashSet::new();
+        let mut out: Vec<Value> = docs
+            .iter()
+            .filter(|d| {
+                d.path.to_lowercase().contains(&needle) || d.title.to_lowercase().contains(&needle)
+            })
+            .map(|d| {
+                seen.insert(d.id.clone());
+                let mut v = document_json(d);
+                v["match"] = json!("path");
+                v
+            })
+            .collect();
+        // Then the documents whose text matches, best first (a query the
+        // full-text parser makes nothing of finds nothing more).
+        let hits = store.search(query, TEXT_HITS).unwrap_or_default();
+        for hit in hits {
+            if !seen.insert(hit.doc_id.clone()) {
+                continue;
+            }
+            if let Some(d) = docs.iter().find(|d| d.id == hit.doc_id) {
+                let mut v = document_json(d);
+                v["match"] = json!("text");
+                v["snippet"] = json!(hit.snippet);
+                out.push(v);
+            }
+        }
+        out
+    };
+    let total = matches.len();
+    let page: Vec<Value> = matches.into_iter().skip(offset).take(limit).collect();
+    Ok(Json(
+        json!({"total": total, "offset": offset, "limit": limit, "documents": page}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct TextQuery {
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/documents/{id}?offset=&limit=`.
+pub(crate) async fn get_document(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    Query(q): Query<TextQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let store = app.store();
+    let doc = store.document(&id).map_err(internal)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "no document {id:?} in this store; GET /api/documents lists them"
+        ))
+    })?;
+    let text = store.document_text(&id).map_err(internal)?;
+    let limit = q.limit.unwrap_or(TEXT_PAGE).clamp(1, MAX_TEXT_PAGE);
+    let start = text.floor_char_boundary(q.offset.unwrap_or(0).min(text.len()));
+    let mut end = text.floor_char_boundary(start.saturating_add(limit).min(text.len()));
+    if end == start && start < text.len() {
+        // A page smaller than one character still moves forward.
+        end = text.ceil_char_boundary(start + 1);
+    }
+    let mut v = document_json(&doc);
+    v["hash"] = json!(doc.hash);
+    v["text"] = json!({
+        "offset": start,
+        "end": end,
+        "total_bytes": text.len(),
+        "content": &text[start..end],
+        "next_offset": (end < text.len()).then_some(end),
+    });
+    Ok(Json(v))
+}

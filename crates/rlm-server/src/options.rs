@@ -1,0 +1,73 @@
+//! What `rlm serve` adds to an [`crate::App`] beyond its limits: who may use
+//! it (a token, the host names it answers to), where uploads go, the sources
+//! a re-index reads, and the model client the health check asks.
+
+use std::path::PathBuf;
+
+/// Longest accepted token, in bytes.
+const MAX_TOKEN_BYTES: usize = 4096;
+
+/// Access rules and features of a server (see `API.md`, "Access").
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// The bearer token every `/api`, `/v1` and `/mcp` request must carry
+    /// (`--token`, `RLM_SERVE_TOKEN`); `None`: no token asked.
+    pub token: Option<String>,
+    /// Host names accepted in the `Host` header beside `localhost` and the
+    /// bound address (`--allowed-host`), lowercase, without port.
+    pub allowed_hosts: Vec<String>,
+    /// Where uploaded files go (`--upload-dir`); `None`: uploads are off
+    /// (`--allow-upload` not given).
+    pub upload_dir: Option<PathBuf>,
+    /// `POST /api/index` may index a path on the server (`--allow-index-paths`).
+    pub allow_index_paths: bool,
+    /// The folders and files the store was indexed from (`--source`), read
+    /// again by `POST /api/reindex`.
+    pub sources: Vec<PathBuf>,
+    /// The model client `GET /api/health` checks (its model list); `None`:
+    /// the model's health is `unknown`.
+    pub model: Option<rlm_llm::LlmClient>,
+}
+
+impl ServerOptions {
+    /// Checks the token and host names: one line saying what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(t) = &self.token {
+            if t.is_empty() {
+                return Err(
+                    "the token is empty; give a non-empty --token (or RLM_SERVE_TOKEN), or none"
+                        .into(),
+                );
+            }
+            if t.len() > MAX_TOKEN_BYTES {
+                return Err(format!(
+                    "the token has {} bytes; use at most {MAX_TOKEN_BYTES}",
+                    t.len()
+                ));
+            }
+            if !t.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err("the token must be printable ASCII without spaces (it is sent in an Authorization header)".into());
+            }
+        }
+        for h in &self.allowed_hosts {
+            let ok = !h.is_empty()
+                && h.len() <= 253
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+            if !ok {
+                return Err(format!(
+                    "--allowed-host {h:?} is not a host name; give a name such as rlm.example.org (no scheme, no port)"
+                ));
+            }
+        }
+        for p in &self.sources {
+            if !p.is_absolute() {
+                return Err(format!(
+                    "--source {} must be an absolute path (the server re-indexes it from wherever it runs)",
+                    p.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
