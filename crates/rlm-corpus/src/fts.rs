@@ -103,6 +103,16 @@ impl FullText {
         std::fs::create_dir_all(dir).map_err(|e| CorpusError::io(dir, e))?;
         let mmap = tantivy::directory::MmapDirectory::open(dir).map_err(CorpusError::index)?;
         let index = Index::open_or_create(mmap, schema).map_err(CorpusError::index)?;
+        Self::over(index, fields)
+    }
+
+    /// An empty index held in memory (an in-memory store's).
+    pub fn in_ram() -> Result<FullText, CorpusError> {
+        let (schema, fields) = schema();
+        Self::over(Index::create_in_ram(schema), fields)
+    }
+
+    fn over(index: Index, fields: Fields) -> Result<FullText, CorpusError> {
         index.tokenizers().register(ANALYZER, analyzer());
         let reader = index
             .reader_builder()

@@ -21,7 +21,8 @@
 //!
 //! A store is a folder holding `store.sqlite` (documents with their extracted
 //! text, chunk spans, format version) and `fulltext/` (a tantivy index of chunk
-//! text). See [`Store`] for how the two stay consistent.
+//! text). See [`Store`] for how the two stay consistent. [`Store::in_memory`]
+//! builds the same store from texts, in memory (nothing on disk).
 
 #![warn(missing_docs)]
 
@@ -47,7 +48,7 @@ pub use hybrid::{
     HybridResults, RRF_K, RetrievalMode, SearchOptions,
 };
 pub use store::{
-    Chunk, Document, FORMAT_VERSION, IndexOptions, IndexProgress, IndexReport, SearchHit, Store,
-    StoreStats, chunk_id, document_id,
+    Chunk, Document, FORMAT_VERSION, IndexOptions, IndexProgress, IndexReport, MemoryDocument,
+    SearchHit, Store, StoreStats, chunk_id, document_id,
 };
 pub use vector::{EmbedOptions, EmbedProgress, EmbedReport, RetrievalError, VectorStatus};

@@ -86,6 +86,36 @@ impl Corpus {
         })
     }
 
+    /// A corpus over documents given in memory (no store folder): they are
+    /// chunked at `chunk_chars` and indexed as `rlm index` would
+    /// ([`Store::in_memory`]), so search, grounding and citations (chunk ids
+    /// resolving to byte spans of these texts) work as over a store on disk.
+    pub fn in_memory(
+        docs: &[rlm_corpus::MemoryDocument],
+        chunk_chars: usize,
+    ) -> Result<Self, rlm_corpus::CorpusError> {
+        Corpus::load(Arc::new(Store::in_memory(docs, chunk_chars)?))
+    }
+
+    /// Sets the 1-based line of each source that has none: a model's own
+    /// citation resolves to its chunk, not to the line its quote is on.
+    pub fn fill_source_lines(&self, sources: &mut [crate::answer::Source]) {
+        for s in sources.iter_mut().filter(|s| s.line.is_none()) {
+            let Some(id) = &s.chunk_id else { continue };
+            let Ok(Some(chunk)) = self.store.chunk(id) else {
+                continue;
+            };
+            if let Some(at) = chunk
+                .text
+                .find(s.quote.as_str())
+                .filter(|_| !s.quote.is_empty())
+            {
+                let before = chunk.text[..at].matches('\n').count() as u32;
+                s.line = Some(chunk.line_start + before);
+            }
+        }
+    }
+
     /// The store behind the snapshot.
     pub fn store(&self) -> &Arc<Store> {
         &self.store

@@ -24,11 +24,13 @@ use crate::error::CorpusError;
 use crate::extract::DocKind;
 use crate::fts::FullText;
 
+mod memory;
 mod reader;
 mod vectors;
 mod writer;
 
 pub use crate::fts::SearchHit;
+pub use memory::MemoryDocument;
 pub(crate) use writer::WriteLock;
 pub use writer::{IndexOptions, IndexProgress, IndexReport};
 
@@ -103,6 +105,8 @@ pub struct Store {
     fts: FullText,
     /// Chunk vectors loaded for vector search (see `vectors.rs`).
     pub(crate) vectors: crate::vector::VectorCache,
+    /// Built by [`Store::in_memory`]: no folder, nothing on disk.
+    in_memory: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -221,9 +225,14 @@ impl Store {
         Ok(store)
     }
 
-    /// The store folder.
+    /// The store folder (`<in-memory>` for [`Store::in_memory`]).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// True for a store built by [`Store::in_memory`].
+    pub fn is_in_memory(&self) -> bool {
+        self.in_memory
     }
 
     pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
@@ -239,6 +248,7 @@ impl Store {
             db: Mutex::new(conn),
             fts,
             vectors: Default::default(),
+            in_memory: false,
         }
     }
 }

@@ -26,10 +26,12 @@ impl Store {
         })
     }
 
-    /// All documents, ordered by path.
+    /// All documents, ordered by path (an in-memory store's in the order
+    /// they were given).
     pub fn documents(&self) -> Result<Vec<Document>, CorpusError> {
+        let order = if self.in_memory { "rowid" } else { "path" };
         let conn = self.db();
-        let mut stmt = conn.prepare(&format!("{DOC_SELECT} ORDER BY path"))?;
+        let mut stmt = conn.prepare(&format!("{DOC_SELECT} ORDER BY {order}"))?;
         let docs = stmt
             .query_map([], row_to_document)?
             .collect::<Result<Vec<_>, _>>()?;

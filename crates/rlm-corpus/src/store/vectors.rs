@@ -124,7 +124,12 @@ impl Store {
         progress: &mut dyn FnMut(EmbedProgress),
     ) -> Result<EmbedReport, RetrievalError> {
         let started = Instant::now();
-        let _lock = WriteLock::acquire(self.dir())?;
+        // An in-memory store has no folder to lock and no other writer.
+        let _lock = if self.in_memory {
+            None
+        } else {
+            Some(WriteLock::acquire(self.dir())?)
+        };
         let model = embedder.model_id().to_string();
         let dim = embedder.dimension();
         if dim == 0 {

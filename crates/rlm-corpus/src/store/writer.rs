@@ -452,30 +452,69 @@ fn insert_document(
     ex: &Extracted,
     spans: &[ChunkSpan],
 ) -> Result<u64, CorpusError> {
-    let id = document_id(&entry.rel_path);
     let title = ex.title.clone().unwrap_or_else(|| {
         Path::new(&entry.rel_path)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| entry.rel_path.clone())
     });
+    insert_rows(
+        conn,
+        writer,
+        &DocumentRow {
+            path: &entry.rel_path,
+            root: &entry.root,
+            kind: ex.kind,
+            size_bytes: entry.size,
+            mtime_ns: entry.mtime_ns,
+            hash,
+            title: &title,
+            lossy: ex.lossy,
+            text: &ex.text,
+        },
+        spans,
+    )
+}
+
+/// One document as stored: its row in `documents` (its chunks come apart).
+pub(super) struct DocumentRow<'a> {
+    pub path: &'a str,
+    pub root: &'a str,
+    pub kind: DocKind,
+    pub size_bytes: u64,
+    pub mtime_ns: i64,
+    pub hash: &'a str,
+    pub title: &'a str,
+    pub lossy: bool,
+    pub text: &'a str,
+}
+
+/// Writes a document's row, its chunks' rows and their full-text entries;
+/// returns the number of chunks. Used by indexing and by in-memory stores.
+pub(super) fn insert_rows(
+    conn: &Connection,
+    writer: &crate::fts::FtsWriter,
+    doc: &DocumentRow<'_>,
+    spans: &[ChunkSpan],
+) -> Result<u64, CorpusError> {
+    let id = document_id(doc.path);
     conn.execute(
         "INSERT INTO documents (id, path, root, kind, size_bytes, mtime_ns, chars, hash, title,
                                 chunk_count, lossy, text)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             id,
-            entry.rel_path,
-            entry.root,
-            ex.kind.as_str(),
-            entry.size as i64,
-            entry.mtime_ns,
-            ex.text.chars().count() as i64,
-            hash,
-            title,
+            doc.path,
+            doc.root,
+            doc.kind.as_str(),
+            doc.size_bytes as i64,
+            doc.mtime_ns,
+            doc.text.chars().count() as i64,
+            doc.hash,
+            doc.title,
             spans.len() as i64,
-            ex.lossy,
-            ex.text,
+            doc.lossy,
+            doc.text,
         ],
     )?;
     let mut stmt = conn.prepare_cached(
@@ -499,9 +538,9 @@ fn insert_document(
         writer.add(&FtsChunk {
             chunk_id: &cid,
             doc_id: &id,
-            path: &entry.rel_path,
+            path: doc.path,
             ordinal: ordinal as u32,
-            text: &ex.text[s.byte_start..s.byte_end],
+            text: &doc.text[s.byte_start..s.byte_end],
         })?;
     }
     Ok(spans.len() as u64)
