@@ -5,6 +5,7 @@ Rust tests' scripted server (crates/rlm/tests/mcp_stdio.rs):
 
   a request whose messages hold "REPL output"  FINAL with a quoted citation
   a last message holding "STALL"               waits --stall-secs, then a cell
+  a last message holding "SUBCALL"             a cell that calls llm_query
   anything else                                a ```repl cell printing the context
 
 Usage: python3 scripted_model.py [--port 0] [--stall-secs 60]
@@ -18,6 +19,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CELL = "```repl\nprint(context[:200])\n```"
+SUBCALL_CELL = "```repl\nprint(llm_query('Say hello'))\n```"
 FINAL = 'FINAL(The secret code is 4721 [[doc:1 "The secret code is 4721"]])'
 
 
@@ -29,6 +31,8 @@ def reply_for(body, stall_secs):
         return FINAL
     if contents and "STALL" in contents[-1]:
         time.sleep(stall_secs)
+    if contents and "SUBCALL" in contents[-1]:
+        return SUBCALL_CELL
     return CELL
 
 
