@@ -104,6 +104,8 @@ pub struct QuestionSettings {
     pub verify: Option<String>,
     /// `string` or `list`.
     pub context_shape: Option<String>,
+    /// Which Python runs the REPL: `monty` or `cpython`.
+    pub sandbox: Option<String>,
     /// Report the documents that match the question but back no claim.
     pub coverage: Option<String>,
     /// Model calls across the call tree.
@@ -141,12 +143,13 @@ pub struct ResolvedQuestion {
 
 impl QuestionSettings {
     /// Each setting: its field, its flag, the `RLM_*` key whose rules it follows.
-    const SETTINGS: [(&'static str, &'static str, &'static str); 13] = [
+    const SETTINGS: [(&'static str, &'static str, &'static str); 14] = [
         ("coverage", "--coverage", "RLM_COVERAGE"),
         ("inspector", "--inspector", "RLM_INSPECTOR"),
         ("citations", "--citations", "RLM_CITATIONS"),
         ("verify", "--verify", "RLM_VERIFY"),
         ("context_shape", "--context-shape", "RLM_CONTEXT_SHAPE"),
+        ("sandbox", "--sandbox", "RLM_SANDBOX"),
         ("max_llm_calls", "--max-llm-calls", "RLM_MAX_LLM_CALLS"),
         ("max_iterations", "--max-iterations", "RLM_MAX_CALLS"),
         ("max_depth", "--max-depth", "RLM_MAX_DEPTH"),
@@ -165,6 +168,7 @@ impl QuestionSettings {
             "verify" => self.verify.as_ref(),
             "coverage" => self.coverage.as_ref(),
             "context_shape" => self.context_shape.as_ref(),
+            "sandbox" => self.sandbox.as_ref(),
             "max_llm_calls" => self.max_llm_calls.as_ref(),
             "max_iterations" => self.max_iterations.as_ref(),
             "max_depth" => self.max_depth.as_ref(),
@@ -203,6 +207,15 @@ impl QuestionSettings {
         let mut pipeline = PipelineRequest::default();
         if let Some(v) = r.parsed("RLM_CONTEXT_SHAPE")? {
             config.context_shape = v;
+        }
+        if let Some(v) = r.parsed("RLM_SANDBOX")? {
+            config.sandbox = v;
+        }
+        // The CPython sandbox refuses where it cannot isolate (no bubblewrap,
+        // no user namespaces, not Linux): a question asking for it is refused
+        // here, before any work, with the reason.
+        if config.sandbox == rlm_sandbox::SandboxBackend::CPython {
+            rlm_sandbox::cpython::launcher(None)?;
         }
         if let Some(v) = r.parsed("RLM_CITATIONS")? {
             config.citation_policy = v;

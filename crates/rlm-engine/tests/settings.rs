@@ -205,6 +205,35 @@ fn question_words_are_checked_too() {
     assert_eq!(r.pipeline.inspector, Some(rlm_engine::Inspector::PerChunk));
 }
 
+#[test]
+fn the_sandbox_setting_is_checked_on_every_surface() {
+    let base = EngineConfig::default();
+    let q = QuestionSettings {
+        surface: Surface::Api,
+        sandbox: Some("jail".into()),
+        ..QuestionSettings::default()
+    };
+    assert_eq!(
+        q.resolve(&base).unwrap_err(),
+        "sandbox: unknown sandbox \"jail\": use monty (the default) or cpython"
+    );
+    let q = QuestionSettings {
+        surface: Surface::Flags,
+        sandbox: Some("Monty".into()),
+        ..QuestionSettings::default()
+    };
+    assert_eq!(
+        q.resolve(&base).unwrap().config.sandbox,
+        rlm_sandbox::SandboxBackend::Monty
+    );
+    let c =
+        EngineConfig::from_lookup(|k| (k == "RLM_SANDBOX").then(|| "cpython".to_string())).unwrap();
+    assert_eq!(c.sandbox, rlm_sandbox::SandboxBackend::CPython);
+    let e = EngineConfig::from_lookup(|k| (k == "RLM_SANDBOX").then(|| "docker".to_string()))
+        .unwrap_err();
+    assert!(e.contains("RLM_SANDBOX") && e.contains("monty"), "{e}");
+}
+
 mod fuzz {
     //! Random text (any Unicode, huge numbers, NaN, signs, exponents) in
     //! every setting of every entry point: the settings are refused or
@@ -216,6 +245,7 @@ mod fuzz {
     /// Keys every engine setting is read under.
     const KEYS: &[&str] = &[
         "RLM_CONTEXT_SHAPE",
+        "RLM_SANDBOX",
         "RLM_CITATIONS",
         "RLM_VERIFY_CITATIONS",
         "RLM_VERIFY",
@@ -278,6 +308,10 @@ mod fuzz {
                 max_depth: vals[8].clone(),
                 max_cost_usd: vals[9].clone(),
                 max_wall_secs: vals[6].clone(),
+                sandbox: vals[4].clone(),
+                high_recall: vals[5].clone(),
+                expand_files: vals[0].clone(),
+                rlm_summarize: vals[3].clone(),
             };
             if let Err(e) = q.resolve(&EngineConfig::default()) {
                 prop_assert!(!e.contains('\n'), "{e}");

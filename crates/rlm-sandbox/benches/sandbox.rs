@@ -2,8 +2,10 @@
 //!
 //! Prints a markdown table: worker cold start, warm start from the pool, an
 //! empty cell's round trip, loading 10 MB / 100 MB of context, slicing cost on
-//! one big string vs a list of documents, and `re.findall` / `str.count` over
-//! 10 MB side by side with CPython (`python3`, when installed).
+//! one big string (ASCII and not) vs a list of documents, and `re.findall` /
+//! `str.count` over 10 MB side by side with CPython (`python3`, when
+//! installed); then the start and per-cell overhead of the CPython back-end
+//! next to monty's (when bubblewrap can run here).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,31 +99,27 @@ fn python(code: &str, path: &std::path::Path) -> Option<(Duration, String)> {
     Some((Duration::from_secs_f64(secs), lines.next()?.to_string()))
 }
 
-#[tokio::main]
-async fn main() {
-    let cfg = config();
-    let empty = InterpreterSpec::new();
-    let mut rows: Vec<(String, String, String)> = Vec::new();
-
-    // Cold start: spawn a worker and start an empty interpreter.
+/// Start and per-cell costs of one back-end: cold start, warm start, an
+/// empty cell, a cell with one host call, loading 10 MB.
+async fn overhead(cfg: &SandboxConfig, rows: &mut Vec<(String, String, String)>) {
+    let name = cfg.backend.as_str();
+    let empty = InterpreterSpec::new().function("noop", HostFunctionKind::Sync);
     let mut cold = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..10 {
         let t = Instant::now();
-        let s = Interpreter::start(&cfg, &empty).await.unwrap();
+        let s = Interpreter::start(cfg, &empty).await.unwrap();
         cold.push(t.elapsed());
         s.close().await;
     }
     rows.push((
-        "worker cold start (spawn + empty interpreter), median of 20".into(),
+        format!("{name}: cold start (spawn + empty interpreter), median of 10"),
         ms(median(cold)),
         String::new(),
     ));
-
-    // Warm start from the pool.
-    let pool = WorkerPool::new(cfg.clone(), 2).await.unwrap();
+    let pool = WorkerPool::new(cfg.clone(), 1).await.unwrap();
     let mut warm = Vec::new();
-    for _ in 0..20 {
-        while pool.idle_count() < 2 {
+    for _ in 0..10 {
+        while pool.idle_count() < 1 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let t = Instant::now();
@@ -130,30 +128,54 @@ async fn main() {
         s.close().await;
     }
     rows.push((
-        "interpreter start from the warm pool, median of 20".into(),
+        format!("{name}: interpreter start from the warm pool, median of 10"),
         ms(median(warm)),
         String::new(),
     ));
-
-    // Empty cell round trip.
-    let mut s = Interpreter::start(&cfg, &empty).await.unwrap();
+    let mut s = Interpreter::start(cfg, &empty).await.unwrap();
     let h = Arc::new(NoHost);
-    for _ in 0..100 {
-        s.run_cell("pass", &h).await.unwrap();
+    for (label, code) in [
+        ("empty cell", "pass"),
+        ("cell with one host call", "noop()"),
+    ] {
+        for _ in 0..50 {
+            s.run_cell(code, &h).await.unwrap();
+        }
+        let mut trips = Vec::new();
+        for _ in 0..500 {
+            let t = Instant::now();
+            s.run_cell(code, &h).await.unwrap();
+            trips.push(t.elapsed());
+        }
+        rows.push((
+            format!("{name}: {label} round trip, median of 500"),
+            ms(median(trips)),
+            String::new(),
+        ));
     }
-    let mut trips = Vec::new();
-    for _ in 0..2000 {
-        let t = Instant::now();
-        s.run_cell("pass", &h).await.unwrap();
-        trips.push(t.elapsed());
-    }
-    let mean = trips.iter().sum::<Duration>() / trips.len() as u32;
-    rows.push((
-        "empty cell round trip (median / mean of 2,000)".into(),
-        ms(median(trips)),
-        format!("mean {}", ms(mean)),
-    ));
     s.close().await;
+    let spec = InterpreterSpec::new().input("context", InputValue::Text(corpus(10_000_000)));
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let s = Interpreter::start(cfg, &spec).await.unwrap();
+        times.push(t.elapsed());
+        s.close().await;
+    }
+    rows.push((
+        format!("{name}: start with a 10 MB context (incl. spawn), median of 3"),
+        ms(median(times)),
+        String::new(),
+    ));
+}
+
+#[tokio::main]
+async fn main() {
+    let cfg = config();
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+
+    // Start and per-cell costs (the CPython back-end's are measured at the end).
+    overhead(&cfg, &mut rows).await;
 
     // Context loading into a warm worker.
     for mb in [10usize, 100] {
@@ -208,6 +230,36 @@ async fn main() {
         String::new(),
     ));
     s.close().await;
+    // The same on text that is not ASCII (every ~50th character accented),
+    // plus indexing single characters.
+    let accented: String = big
+        .char_indices()
+        .map(|(i, c)| if i % 50 == 0 && c == 'e' { 'é' } else { c })
+        .collect();
+    let spec = InterpreterSpec::new().input("context", InputValue::Text(accented));
+    let mut s = Interpreter::start(&cfg, &spec).await.unwrap();
+    let (t_first, _) = cell_time(&mut s, "len(context[1000:2000])").await;
+    let (t_uni, _) = cell_time(
+        &mut s,
+        "n = 0\nfor i in range(500):\n    n += len(context[i * 99000 + 50000:i * 99000 + 51000])\nn",
+    )
+    .await;
+    let (t_idx, _) = cell_time(
+        &mut s,
+        "n = 0\nfor i in range(500):\n    n += ord(context[i * 99000 + 7])\nn",
+    )
+    .await;
+    rows.push((
+        "500 slices of 1,000 chars from a 50 MB str, not ASCII".into(),
+        ms(t_uni),
+        format!("first slice (builds the index): {}", ms(t_first)),
+    ));
+    rows.push((
+        "500 single characters `context[i]` of the same str".into(),
+        ms(t_idx),
+        String::new(),
+    ));
+    s.close().await;
 
     // re.findall / str.count over 10 MB vs CPython.
     let text = corpus(10_000_000);
@@ -246,6 +298,21 @@ async fn main() {
         rows.push((label.into(), ms(t), py));
     }
     s.close().await;
+
+    // The CPython back-end next to monty.
+    match cpython::launcher(None) {
+        Ok(launcher) => {
+            let mut py = cfg.clone();
+            py.backend = SandboxBackend::CPython;
+            overhead(&py, &mut rows).await;
+            rows.push((
+                "cpython back-end".into(),
+                String::new(),
+                launcher.describe(),
+            ));
+        }
+        Err(e) => rows.push(("cpython back-end".into(), "skipped".into(), e.to_string())),
+    }
 
     println!("| benchmark | rlm-sandbox | note |\n|---|---|---|");
     for (a, b, c) in rows {

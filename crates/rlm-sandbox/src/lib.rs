@@ -31,6 +31,7 @@
 
 mod alloc;
 mod convert;
+pub mod cpython;
 mod hints;
 mod interpreter;
 mod names;
@@ -50,6 +51,6 @@ pub use hints::add_hint;
 pub use interpreter::{
     CellError, CellResult, DEFAULT_TRUNCATE_CHARS, DocumentRecord, HostCall, HostError,
     HostFunctionKind, HostHandler, InputValue, Interpreter, InterpreterSpec, Piece,
-    RLM_WORKER_SUBCOMMAND, SandboxConfig, SandboxError, SourceDocument, TextSource, WORKER_BIN,
-    WORKER_ENV, Worker, WorkerCommand, WorkerPool, truncate_output, worker_beside,
+    RLM_WORKER_SUBCOMMAND, SandboxBackend, SandboxConfig, SandboxError, SourceDocument, TextSource,
+    WORKER_BIN, WORKER_ENV, Worker, WorkerCommand, WorkerPool, truncate_output, worker_beside,
 };

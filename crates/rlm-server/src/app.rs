@@ -127,6 +127,9 @@ pub struct AskBody {
     /// Wall-clock cap in seconds.
     #[serde(default)]
     pub max_wall_secs: Option<serde_json::Number>,
+    /// Which Python runs the REPL: `monty` or `cpython`.
+    #[serde(default)]
+    pub sandbox: Option<String>,
     /// Domain instructions for the system prompt (replaces the server's
     /// own); `{date}` in it becomes today's date.
     #[serde(default)]
@@ -538,6 +541,7 @@ impl App {
             max_depth: number(&body.max_depth),
             max_cost_usd: number(&body.max_cost_usd),
             max_wall_secs: number(&body.max_wall_secs),
+            sandbox: body.sandbox.clone(),
         };
         let resolved = settings
             .resolve(self.engine.config())

@@ -209,6 +209,7 @@ pub fn document() -> Value {
                 "max_depth": number_schema("RLM_MAX_DEPTH"),
                 "max_cost_usd": number_schema("RLM_MAX_COST_USD"),
                 "max_wall_secs": number_schema("RLM_MAX_WALL_SECS"),
+                "sandbox": {"enum": ["monty", "cpython"], "description": "Which Python runs the REPL: monty (default, built in) or cpython (the server's Python and its packages under OS isolation; Linux with bubblewrap). RLM_SANDBOX"},
                 "high_recall": {"type": "boolean", "description": "The pipeline's stage-1 retrieval: RLM_HIGH_RECALL_K (200) entry chunks when true, RLM_RAG_K (10) when false (RLM_LOW_RECALL_MODE inverted)"},
                 "expand_files": {"type": "boolean", "description": "Expand entry chunks to whole files (the pipeline's stage): with no flow given, true picks pipeline and false rag; a conflicting flow or use_rlm is a 400"},
                 "rlm_summarize": {"type": "boolean", "description": "Inspect and summarize each file with generated programs (the pipeline's stage): with no flow given, true picks pipeline and false rag; a conflicting flow or use_rlm is a 400"},

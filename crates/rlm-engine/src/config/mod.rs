@@ -64,6 +64,10 @@ pub struct EngineConfig {
     /// Settings of the `pipeline`, `rag` and `auto` flows and the RLM switch.
     #[serde(default)]
     pub flows: FlowsConfig,
+    /// Which Python runs the REPL's cells: `monty` (default) or `cpython`
+    /// (the user's Python under OS isolation). `RLM_SANDBOX`, `--sandbox`.
+    #[serde(default)]
+    pub sandbox: rlm_sandbox::SandboxBackend,
 }
 
 impl Default for EngineConfig {
@@ -83,6 +87,7 @@ impl Default for EngineConfig {
             root_model: String::new(),
             sub_model: String::new(),
             flows: FlowsConfig::default(),
+            sandbox: rlm_sandbox::SandboxBackend::Monty,
         }
     }
 }
@@ -121,6 +126,9 @@ impl FromSettings for EngineConfig {
         };
         if let Some(v) = r.parsed("RLM_CONTEXT_SHAPE")? {
             c.context_shape = v;
+        }
+        if let Some(v) = r.parsed("RLM_SANDBOX")? {
+            c.sandbox = v;
         }
         if let Some(v) = r.parsed("RLM_CITATIONS")? {
             c.citation_policy = v;

@@ -1,19 +1,21 @@
 //! Replay report: runs every recorded model trajectory through the sandbox and
 //! compares each cell's stdout with CPython's.
 //!
-//! Usage: `rlm-sandbox-replay [--data DIR] [--failures]` (default DIR: the
-//! crate's `tests/data`). Prints the pass rate and the top failure causes;
-//! `--failures` also lists every failing cell.
+//! Usage: `rlm-sandbox-replay [--data DIR] [--failures] [--sandbox monty|cpython]`
+//! (default DIR: the crate's `tests/data`). Prints the pass rate and the top
+//! failure causes; `--failures` also lists every failing cell; `--sandbox
+//! cpython` runs the cells in the CPython back-end instead of monty.
 
 use std::path::PathBuf;
 
 use rlm_sandbox::replay::run_replay;
-use rlm_sandbox::{SandboxConfig, WorkerCommand};
+use rlm_sandbox::{SandboxBackend, SandboxConfig, WorkerCommand};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let mut data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let mut failures = false;
+    let mut backend = SandboxBackend::Monty;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -22,9 +24,14 @@ async fn main() -> std::process::ExitCode {
                 None => return fail("--data needs a directory"),
             },
             "--failures" => failures = true,
+            "--sandbox" => match args.next().map(|s| s.parse()) {
+                Some(Ok(b)) => backend = b,
+                Some(Err(e)) => return fail(&e),
+                None => return fail("--sandbox needs monty or cpython"),
+            },
             other => {
                 return fail(&format!(
-                    "unknown argument {other:?}; use --data DIR or --failures"
+                    "unknown argument {other:?}; use --data DIR, --failures or --sandbox monty|cpython"
                 ));
             }
         }
@@ -41,7 +48,8 @@ async fn main() -> std::process::ExitCode {
         Ok(w) => w,
         Err(e) => return fail(&e.to_string()),
     };
-    let config = SandboxConfig::new(worker);
+    let mut config = SandboxConfig::new(worker);
+    config.backend = backend;
     let report = match run_replay(&config, &traj, &reference).await {
         Ok(r) => r,
         Err(e) => return fail(&e),

@@ -76,10 +76,61 @@ impl WorkerCommand {
     }
 }
 
+/// Which Python runs the cells.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxBackend {
+    /// monty (Python in Rust) in a worker process: the default; starts in a
+    /// millisecond, runs anywhere, no third-party packages.
+    #[default]
+    Monty,
+    /// The user's CPython with its installed packages, isolated by the
+    /// operating system (bubblewrap: namespaces, rlimits, seccomp; Linux only).
+    CPython,
+}
+
+impl SandboxBackend {
+    /// The name users write (`monty`, `cpython`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxBackend::Monty => "monty",
+            SandboxBackend::CPython => "cpython",
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SandboxBackend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "monty" => Ok(SandboxBackend::Monty),
+            "cpython" | "python" => Ok(SandboxBackend::CPython),
+            _ => Err(format!(
+                "unknown sandbox {s:?}: use monty (the default) or cpython"
+            )),
+        }
+    }
+}
+
 /// Limits and the worker command shared by every interpreter of a pool.
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
-    /// How to launch workers.
+    /// Which Python runs the cells. Default monty.
+    pub backend: SandboxBackend,
+    /// The Python of the CPython back-end: an interpreter or a virtual
+    /// environment's directory. `None`: `RLM_PYTHON`, else an active
+    /// `VIRTUAL_ENV`, else `python3` on `PATH`.
+    pub python: Option<PathBuf>,
+    /// How to launch monty workers.
     pub worker: WorkerCommand,
     /// Memory ceiling of a worker in bytes (0 = unlimited). Default 1 GiB.
     pub memory_limit_bytes: u64,
@@ -106,6 +157,8 @@ impl SandboxConfig {
     /// Defaults with the given worker command.
     pub fn new(worker: WorkerCommand) -> Self {
         Self {
+            backend: SandboxBackend::Monty,
+            python: None,
             worker,
             memory_limit_bytes: 1 << 30,
             cell_time_limit: Duration::from_secs(30),
@@ -116,6 +169,17 @@ impl SandboxConfig {
             max_recursion_depth: 1000,
             startup_timeout: Duration::from_secs(30),
         }
+    }
+}
+
+impl SandboxConfig {
+    /// CPU seconds a CPython worker may use over its whole life (`RLIMIT_CPU`,
+    /// a backstop behind the per-cell limit): 60 cells' worth, at least 10 minutes.
+    pub fn cpu_time_limit(&self) -> Duration {
+        self.cell_time_limit
+            .saturating_add(self.kill_grace)
+            .saturating_mul(60)
+            .max(Duration::from_secs(600))
     }
 }
 

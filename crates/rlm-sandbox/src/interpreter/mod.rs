@@ -8,7 +8,8 @@ mod pool;
 mod spec;
 
 pub use config::{
-    RLM_WORKER_SUBCOMMAND, SandboxConfig, WORKER_BIN, WORKER_ENV, WorkerCommand, worker_beside,
+    RLM_WORKER_SUBCOMMAND, SandboxBackend, SandboxConfig, WORKER_BIN, WORKER_ENV, WorkerCommand,
+    worker_beside,
 };
 pub use pool::WorkerPool;
 pub use spec::*;
@@ -60,9 +61,27 @@ impl std::fmt::Debug for Worker {
 impl Worker {
     /// Spawns a worker and waits for its hello.
     pub async fn spawn(config: &SandboxConfig) -> Result<Self, SandboxError> {
-        let mut cmd = Command::new(&config.worker.program);
-        cmd.args(&config.worker.args)
-            .arg("--memory-limit")
+        let (mut cmd, program) = match config.backend {
+            SandboxBackend::Monty => {
+                let mut cmd = Command::new(&config.worker.program);
+                cmd.args(&config.worker.args);
+                (cmd, config.worker.program.clone())
+            }
+            SandboxBackend::CPython => {
+                // Finding the Python and checking the isolation runs processes (once).
+                let python = config.python.clone();
+                let launcher = tokio::task::spawn_blocking(move || {
+                    crate::cpython::launcher(python.as_deref())
+                })
+                .await
+                .map_err(|e| format!("the CPython sandbox check failed: {e}"))
+                .and_then(|found| found)
+                .map_err(SandboxError::Spawn)?;
+                let cmd = launcher.command(config.memory_limit_bytes, config.cpu_time_limit());
+                (cmd, launcher.bwrap.clone())
+            }
+        };
+        cmd.arg("--memory-limit")
             .arg(config.memory_limit_bytes.to_string())
             // The worker ends when this process does, however it ends.
             .arg("--parent-pid")
@@ -73,9 +92,9 @@ impl Worker {
             // The worker needs nothing from our environment; keep secrets out.
             .env_clear()
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| {
-            SandboxError::Spawn(format!("{}: {e}", config.worker.program.display()))
-        })?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| SandboxError::Spawn(format!("{}: {e}", program.display())))?;
         let stdin = child
             .stdin
             .take()

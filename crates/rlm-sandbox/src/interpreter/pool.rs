@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::config::SandboxConfig;
+use super::config::{SandboxBackend, SandboxConfig};
 use super::spec::{InterpreterSpec, SandboxError};
 use super::{Interpreter, Worker};
 
@@ -53,6 +53,22 @@ impl WorkerPool {
         };
         self.refill();
         worker.start_interpreter(&self.config, spec).await
+    }
+
+    /// Starts an interpreter on `backend`: a warm worker when it is the pool's
+    /// back-end, else a fresh worker of that back-end with the pool's limits
+    /// (a question may ask for the other one).
+    pub async fn start_interpreter_on(
+        &self,
+        backend: SandboxBackend,
+        spec: &InterpreterSpec,
+    ) -> Result<Interpreter, SandboxError> {
+        if backend == self.config.backend {
+            return self.start_interpreter(spec).await;
+        }
+        let mut config = self.config.clone();
+        config.backend = backend;
+        Interpreter::start(&config, spec).await
     }
 
     /// Idle workers right now.

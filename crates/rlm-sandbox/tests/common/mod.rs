@@ -55,6 +55,34 @@ impl HostHandler for TestHost {
 
 /// An interpreter with `context`, the test host functions, and the handler.
 pub async fn interpreter_with(context: &str) -> (Interpreter, Arc<TestHost>) {
+    start_with(&config(), context).await
+}
+
+/// Set (to anything) where the CPython back-end must be testable (CI installs
+/// bubblewrap): its tests then fail instead of skipping when it cannot start.
+pub const REQUIRE_CPYTHON_ENV: &str = "RLM_REQUIRE_CPYTHON_SANDBOX";
+
+/// [`config`] on the CPython back-end, or `None` (after saying why) where it
+/// cannot run: no bubblewrap, no user namespaces, not Linux.
+pub fn cpython_config() -> Option<SandboxConfig> {
+    match rlm_sandbox::cpython::launcher(None) {
+        Ok(_) => {
+            let mut c = config();
+            c.backend = SandboxBackend::CPython;
+            Some(c)
+        }
+        Err(e) if std::env::var_os(REQUIRE_CPYTHON_ENV).is_some() => {
+            panic!("{REQUIRE_CPYTHON_ENV} is set but the CPython sandbox cannot start: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// The test spec ([`interpreter_with`]'s) started on `config`.
+pub async fn start_with(config: &SandboxConfig, context: &str) -> (Interpreter, Arc<TestHost>) {
     let spec = InterpreterSpec::new()
         .input("context", InputValue::Text(context.to_string()))
         .function("echo", HostFunctionKind::Sync)
@@ -62,7 +90,7 @@ pub async fn interpreter_with(context: &str) -> (Interpreter, Arc<TestHost>) {
         .function("boom", HostFunctionKind::Sync)
         .function("stop", HostFunctionKind::Sync)
         .function("noop", HostFunctionKind::Sync);
-    let interp = Interpreter::start(&config(), &spec)
+    let interp = Interpreter::start(config, &spec)
         .await
         .expect("interpreter starts");
     (interp, Arc::new(TestHost::default()))

@@ -81,6 +81,9 @@ pub struct AskArgs {
     /// Wall-clock cap for the question in seconds [env: RLM_MAX_WALL_SECS].
     #[arg(long, value_name = "SECS")]
     pub max_wall_secs: Option<String>,
+    /// Which Python runs the REPL: monty (default; built in) or cpython (your Python and its packages, isolated by bubblewrap; Linux) [env: RLM_SANDBOX].
+    #[arg(long, value_name = "monty|cpython")]
+    pub sandbox: Option<String>,
     /// No progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -117,6 +120,7 @@ fn question_settings(args: &AskArgs) -> QuestionSettings {
         max_depth: args.max_depth.clone(),
         max_cost_usd: args.max_cost_usd.clone(),
         max_wall_secs: args.max_wall_secs.clone(),
+        sandbox: args.sandbox.clone(),
         high_recall: None,
         expand_files: None,
         rlm_summarize: None,

@@ -50,6 +50,9 @@ pub struct ReplArgs {
     /// Characters of output shown per cell in interactive mode (head + tail).
     #[arg(long, default_value_t = rlm_sandbox::DEFAULT_TRUNCATE_CHARS, value_name = "CHARS")]
     pub truncate: usize,
+    /// Which Python runs the cells: monty (default; built in) or cpython (your Python and its packages, isolated by bubblewrap; Linux) [env: RLM_SANDBOX].
+    #[arg(long, value_name = "monty|cpython")]
+    pub sandbox: Option<String>,
     /// The model that `llm_query` and `rlm_query` call (as for `rlm ask`).
     #[command(flatten)]
     pub llm: LlmFlags,
@@ -151,6 +154,21 @@ async fn run(args: ReplArgs) -> anyhow::Result<()> {
     let mut sandbox = SandboxConfig::new(worker_command()?);
     sandbox.cell_time_limit = Duration::from_secs(args.cell_timeout);
     sandbox.memory_limit_bytes = args.memory_mib << 20;
+    if let Some(name) = &args.sandbox {
+        config.sandbox = name
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--sandbox: {e}"))?;
+    }
+    sandbox.backend = config.sandbox;
+    let sandbox_line = match config.sandbox {
+        rlm_sandbox::SandboxBackend::Monty => "sandbox: monty".to_string(),
+        rlm_sandbox::SandboxBackend::CPython => format!(
+            "sandbox: {}",
+            rlm_sandbox::cpython::launcher(None)
+                .map_err(anyhow::Error::msg)?
+                .describe()
+        ),
+    };
     config.context_shape = shape;
     let pool = WorkerPool::new(sandbox, 1).await?;
     let (mut console, model_line) = match model(&args)? {
@@ -184,6 +202,7 @@ async fn run(args: ReplArgs) -> anyhow::Result<()> {
         "rlm repl: {doc_count} documents; context = {shape} ({context_chars} chars), documents = list[dict]\n\
          functions: {}\n\
          {model_line}\n\
+         {sandbox_line}\n\
          A line ending in ':' (or an open bracket) starts a block; a blank line runs it. Ctrl-D quits.",
         function_list(console.has_model())
     );

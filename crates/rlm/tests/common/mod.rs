@@ -30,6 +30,8 @@ pub const CLEARED: &[&str] = &[
     "RLM_MAX_TOKENS",
     "RLM_TRUNCATE_LEN",
     "RLM_CONTEXT_SHAPE",
+    "RLM_SANDBOX",
+    "RLM_PYTHON",
     "RLM_CITATIONS",
     "RLM_VERIFY_CITATIONS",
     "RLM_ENABLED",

@@ -119,7 +119,7 @@ pub(crate) fn run_agent(
                 let sizes = ctx.corpus.documents().iter().map(|d| d.chars).collect();
                 let desc = match ctx.config.context_shape {
                     ContextShape::String => {
-                        "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`; slicing a huge string is slow, so work on `documents[i][\"text\"]` when you know which document you need)"
+                        "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`, slice it freely; `documents[i][\"text\"]` is document i alone)"
                     }
                     ContextShape::List => {
                         "a list of strings, `context[i]` is the text of document i (fast to slice per document)"
@@ -133,7 +133,7 @@ pub(crate) fn run_agent(
         let spec = interpreter_spec(&ctx, &task, input.as_ref());
         let interp = ctx
             .pool
-            .start_interpreter(&spec)
+            .start_interpreter_on(ctx.config.sandbox, &spec)
             .await
             .map_err(|e| e.to_string())?;
         drop(spec);
@@ -342,7 +342,12 @@ impl Agent {
                 });
                 // A fresh REPL so the loop can go on (variables are lost).
                 let spec = interpreter_spec(&self.ctx, &self.task, self.input.as_ref());
-                self.interp = self.ctx.pool.start_interpreter(&spec).await.ok();
+                self.interp = self
+                    .ctx
+                    .pool
+                    .start_interpreter_on(self.ctx.config.sandbox, &spec)
+                    .await
+                    .ok();
             }
         }
         result

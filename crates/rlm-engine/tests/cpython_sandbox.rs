@@ -1,0 +1,72 @@
+//! A whole question answered on the CPython sandbox back-end (the user's
+//! Python under bubblewrap): the same host functions as on monty (search,
+//! async sub-calls, findings, FINAL_VAR) and the standard library monty lacks.
+//! Skipped (with the reason) where bubblewrap cannot run, unless
+//! RLM_REQUIRE_CPYTHON_SANDBOX is set.
+
+mod common;
+
+use common::*;
+use rlm_engine::TraceEvent;
+use rlm_llm::testing::{Reply, Script, ScriptedServer};
+
+fn cpython_available() -> bool {
+    match rlm_sandbox::cpython::launcher(None) {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("RLM_REQUIRE_CPYTHON_SANDBOX").is_some() => {
+            panic!("RLM_REQUIRE_CPYTHON_SANDBOX is set but the CPython sandbox cannot start: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_question_answered_in_cpython() {
+    if !cpython_available() {
+        return;
+    }
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(
+                root(),
+                [
+                    repl(
+                        "import asyncio, statistics, sys\n\
+                         hits = search('secret code')\n\
+                         mean = statistics.mean(len(d['text']) for d in documents)\n\
+                         replies = await asyncio.gather(*[llm_query_async('code in: ' + d['text']) for d in documents])\n\
+                         add_finding('the code is 4721', hits[0]['chunk_id'])\n\
+                         answer_text = f'The secret code is {replies[1]} (Python {sys.version_info[0]})'\n\
+                         print(hits[0]['path'], mean > 0, next(r for r in replies if r))",
+                    ),
+                    "FINAL_VAR(answer_text)".to_string(),
+                ],
+            )
+            .on(leaf(), Reply::text("4721")),
+    )
+    .await;
+    let mut config = config();
+    config.sandbox = rlm_sandbox::SandboxBackend::CPython;
+    let engine = engine(&server, config).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert_eq!(answer.answer, "The secret code is 4721 (Python 3)");
+    assert!(!answer.partial);
+    let outputs: Vec<_> = trace
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::CellOutput { stdout, error, .. } => Some((stdout.clone(), error.clone())),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        outputs
+            .iter()
+            .any(|(out, err)| err.is_none() && out.contains("docs/b_notes.txt True 4721")),
+        "{outputs:?}"
+    );
+    assert_eq!(answer.usage.by_depth[1].calls, 3);
+}
