@@ -7,8 +7,9 @@ use std::path::PathBuf;
 /// Longest accepted token, in bytes.
 const MAX_TOKEN_BYTES: usize = 4096;
 
-/// Access rules and features of a server (see `API.md`, "Access").
-#[derive(Debug, Clone, Default)]
+/// Access rules and features of a server (see `API.md`, "Access"). Its
+/// `Debug` shows whether a token is set, never the token.
+#[derive(Clone, Default)]
 pub struct ServerOptions {
     /// The bearer token every `/api`, `/v1` and `/mcp` request must carry
     /// (`--token`, `RLM_SERVE_TOKEN`); `None`: no token asked.
@@ -27,6 +28,19 @@ pub struct ServerOptions {
     /// The model client `GET /api/health` checks (its model list); `None`:
     /// the model's health is `unknown`.
     pub model: Option<rlm_llm::LlmClient>,
+}
+
+impl std::fmt::Debug for ServerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerOptions")
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("upload_dir", &self.upload_dir)
+            .field("allow_index_paths", &self.allow_index_paths)
+            .field("sources", &self.sources)
+            .field("model", &self.model)
+            .finish()
+    }
 }
 
 impl ServerOptions {
@@ -69,5 +83,23 @@ impl ServerOptions {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_never_shows_the_token() {
+        let o = ServerOptions {
+            token: Some("s3cret-value".into()),
+            ..ServerOptions::default()
+        };
+        let shown = format!("{o:?}");
+        assert!(
+            !shown.contains("s3cret-value") && shown.contains("<set>"),
+            "{shown}"
+        );
     }
 }
