@@ -94,6 +94,10 @@ pub enum CorpusError {
     /// The full-text index failed.
     #[error("search index error: {0} (if it persists, run `rlm index --rebuild` on the store)")]
     Index(String),
+    /// A store back-end other than the local folder failed (PostgreSQL): its
+    /// own one-line message, naming the store and what to do.
+    #[error("{0}")]
+    Backend(String),
 }
 
 impl CorpusError {

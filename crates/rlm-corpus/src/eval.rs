@@ -9,9 +9,9 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::CorpusStore;
 use crate::embed::Embedder;
 use crate::hybrid::{RetrievalMode, SearchOptions};
-use crate::store::Store;
 use crate::vector::RetrievalError;
 
 /// One question and where its answer is.
@@ -52,7 +52,7 @@ pub struct EvalReport {
 /// Resolves each question's answers to chunk ids. A label that matches no
 /// chunk is an error naming it, so a broken set cannot score silently.
 pub fn resolve_labels(
-    store: &Store,
+    store: &dyn CorpusStore,
     set: &[LabelledQuestion],
 ) -> Result<Vec<HashSet<String>>, RetrievalError> {
     let mut out = Vec::with_capacity(set.len());
@@ -89,7 +89,7 @@ pub fn resolve_labels(
 
 /// Runs every question through `mode` and scores the top `k`.
 pub fn evaluate(
-    store: &Store,
+    store: &dyn CorpusStore,
     set: &[LabelledQuestion],
     mode: RetrievalMode,
     k: usize,

@@ -3,12 +3,9 @@
 //! the `pipeline` flow (high-recall retrieval of entry chunks, then chunk →
 //! file expansion).
 
-use std::collections::{HashMap, HashSet};
-
 use serde::{Deserialize, Serialize};
 
-use crate::embed::Embedder;
-use crate::store::{Chunk, Document, Store};
+use crate::records::{Chunk, Document};
 use crate::vector::{RetrievalError, VectorStatus};
 
 /// `k` when none is given.
@@ -22,9 +19,9 @@ pub const RRF_K: f32 = 60.0;
 pub const DEFAULT_MIN_SIMILARITY: f32 = 0.1;
 /// … and in high-recall mode (no cut: every vector ranks).
 pub const HIGH_RECALL_MIN_SIMILARITY: f32 = -1.0;
-/// Files kept by [`Store::expand_files`] unless configured (`RLM_MAX_FILES`).
+/// Files kept by [`CorpusStore::expand_files`](crate::CorpusStore::expand_files) unless configured (`RLM_MAX_FILES`).
 pub const DEFAULT_MAX_FILES: usize = 20;
-/// Chunks kept by [`Store::expand_files`] unless configured (`RLM_MAX_CHUNKS`).
+/// Chunks kept by [`CorpusStore::expand_files`](crate::CorpusStore::expand_files) unless configured (`RLM_MAX_CHUNKS`).
 pub const DEFAULT_MAX_CHUNKS: usize = 500;
 
 /// Which retriever ranks the chunks.
@@ -66,7 +63,7 @@ impl std::str::FromStr for RetrievalMode {
     }
 }
 
-/// Options of [`Store::search_hybrid`].
+/// Options of [`CorpusStore::search_hybrid`](crate::CorpusStore::search_hybrid).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SearchOptions {
     /// Which retriever(s).
@@ -157,7 +154,7 @@ pub struct HybridHit {
     pub text: String,
 }
 
-/// The answer of [`Store::search_hybrid`], with what shaped it.
+/// The answer of [`CorpusStore::search_hybrid`](crate::CorpusStore::search_hybrid), with what shaped it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HybridResults {
     /// Best first, at most `k`.
@@ -195,193 +192,7 @@ impl HybridResults {
     }
 }
 
-impl Store {
-    /// Retrieves the best chunks for `query`. `embedder` embeds the query for
-    /// vector and hybrid modes and must be the model the store was embedded
-    /// with (see [`Store::embedding_model`]). BM25 mode ignores it.
-    ///
-    /// Hybrid fuses the two ranked lists (each [`SearchOptions::effective_candidates`]
-    /// deep) by reciprocal rank fusion with k = 60, then drops chunks whose
-    /// text repeats an earlier hit's.
-    pub fn search_hybrid(
-        &self,
-        query: &str,
-        opts: &SearchOptions,
-        embedder: Option<&dyn Embedder>,
-    ) -> Result<HybridResults, RetrievalError> {
-        if opts.k == 0 {
-            return Err(RetrievalError::InvalidOption(
-                "k must be at least 1".to_string(),
-            ));
-        }
-        if query.trim().is_empty() {
-            return Err(crate::CorpusError::EmptyQuery.into());
-        }
-        let k = opts.effective_k();
-        let depth = opts.effective_candidates();
-        let mut vectors = None;
-        let vector_list = if opts.mode == RetrievalMode::Bm25 {
-            Vec::new()
-        } else {
-            let Some((model, dim)) = self.embedding_model()? else {
-                return Err(RetrievalError::NoEmbeddings {
-                    store: self.dir().display().to_string(),
-                });
-            };
-            let Some(embedder) = embedder else {
-                return Err(RetrievalError::NoEmbedder {
-                    mode: opts.mode.as_str().to_string(),
-                    model,
-                });
-            };
-            if embedder.model_id() != model || embedder.dimension() != dim {
-                return Err(RetrievalError::ModelMismatch {
-                    store: self.dir().display().to_string(),
-                    stored: model,
-                    stored_dim: dim,
-                    requested: embedder.model_id().to_string(),
-                    requested_dim: embedder.dimension(),
-                });
-            }
-            // The loaded matrix holds exactly the current vectors; counting
-            // them in SQLite on every query would cost more than the scan.
-            let Some(matrix) = self.vector_matrix()? else {
-                return Err(RetrievalError::NoEmbeddings {
-                    store: self.dir().display().to_string(),
-                });
-            };
-            vectors = Some(VectorStatus {
-                model: Some(model.clone()),
-                dimension: Some(dim),
-                embedded: matrix.ids.len() as u64,
-                chunks: self.stats()?.chunks,
-            });
-            let q = embedder.embed(&[query])?;
-            let q = q
-                .into_iter()
-                .next()
-                .ok_or_else(|| RetrievalError::EmbedderContract {
-                    model: model.clone(),
-                    detail: "no vector for the query".to_string(),
-                })?;
-            self.search_vector(&q, depth, opts.effective_min_similarity())?
-        };
-        let bm25_list = if opts.mode == RetrievalMode::Vector {
-            Vec::new()
-        } else {
-            self.search(query, depth)?
-        };
-
-        // Fuse: every chunk's RRF score over the lists it appears in.
-        let mut fused: HashMap<String, HybridHit> = HashMap::new();
-        for (rank, h) in bm25_list.into_iter().enumerate() {
-            let rank = rank as u32 + 1;
-            fused.insert(
-                h.chunk_id.clone(),
-                HybridHit {
-                    chunk_id: h.chunk_id,
-                    doc_id: h.doc_id,
-                    path: h.path,
-                    ordinal: h.ordinal,
-                    score: match opts.mode {
-                        RetrievalMode::Hybrid => 1.0 / (RRF_K + rank as f32),
-                        _ => h.score,
-                    },
-                    bm25_rank: Some(rank),
-                    bm25_score: Some(h.score),
-                    vector_rank: None,
-                    vector_score: None,
-                    snippet: h.snippet,
-                    text: h.text,
-                },
-            );
-        }
-        for (rank, (chunk_id, sim)) in vector_list.into_iter().enumerate() {
-            let rank = rank as u32 + 1;
-            let rrf = 1.0 / (RRF_K + rank as f32);
-            let entry = fused.entry(chunk_id.clone()).or_insert_with(|| HybridHit {
-                chunk_id,
-                doc_id: String::new(),
-                path: String::new(),
-                ordinal: 0,
-                score: 0.0,
-                bm25_rank: None,
-                bm25_score: None,
-                vector_rank: None,
-                vector_score: None,
-                snippet: String::new(),
-                text: String::new(),
-            });
-            entry.vector_rank = Some(rank);
-            entry.vector_score = Some(sim);
-            entry.score = match opts.mode {
-                RetrievalMode::Hybrid => entry.score + rrf,
-                _ => sim,
-            };
-        }
-        let mut ranked: Vec<HybridHit> = fused.into_values().collect();
-        ranked.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| {
-                    a.bm25_rank
-                        .unwrap_or(u32::MAX)
-                        .cmp(&b.bm25_rank.unwrap_or(u32::MAX))
-                })
-                .then_with(|| a.chunk_id.cmp(&b.chunk_id))
-        });
-
-        // De-duplicate by text and fill in vector-only hits, up to k.
-        let mut seen_text: HashSet<blake3::Hash> = HashSet::new();
-        let mut duplicates_dropped = 0;
-        let mut hits = Vec::with_capacity(k.min(ranked.len()));
-        let mut paths: HashMap<String, String> = HashMap::new();
-        for mut h in ranked {
-            if hits.len() == k {
-                break;
-            }
-            if h.path.is_empty() {
-                let Some(chunk) = self.chunk(&h.chunk_id)? else {
-                    continue; // Deleted since the vectors were loaded.
-                };
-                if !paths.contains_key(&chunk.doc_id) {
-                    let path = self
-                        .document(&chunk.doc_id)?
-                        .map(|d| d.path)
-                        .unwrap_or_default();
-                    paths.insert(chunk.doc_id.clone(), path);
-                }
-                h.path = paths[&chunk.doc_id].clone();
-                h.doc_id = chunk.doc_id;
-                h.ordinal = chunk.ordinal;
-                h.snippet = excerpt(&chunk.text);
-                h.text = chunk.text;
-            }
-            let normalized: String = h.text.split_whitespace().collect::<Vec<_>>().join(" ");
-            if !seen_text.insert(blake3::hash(normalized.as_bytes())) {
-                duplicates_dropped += 1;
-                continue;
-            }
-            hits.push(h);
-        }
-        Ok(HybridResults {
-            hits,
-            mode: opts.mode,
-            k,
-            high_recall: opts.high_recall,
-            duplicates_dropped,
-            vectors,
-        })
-    }
-}
-
-/// The first ~160 characters on one line.
-fn excerpt(text: &str) -> String {
-    let head: String = text.chars().take(160).collect();
-    head.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Caps of [`Store::expand_files`]: files and chunks kept at most
+/// Caps of [`CorpusStore::expand_files`](crate::CorpusStore::expand_files): files and chunks kept at most
 /// (`RLM_MAX_FILES`, `RLM_MAX_CHUNKS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpandOptions {
@@ -479,83 +290,5 @@ impl ExpandedFiles {
             "caps cut {} file(s) and {} chunk(s) (RLM_MAX_FILES={}, RLM_MAX_CHUNKS={})",
             self.files_dropped, self.chunks_dropped, self.caps.max_files, self.caps.max_chunks
         ))
-    }
-}
-
-impl Store {
-    /// Expands retrieved chunks to their files with all chunks of each file in
-    /// document order. Files come in the order of their best entry
-    /// chunk. At most `opts.max_files` files and `opts.max_chunks` chunks are
-    /// kept: a file that does not fit whole keeps the chunks nearest its entry
-    /// chunks (marked `truncated`), and what was cut is counted in the result.
-    /// Unknown chunk ids are an error.
-    pub fn expand_files<'a>(
-        &self,
-        entry_chunk_ids: impl IntoIterator<Item = &'a str>,
-        opts: &ExpandOptions,
-    ) -> Result<ExpandedFiles, RetrievalError> {
-        if opts.max_files == 0 || opts.max_chunks == 0 {
-            return Err(RetrievalError::InvalidOption(
-                "RLM_MAX_FILES and RLM_MAX_CHUNKS must be at least 1".to_string(),
-            ));
-        }
-        // Group entry chunks by document, documents in first-seen order.
-        let mut order: Vec<String> = Vec::new();
-        let mut entries: HashMap<String, Vec<(String, u32)>> = HashMap::new();
-        for id in entry_chunk_ids {
-            let chunk = self
-                .chunk(id)?
-                .ok_or_else(|| crate::CorpusError::UnknownId(id.to_string()))?;
-            let list = entries.entry(chunk.doc_id.clone()).or_default();
-            if list.is_empty() {
-                order.push(chunk.doc_id.clone());
-            }
-            if !list.iter().any(|(c, _)| c == id) {
-                list.push((id.to_string(), chunk.ordinal));
-            }
-        }
-        let mut out = ExpandedFiles {
-            files: Vec::new(),
-            total_chunks: 0,
-            files_dropped: 0,
-            chunks_dropped: 0,
-            caps: *opts,
-        };
-        for doc_id in order {
-            let document = self
-                .document(&doc_id)?
-                .ok_or_else(|| crate::CorpusError::UnknownId(doc_id.clone()))?;
-            let budget = opts.max_chunks - out.total_chunks;
-            if out.files.len() == opts.max_files || budget == 0 {
-                out.files_dropped += 1;
-                out.chunks_dropped += document.chunk_count as usize;
-                continue;
-            }
-            let mut chunks = self.chunks_of(&doc_id)?;
-            let entry = &entries[&doc_id];
-            let truncated = chunks.len() > budget;
-            if truncated {
-                // Keep the chunks closest to any entry chunk, then restore document order.
-                let distance = |c: &Chunk| {
-                    entry
-                        .iter()
-                        .map(|(_, o)| c.ordinal.abs_diff(*o))
-                        .min()
-                        .unwrap_or(0)
-                };
-                out.chunks_dropped += chunks.len() - budget;
-                chunks.sort_by_key(|c| (distance(c), c.ordinal));
-                chunks.truncate(budget);
-                chunks.sort_by_key(|c| c.ordinal);
-            }
-            out.total_chunks += chunks.len();
-            out.files.push(ExpandedFile {
-                document,
-                entry_chunk_ids: entry.iter().map(|(id, _)| id.clone()).collect(),
-                chunks,
-                truncated,
-            });
-        }
-        Ok(out)
     }
 }

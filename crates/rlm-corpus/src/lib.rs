@@ -26,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 pub mod chunk;
 pub mod embed;
 mod error;
@@ -34,10 +35,14 @@ pub mod extract;
 mod fts;
 pub mod html;
 mod hybrid;
+mod index_options;
+pub mod ingest;
+mod records;
 mod store;
 mod vector;
 mod walk;
 
+pub use backend::CorpusStore;
 pub use chunk::{ChunkSpan, DEFAULT_CHUNK_CHARS, chunk_text};
 pub use embed::{EmbedError, Embedder, EmbeddingSettings, EmbeddingsChoice};
 pub use error::CorpusError;
@@ -51,4 +56,7 @@ pub use store::{
     Chunk, Document, FORMAT_VERSION, IndexOptions, IndexProgress, IndexReport, MemoryDocument,
     SearchHit, Store, StoreStats, chunk_id, document_id,
 };
-pub use vector::{EmbedOptions, EmbedProgress, EmbedReport, RetrievalError, VectorStatus};
+pub use vector::{
+    EmbedOptions, EmbedProgress, EmbedReport, RetrievalError, VectorStatus, embed_checked,
+    exact_top_k, push_vector_bytes, vector_to_bytes,
+};

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::embed::{EmbedError, dot};
+use crate::embed::{EmbedError, Embedder, dot};
 use crate::error::CorpusError;
 
 /// Below this many vectors one thread scans faster than rayon can split.
@@ -168,18 +168,34 @@ pub(crate) fn top_k(
     k: usize,
     min_similarity: f32,
 ) -> Vec<(String, f32)> {
-    let n = m.ids.len();
+    exact_top_k(&m.ids, &m.data, m.dim, query, k, min_similarity)
+}
+
+/// The `k` rows most similar to `query` by dot product (cosine for
+/// normalized vectors), best first, each at least `min_similarity`: row `i`
+/// is `data[i * dim..(i + 1) * dim]` and belongs to `ids[i]`. Exact: every
+/// row is scored (in parallel past 32,768 rows). For back-ends that hold
+/// their vectors in memory (the local store, PostgreSQL without pgvector).
+pub fn exact_top_k(
+    ids: &[String],
+    data: &[f32],
+    dim: usize,
+    query: &[f32],
+    k: usize,
+    min_similarity: f32,
+) -> Vec<(String, f32)> {
+    if dim == 0 || query.len() != dim {
+        return Vec::new();
+    }
+    let n = ids.len().min(data.len() / dim);
+    let data = &data[..n * dim];
     let scores: Vec<f32> = if n >= PARALLEL_SCAN_MIN {
-        m.data
-            .par_chunks_exact(m.dim)
+        data.par_chunks_exact(dim)
             .with_min_len(4096)
             .map(|row| dot(row, query))
             .collect()
     } else {
-        m.data
-            .chunks_exact(m.dim)
-            .map(|row| dot(row, query))
-            .collect()
+        data.chunks_exact(dim).map(|row| dot(row, query)).collect()
     };
     let mut order: Vec<u32> = (0..n as u32)
         .filter(|&i| scores[i as usize] >= min_similarity)
@@ -197,6 +213,56 @@ pub(crate) fn top_k(
     order.sort_unstable_by(by_score);
     order
         .into_iter()
-        .map(|i| (m.ids[i as usize].clone(), scores[i as usize]))
+        .map(|i| (ids[i as usize].clone(), scores[i as usize]))
         .collect()
+}
+
+/// Embeds `texts` in batches of the embedder's size, checking its contract
+/// (one vector per text, each of its dimension); `calls` counts the calls.
+/// Shared by every store's `embed_chunks`.
+pub fn embed_checked(
+    embedder: &dyn Embedder,
+    texts: &[&str],
+    calls: &mut u64,
+) -> Result<Vec<Vec<f32>>, RetrievalError> {
+    let model = embedder.model_id();
+    let dim = embedder.dimension();
+    let mut vectors = Vec::with_capacity(texts.len());
+    for batch in texts.chunks(embedder.batch_size().max(1)) {
+        let got = embedder.embed(batch)?;
+        *calls += 1;
+        if got.len() != batch.len() {
+            return Err(RetrievalError::EmbedderContract {
+                model: model.to_string(),
+                detail: format!("{} vectors for {} texts", got.len(), batch.len()),
+            });
+        }
+        if let Some(v) = got.iter().find(|v| v.len() != dim) {
+            return Err(RetrievalError::EmbedderContract {
+                model: model.to_string(),
+                detail: format!("a vector of {} dimensions, expected {dim}", v.len()),
+            });
+        }
+        vectors.extend(got);
+    }
+    Ok(vectors)
+}
+
+/// A vector as stores keep it: its `f32`s as little-endian bytes.
+pub fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Appends the vector stored in `bytes` to `out`; false (nothing appended)
+/// when it is not `dim` floats long (written under another dimension).
+pub fn push_vector_bytes(bytes: &[u8], dim: usize, out: &mut Vec<f32>) -> bool {
+    if bytes.len() != dim * 4 {
+        return false;
+    }
+    out.extend(
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+    );
+    true
 }

@@ -8,7 +8,7 @@ use ignore::overrides::OverrideBuilder;
 
 use crate::error::CorpusError;
 use crate::extract::SkipReason;
-use crate::store::{IndexOptions, IndexProgress};
+use crate::index_options::{IndexOptions, IndexProgress};
 
 /// A file found by the walk.
 #[derive(Debug, Clone)]
@@ -45,10 +45,10 @@ fn root_name(canonical: &Path) -> String {
 pub(crate) fn walk(
     paths: &[PathBuf],
     opts: &IndexOptions,
-    store_dir: &Path,
+    store_dir: Option<&Path>,
     progress: &mut dyn FnMut(IndexProgress),
 ) -> Result<Walked, CorpusError> {
-    let store_canon = store_dir.canonicalize().ok();
+    let store_canon = store_dir.and_then(|d| d.canonicalize().ok());
     let mut out = Walked {
         files: Vec::new(),
         roots: Vec::new(),

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rlm_corpus::Store;
+use rlm_corpus::{CorpusStore, Store};
 use rlm_sandbox::{InputValue, Piece, SourceDocument, TextSource};
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +55,7 @@ pub struct CorpusDocument {
 /// [`Corpus::texts`]), so a 100 MB corpus is never held by the engine.
 #[derive(Debug)]
 pub struct Corpus {
-    store: Arc<Store>,
+    store: Arc<dyn CorpusStore>,
     docs: Vec<CorpusDocument>,
     index_of: HashMap<String, usize>,
 }
@@ -66,8 +66,9 @@ pub fn document_header(index: usize, path: &str) -> String {
 }
 
 impl Corpus {
-    /// Lists the store's documents (their texts are read on demand).
-    pub fn load(store: Arc<Store>) -> Result<Self, rlm_corpus::CorpusError> {
+    /// Lists the store's documents (their texts are read on demand). The
+    /// store is any back-end: the local folder or PostgreSQL.
+    pub fn load(store: Arc<dyn CorpusStore>) -> Result<Self, rlm_corpus::CorpusError> {
         let mut docs = Vec::new();
         for (index, d) in store.documents()?.into_iter().enumerate() {
             docs.push(CorpusDocument {
@@ -117,8 +118,14 @@ impl Corpus {
     }
 
     /// The store behind the snapshot.
-    pub fn store(&self) -> &Arc<Store> {
+    pub fn store(&self) -> &Arc<dyn CorpusStore> {
         &self.store
+    }
+
+    /// The store when it is a local folder store (`None` for PostgreSQL):
+    /// for callers that need the folder itself (indexing into it).
+    pub fn local_store(&self) -> Option<Arc<Store>> {
+        Arc::clone(&self.store).into_any().downcast::<Store>().ok()
     }
 
     /// The documents in order.

@@ -180,8 +180,9 @@ pub(crate) fn retrieve_and_expand(
         max_files: cfg.max_files,
         max_chunks: cfg.max_chunks,
     };
+    let entry_ids: Vec<&str> = hits.iter().map(|h| h.chunk_id.as_str()).collect();
     let expanded = store
-        .expand_files(hits.iter().map(|h| h.chunk_id.as_str()), &caps)
+        .expand_files(&entry_ids, &caps)
         .map_err(|e| format!("file expansion failed: {e}"))?;
     let mut exp = ExpansionReport {
         files: 0,

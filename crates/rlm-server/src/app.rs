@@ -418,7 +418,11 @@ impl App {
 
     /// The store (the one re-opened by the last indexing job).
     pub fn store(&self) -> Arc<Store> {
-        self.corpus().store().clone()
+        // The server opens store folders only (`App::new` takes a `Store`,
+        // indexing jobs re-open folders), so the corpus is always local.
+        self.corpus()
+            .local_store()
+            .expect("rlm serve's corpus is a store folder")
     }
 
     /// The engine with the server's default settings.

@@ -79,6 +79,19 @@ fn main() -> ExitCode {
     if raw.get(1).map(String::as_str) == Some(rlm_sandbox::RLM_WORKER_SUBCOMMAND) {
         return ExitCode::from(rlm_sandbox::worker::run_worker(&raw[2..]).clamp(0, 255) as u8);
     }
+    // rlm.toml's `[store] location` stands in for RLM_STORE (flags > env > file).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match commands::store_config::location_from_config(&args, std::env::var_os("RLM_STORE")) {
+        Ok(Some(location)) => {
+            // SAFETY: no other thread exists yet (nothing is parsed or started).
+            unsafe { std::env::set_var("RLM_STORE", location) };
+        }
+        Ok(None) => {}
+        Err(err) => {
+            eprintln!("error: {}", commands::display::error_line(&err));
+            return ExitCode::FAILURE;
+        }
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

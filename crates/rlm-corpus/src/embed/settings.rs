@@ -199,7 +199,7 @@ impl EmbeddingSettings {
     /// whatever `provider_model` says). `None` when the store has no embeddings.
     pub fn embedder_for_store(
         &self,
-        store: &crate::Store,
+        store: &dyn crate::CorpusStore,
         provider: impl FnOnce() -> Result<(String, Option<String>, Duration), EmbedError>,
     ) -> Result<Option<Box<dyn Embedder>>, crate::RetrievalError> {
         let Some((model, _)) = store.embedding_model()? else {
@@ -214,8 +214,8 @@ impl EmbeddingSettings {
         } else {
             return Err(EmbedError::Config(format!(
                 "store {} was embedded by {model:?}, which this rlm cannot load: re-embed with `rlm index <paths> --store {} --embeddings local --rebuild`",
-                store.dir().display(),
-                store.dir().display()
+                store.location(),
+                store.location()
             ))
             .into());
         };

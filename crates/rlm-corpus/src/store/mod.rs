@@ -17,86 +17,26 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::{Connection, OptionalExtension};
-use serde::{Deserialize, Serialize};
-
 use crate::error::CorpusError;
-use crate::extract::DocKind;
 use crate::fts::FullText;
+use rusqlite::{Connection, OptionalExtension};
 
+mod corpus_store;
 mod memory;
 mod reader;
 mod vectors;
 mod writer;
 
 pub use crate::fts::SearchHit;
+pub use crate::index_options::{IndexOptions, IndexProgress, IndexReport};
+pub use crate::records::{Chunk, Document, StoreStats, chunk_id, document_id};
 pub use memory::MemoryDocument;
 pub(crate) use writer::WriteLock;
-pub use writer::{IndexOptions, IndexProgress, IndexReport};
 
 /// The store format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
 const DB_FILE: &str = "store.sqlite";
 const FTS_DIR: &str = "fulltext";
-
-/// A document of the corpus.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Document {
-    /// Stable id, derived from `path`.
-    pub id: String,
-    /// Corpus-relative path: the indexed folder's name, then the path inside it.
-    pub path: String,
-    /// How the text was extracted.
-    pub kind: DocKind,
-    /// Size of the file in bytes.
-    pub size_bytes: u64,
-    /// Characters of extracted text.
-    pub chars: u64,
-    /// BLAKE3 hash of the file's bytes (hex).
-    pub hash: String,
-    /// First heading, HTML title, or file name.
-    pub title: String,
-    /// Number of chunks.
-    pub chunk_count: u32,
-}
-
-/// An ordered piece of a document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Chunk {
-    /// Stable id: `<document id>-<ordinal>`.
-    pub id: String,
-    /// The document it belongs to.
-    pub doc_id: String,
-    /// Position in the document, 0-based and contiguous.
-    pub ordinal: u32,
-    /// Byte offset of the chunk in the document's extracted text.
-    pub byte_start: u64,
-    /// Byte offset one past the chunk's end.
-    pub byte_end: u64,
-    /// 1-based first line.
-    pub line_start: u32,
-    /// 1-based last line.
-    pub line_end: u32,
-    /// 1-based PDF page.
-    pub page: Option<u32>,
-    /// Nearest Markdown section heading.
-    pub heading: Option<String>,
-    /// The chunk's text.
-    pub text: String,
-}
-
-/// Totals of a store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoreStats {
-    /// Documents.
-    pub documents: u64,
-    /// Chunks.
-    pub chunks: u64,
-    /// Bytes of the original files.
-    pub bytes: u64,
-    /// Characters of extracted text.
-    pub chars: u64,
-}
 
 /// An open store.
 pub struct Store {
@@ -113,16 +53,6 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("dir", &self.dir).finish()
     }
-}
-
-/// Stable document id for a corpus-relative path.
-pub fn document_id(path: &str) -> String {
-    blake3::hash(path.as_bytes()).to_hex()[..16].to_string()
-}
-
-/// Chunk id for a document id and ordinal.
-pub fn chunk_id(doc_id: &str, ordinal: u32) -> String {
-    format!("{doc_id}-{ordinal}")
 }
 
 fn open_db(dir: &Path) -> Result<Connection, CorpusError> {

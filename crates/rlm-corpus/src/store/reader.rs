@@ -4,9 +4,13 @@
 use rusqlite::OptionalExtension;
 
 use super::{Chunk, Document, Store, StoreStats};
+use crate::backend::{CorpusStore, slice_text};
+use crate::embed::Embedder;
 use crate::error::CorpusError;
 use crate::extract::DocKind;
 use crate::fts::SearchHit;
+use crate::hybrid::{ExpandOptions, ExpandedFiles, HybridResults, SearchOptions};
+use crate::vector::RetrievalError;
 
 impl Store {
     /// Totals of the store.
@@ -106,17 +110,29 @@ impl Store {
     /// The text of a document between two byte offsets.
     pub fn slice(&self, doc_id: &str, start: u64, end: u64) -> Result<String, CorpusError> {
         let text = self.document_text(doc_id)?;
-        let bad = || CorpusError::BadRange {
-            doc_id: doc_id.to_string(),
-            start,
-            end,
-            len: text.len() as u64,
-        };
-        let (s, e) = (
-            usize::try_from(start).map_err(|_| bad())?,
-            usize::try_from(end).map_err(|_| bad())?,
-        );
-        text.get(s..e).map(str::to_string).ok_or_else(bad)
+        slice_text(doc_id, &text, start, end)
+    }
+
+    /// Retrieves the best chunks for `query` by BM25, vectors or both
+    /// ([`CorpusStore::search_hybrid`], written once for every back-end).
+    pub fn search_hybrid(
+        &self,
+        query: &str,
+        opts: &SearchOptions,
+        embedder: Option<&dyn Embedder>,
+    ) -> Result<HybridResults, RetrievalError> {
+        CorpusStore::search_hybrid(self, query, opts, embedder)
+    }
+
+    /// Expands retrieved chunks to their files within the caps
+    /// ([`CorpusStore::expand_files`]).
+    pub fn expand_files<'a>(
+        &self,
+        entry_chunk_ids: impl IntoIterator<Item = &'a str>,
+        opts: &ExpandOptions,
+    ) -> Result<ExpandedFiles, RetrievalError> {
+        let ids: Vec<&str> = entry_chunk_ids.into_iter().collect();
+        CorpusStore::expand_files(self, &ids, opts)
     }
 
     /// The `k` best chunks for `query` by BM25.

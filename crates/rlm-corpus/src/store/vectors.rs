@@ -15,7 +15,8 @@ use super::{Store, WriteLock};
 use crate::embed::Embedder;
 use crate::error::CorpusError;
 use crate::vector::{
-    EmbedOptions, EmbedProgress, EmbedReport, RetrievalError, VectorMatrix, VectorStatus, top_k,
+    EmbedOptions, EmbedProgress, EmbedReport, RetrievalError, VectorMatrix, VectorStatus,
+    embed_checked, push_vector_bytes, top_k, vector_to_bytes,
 };
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS chunk_embeddings (
@@ -29,10 +30,6 @@ const META_DIM: &str = "embedding_dim";
 const META_GENERATION: &str = "embedding_generation";
 /// Texts embedded between two SQLite commits: an interrupted run keeps what it did.
 const COMMIT_EVERY: usize = 256;
-
-fn to_blob(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
 
 fn meta(conn: &rusqlite::Connection, key: &str) -> Result<Option<String>, CorpusError> {
     Ok(conn
@@ -250,27 +247,8 @@ impl Store {
         if pending.is_empty() {
             return Ok(0);
         }
-        let model = embedder.model_id().to_string();
-        let dim = embedder.dimension();
-        let mut vectors = Vec::with_capacity(pending.len());
-        for batch in pending.chunks(embedder.batch_size().max(1)) {
-            let texts: Vec<&str> = batch.iter().map(|p| p.text.as_str()).collect();
-            let got = embedder.embed(&texts)?;
-            report.calls += 1;
-            if got.len() != texts.len() {
-                return Err(RetrievalError::EmbedderContract {
-                    model,
-                    detail: format!("{} vectors for {} texts", got.len(), texts.len()),
-                });
-            }
-            if let Some(v) = got.iter().find(|v| v.len() != dim) {
-                return Err(RetrievalError::EmbedderContract {
-                    model,
-                    detail: format!("a vector of {} dimensions, expected {dim}", v.len()),
-                });
-            }
-            vectors.extend(got);
-        }
+        let texts: Vec<&str> = pending.iter().map(|p| p.text.as_str()).collect();
+        let vectors = embed_checked(embedder, &texts, &mut report.calls)?;
         let mut conn = self.db();
         let tx = conn.transaction()?;
         {
@@ -281,7 +259,12 @@ impl Store {
                         text_hash = excluded.text_hash, vector = excluded.vector",
             )?;
             for (p, v) in pending.iter().zip(&vectors) {
-                stmt.execute(params![p.chunk_id, p.doc_hash, p.text_hash, to_blob(v)])?;
+                stmt.execute(params![
+                    p.chunk_id,
+                    p.doc_hash,
+                    p.text_hash,
+                    vector_to_bytes(v)
+                ])?;
             }
         }
         bump_generation(&tx)?;
@@ -326,15 +309,10 @@ impl Store {
         while let Some(row) = rows.next()? {
             let blob = row.get_ref(1)?;
             let bytes = blob.as_blob().map_err(rusqlite::Error::from)?;
-            if bytes.len() != dim * 4 {
-                continue; // Written under another dimension; never searched.
+            // A vector of another dimension is never searched.
+            if push_vector_bytes(bytes, dim, &mut data) {
+                ids.push(row.get::<_, String>(0)?);
             }
-            ids.push(row.get::<_, String>(0)?);
-            data.extend(
-                bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            );
         }
         if ids.is_empty() {
             *cache = None;

@@ -152,7 +152,7 @@ fn resolve_settings(args: &AskArgs) -> anyhow::Result<ResolvedQuestion> {
 /// The query embedder of a store with embeddings (the model it was embedded
 /// with); `None`, with a one-line warning, when it cannot be loaded.
 pub(crate) fn query_embedder(
-    store: &rlm_corpus::Store,
+    store: &dyn rlm_corpus::CorpusStore,
     llm: &rlm_llm::LlmConfig,
     config: Option<&std::path::Path>,
 ) -> Option<Arc<dyn rlm_corpus::Embedder>> {
@@ -206,7 +206,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         if !args.quiet {
             eprintln!(
                 "indexed into {}: {} added, {} updated, {} unchanged, {} removed",
-                args.store.store.display(),
+                args.store.display(),
                 report.added,
                 report.updated,
                 report.unchanged,
@@ -214,10 +214,15 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let store = Arc::new(args.store.open()?);
+    let store = args.store.open()?;
     let mut sessions = match &args.session {
         Some(name) => {
             rlm_engine::session::validate_session_name(name).map_err(anyhow::Error::msg)?;
+            if super::corpus::postgres_url(&args.store.store).is_some() {
+                anyhow::bail!(
+                    "--session keeps its turns in a store folder; with a PostgreSQL store sessions are not kept yet: ask without --session"
+                );
+            }
             Some(SessionStore::open(&args.store.store).map_err(anyhow::Error::msg)?)
         }
         None => None,
@@ -228,7 +233,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
     };
     // Hybrid stage-1 retrieval for the flows that retrieve, when the store has embeddings.
     let embedder = (flow != Flow::Repl)
-        .then(|| query_embedder(&store, &llm_config, args.llm.config.as_deref()))
+        .then(|| query_embedder(store.as_ref(), &llm_config, args.llm.config.as_deref()))
         .flatten();
     let mut config = config;
     config.set_models(

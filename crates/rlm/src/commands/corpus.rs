@@ -2,14 +2,16 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rlm_corpus::{
-    EmbedOptions, Embedder, EmbeddingSettings, EmbeddingsChoice, IndexOptions, IndexProgress,
-    IndexReport, RetrievalMode, SearchOptions, Store,
+    CorpusStore, EmbedOptions, Embedder, EmbeddingSettings, EmbeddingsChoice, IndexOptions,
+    IndexProgress, IndexReport, RetrievalMode, SearchOptions, Store,
 };
+use rlm_store_pg::PgStore;
 
 use super::check_flag;
 use super::display::{for_output, one_line};
@@ -17,15 +19,64 @@ use super::display::{for_output, one_line};
 /// The `--store` flag shared by every command that reads or writes a store.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArg {
-    /// Store folder.
-    #[arg(long, env = "RLM_STORE", default_value = "./.rlm")]
+    /// Store: a folder, or a PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DATABASE).
+    #[arg(
+        long,
+        env = "RLM_STORE",
+        default_value = "./.rlm",
+        value_name = "DIR|URL"
+    )]
     pub store: PathBuf,
 }
 
+/// The PostgreSQL URL `store` names, if it names one rather than a folder.
+pub(crate) fn postgres_url(store: &Path) -> Option<&str> {
+    store.to_str().filter(|s| rlm_store_pg::is_postgres_url(s))
+}
+
+/// Opens the store `store` names, whichever back-end it is.
+pub(crate) fn open_store(store: &Path) -> anyhow::Result<Arc<dyn CorpusStore>> {
+    Ok(match postgres_url(store) {
+        Some(url) => Arc::new(PgStore::open(url)?),
+        None => Arc::new(Store::open(store)?),
+    })
+}
+
 impl StoreArg {
-    /// Opens the store for reading.
-    pub fn open(&self) -> anyhow::Result<Store> {
+    /// Opens a store folder; a PostgreSQL URL is refused with a message
+    /// naming `command` (for the commands that need a folder).
+    pub fn open_folder(&self, command: &str) -> anyhow::Result<Store> {
+        if postgres_url(&self.store).is_some() {
+            bail!(
+                "{command} reads store folders only, not PostgreSQL stores yet: give --store a folder (rlm index, search, show, docs, ask and repl take a postgres:// URL)"
+            );
+        }
         Ok(Store::open(&self.store)?)
+    }
+
+    /// Opens the store for reading, whichever back-end `--store` names.
+    pub fn open(&self) -> anyhow::Result<Arc<dyn CorpusStore>> {
+        open_store(&self.store)
+    }
+
+    /// Where the store is, for messages (a URL without its password).
+    pub fn display(&self) -> String {
+        match postgres_url(&self.store) {
+            Some(url) => redact_url(url),
+            None => self.store.display().to_string(),
+        }
+    }
+}
+
+/// `url` without the password, if it holds one.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -172,7 +223,10 @@ pub(crate) fn index_paths(
         }
         IndexProgress::Committing => bar.set_message("committing"),
     };
-    let report = Store::index(store, paths, opts, &mut on_progress);
+    let report = match postgres_url(store) {
+        Some(url) => PgStore::index(url, paths, opts, &mut on_progress),
+        None => Store::index(store, paths, opts, &mut on_progress),
+    };
     bar.finish_and_clear();
     let report = report?;
     if let Some(why) = &report.fulltext_recreated {
@@ -231,7 +285,7 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-            args.store.store.display(),
+            args.store.display(),
             report.added,
             report.updated,
             report.unchanged,
@@ -309,7 +363,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
     check_flag("-k", args.k as u64, SEARCH_K)?;
     let store = args.store.open()?;
     if args.mode != RetrievalMode::Bm25 || args.high_recall {
-        return search_ranked(&store, &args);
+        return search_ranked(store.as_ref(), &args);
     }
     let hits = store.search(&args.query, args.k)?;
     let mut out = std::io::stdout().lock();
@@ -379,14 +433,15 @@ fn provider_endpoint(
     ))
 }
 
-/// Embeds the chunks of the store at `dir` that have no current vector.
+/// Embeds the chunks of the store at `dir` (a folder or a PostgreSQL URL)
+/// that have no current vector.
 fn embed_store(
     dir: &std::path::Path,
     embedder: &dyn Embedder,
     replace: bool,
     show_progress: bool,
 ) -> anyhow::Result<rlm_corpus::EmbedReport> {
-    let store = Store::open(dir)?;
+    let store = open_store(dir)?;
     let bar = progress_bar(show_progress);
     let report = store.embed_chunks(embedder, &EmbedOptions { replace }, &mut |p| {
         if bar.length() != Some(p.total) {
@@ -405,7 +460,7 @@ fn embed_store(
 }
 
 /// `rlm search --mode vector|hybrid` or `--high-recall`.
-fn search_ranked(store: &Store, args: &SearchArgs) -> anyhow::Result<()> {
+fn search_ranked(store: &dyn CorpusStore, args: &SearchArgs) -> anyhow::Result<()> {
     let embedder: Option<Box<dyn Embedder>> = if args.mode == RetrievalMode::Bm25 {
         None
     } else {
@@ -416,7 +471,7 @@ fn search_ranked(store: &Store, args: &SearchArgs) -> anyhow::Result<()> {
             settings.embedder_for_store(store, || provider_endpoint(args.config.as_deref()))?;
         if embedder.is_none() {
             return Err(rlm_corpus::RetrievalError::NoEmbeddings {
-                store: store.dir().display().to_string(),
+                store: store.location(),
             }
             .into());
         }

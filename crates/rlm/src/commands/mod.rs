@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod model;
 pub mod repl;
 pub mod serve;
+pub mod store_config;
 pub mod trace;
 
 /// `value` of a numeric `flag` in `range`, or a one-line error naming the

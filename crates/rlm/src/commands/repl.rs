@@ -146,7 +146,7 @@ fn model(args: &ReplArgs) -> anyhow::Result<Result<(LlmClient, LlmConfig), Strin
 async fn run(args: ReplArgs) -> anyhow::Result<()> {
     let file = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
     let mut config = file.engine_config().map_err(anyhow::Error::msg)?;
-    let store = Arc::new(args.store.open()?);
+    let store = args.store.open()?;
     let corpus = Arc::new(Corpus::load(store).context("cannot list the store's documents")?);
     let shape = ContextShape::from(args.context);
     let doc_count = corpus.documents().len();

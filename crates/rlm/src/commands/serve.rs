@@ -138,9 +138,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
     let mut config = settings.engine_config().map_err(anyhow::Error::msg)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
-    let store = Arc::new(args.store.open()?);
+    let store = Arc::new(args.store.open_folder("rlm serve")?);
     let llm_config = args.llm.load_for_answering()?;
-    let embedder = query_embedder(&store, &llm_config, args.llm.config.as_deref());
+    let embedder = query_embedder(store.as_ref(), &llm_config, args.llm.config.as_deref());
     config.set_models(
         &llm_config.root.model,
         &llm_config.sub.model,

@@ -71,6 +71,11 @@ pub fn mcp(args: McpArgs) -> anyhow::Result<()> {
         // With --allow-index an agent may build the store itself.
         Err(e)
             if args.allow_index
+    if super::corpus::postgres_url(dir).is_some() {
+        anyhow::bail!(
+            "rlm mcp reads store folders only, not PostgreSQL stores yet: give --store a folder"
+        );
+    }
                 && matches!(
                     e.downcast_ref::<rlm_corpus::CorpusError>(),
                     Some(rlm_corpus::CorpusError::NotAStore(_))

@@ -100,7 +100,7 @@ pub(super) fn open_view(
 ) -> anyhow::Result<StoreView> {
     let store = Arc::new(Store::open(dir)?);
     let corpus = Arc::new(Corpus::load(store.clone())?);
-    let embedder = crate::commands::ask::query_embedder(&store, llm, config_file);
+    let embedder = crate::commands::ask::query_embedder(store.as_ref(), llm, config_file);
     Ok(StoreView {
         store,
         corpus,

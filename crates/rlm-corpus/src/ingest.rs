@@ -1,0 +1,372 @@
+//! The indexing pipeline every store back-end shares: walk → read and
+//! extract (in parallel, in batches) → chunk → hand each change to the
+//! back-end's [`IndexSink`]. The back-end owns the transaction around it: the
+//! local store writes one SQLite transaction plus one tantivy commit, the
+//! PostgreSQL store one database transaction (crate `rlm-store-pg`).
+//!
+//! Incremental: a file with the size and mtime the store knows is trusted
+//! without reading; a changed one is re-hashed and replaced only when its
+//! content changed; files gone from an indexed folder are removed.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::chunk::{ChunkSpan, MIN_CHUNK_CHARS, chunk_text};
+use crate::error::CorpusError;
+use crate::extract::{DocKind, Extracted, Extraction, SkipReason, extract};
+use crate::index_options::{IndexOptions, IndexProgress, IndexReport};
+use crate::records::document_id;
+use crate::walk::{FileEntry, walk};
+
+/// Files are read and extracted in batches of about this many bytes, which
+/// bounds the memory of one indexing run independently of corpus size.
+const BATCH_BYTES: u64 = 32 * 1024 * 1024;
+
+/// What a store knew about a path before this run (keyed by the path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownDocument {
+    /// Document id.
+    pub id: String,
+    /// The indexed root (folder name) the path was found under.
+    pub root: String,
+    /// File size recorded.
+    pub size: u64,
+    /// File mtime recorded, ns since the epoch.
+    pub mtime_ns: i64,
+    /// BLAKE3 hash of the file's bytes.
+    pub hash: String,
+}
+
+/// A document's fields as stored (its id derives from `path`).
+#[derive(Debug, Clone, Copy)]
+pub struct DocumentRow<'a> {
+    /// Corpus-relative path.
+    pub path: &'a str,
+    /// The indexed root it was found under.
+    pub root: &'a str,
+    /// How the text was extracted.
+    pub kind: DocKind,
+    /// File size in bytes.
+    pub size_bytes: u64,
+    /// File mtime, ns since the epoch.
+    pub mtime_ns: i64,
+    /// BLAKE3 hash of the file's bytes (hex).
+    pub hash: &'a str,
+    /// First heading, HTML title, or file name.
+    pub title: &'a str,
+    /// Invalid UTF-8 was replaced.
+    pub lossy: bool,
+    /// The extracted text.
+    pub text: &'a str,
+}
+
+/// A document to write, with its chunk spans over its text.
+#[derive(Debug)]
+pub struct NewDocument<'a> {
+    /// Stable id ([`document_id`] of the path).
+    pub id: &'a str,
+    /// Its fields.
+    pub row: DocumentRow<'a>,
+    /// Its chunks, in order (chunk `i` has ordinal `i`).
+    pub spans: &'a [ChunkSpan],
+}
+
+/// Where an indexing run writes. Calls come in the order the run decides
+/// them; nothing is visible to readers until the back-end commits, after
+/// [`ingest`] returns.
+pub trait IndexSink {
+    /// A known file was touched but its content is identical: record the new mtime.
+    fn touch(&mut self, doc_id: &str, mtime_ns: i64) -> Result<(), CorpusError>;
+    /// Removes a document and its chunks (replaced, skipped now, or gone).
+    fn delete(&mut self, doc_id: &str) -> Result<(), CorpusError>;
+    /// Adds a document and its chunks (its id is not in the store, or was
+    /// deleted earlier in this run).
+    fn insert(&mut self, doc: &NewDocument<'_>) -> Result<(), CorpusError>;
+}
+
+/// What [`ingest`] did, for the back-end's commit.
+#[derive(Debug, Default)]
+pub struct Ingested {
+    /// The report so far (`totals` and `elapsed_ms` are the caller's).
+    pub report: IndexReport,
+    /// Ids of the documents this run inserted.
+    pub inserted: HashSet<String>,
+}
+
+/// Checks the options and paths of a run before anything is opened.
+pub fn check_run(paths: &[PathBuf], opts: &IndexOptions) -> Result<(), CorpusError> {
+    if opts.chunk_chars < MIN_CHUNK_CHARS {
+        return Err(CorpusError::InvalidOption(format!(
+            "chunk size {} is below the minimum of {MIN_CHUNK_CHARS} characters",
+            opts.chunk_chars
+        )));
+    }
+    if paths.is_empty() {
+        return Err(CorpusError::InvalidOption(
+            "no paths given: name at least one file or folder to index".into(),
+        ));
+    }
+    for p in paths {
+        if std::fs::symlink_metadata(p).is_err() {
+            return Err(CorpusError::PathNotFound(p.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Walks `paths`, compares with `known` and writes every change to `sink`.
+/// `rewrite_all` re-inserts unchanged-hash files too (a rebuild, or a
+/// back-end whose derived index must be refilled). `skip_dir` is left out of
+/// the walk (a local store's own folder). An empty corpus is refused before
+/// anything is deleted, so the caller can roll back with nothing lost.
+pub fn ingest(
+    paths: &[PathBuf],
+    opts: &IndexOptions,
+    skip_dir: Option<&Path>,
+    known: &HashMap<String, KnownDocument>,
+    rewrite_all: bool,
+    sink: &mut dyn IndexSink,
+    progress: &mut dyn FnMut(IndexProgress),
+) -> Result<Ingested, CorpusError> {
+    let mut report = IndexReport::default();
+    let walked = walk(paths, opts, skip_dir, progress)?;
+    report.errors.extend(walked.errors);
+    for (path, reason) in walked.skipped {
+        *report.skipped.entry(reason.to_string()).or_default() += 1;
+        report.skipped_files.push((path, reason.to_string()));
+    }
+    let roots: HashSet<&str> = walked.roots.iter().map(String::as_str).collect();
+    let seen: HashSet<&str> = walked.files.iter().map(|f| f.rel_path.as_str()).collect();
+    let mut removed: Vec<&KnownDocument> = known
+        .iter()
+        .filter(|(path, k)| roots.contains(k.root.as_str()) && !seen.contains(path.as_str()))
+        .map(|(_, k)| k)
+        .collect();
+
+    // Unchanged size and mtime: trust it without reading (like make and rsync).
+    let mut to_read = Vec::new();
+    for f in &walked.files {
+        match known.get(&f.rel_path) {
+            Some(k) if !opts.rebuild && k.size == f.size && k.mtime_ns == f.mtime_ns => {
+                report.unchanged += 1;
+            }
+            _ => to_read.push(f.clone()),
+        }
+    }
+
+    let total_bytes: u64 = to_read.iter().map(|f| f.size).sum();
+    let mut indexable = report.unchanged;
+    let mut done_bytes = 0;
+    let mut inserted: HashSet<String> = HashSet::new();
+    // Reading and extracting the next batch (on all cores) overlaps with
+    // writing the current one (serial: the sink). If writing fails and
+    // returns early, the receiver is dropped and the producer stops after
+    // its current batch.
+    let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<Processed>>(1);
+    let (chunk_chars, max_file_bytes) = (opts.chunk_chars, opts.max_file_bytes);
+    let producer = std::thread::spawn(move || {
+        for batch in batches(&to_read) {
+            let processed: Vec<Processed> = batch
+                .par_iter()
+                .map(|f| process_file(f, chunk_chars, max_file_bytes))
+                .collect();
+            if batch_tx.send(processed).is_err() {
+                break;
+            }
+        }
+    });
+    for processed in batch_rx {
+        progress(IndexProgress::Processing {
+            done_bytes,
+            total_bytes,
+        });
+        for p in processed {
+            done_bytes += p.entry.size;
+            let path = p.entry.rel_path.clone();
+            let previous = known.get(&path);
+            match p.outcome {
+                ProcessOutcome::Failed(msg) => {
+                    // Keep any previously indexed version: nothing stored is lost.
+                    if previous.is_some() {
+                        indexable += 1;
+                    }
+                    report.errors.push((path, msg));
+                }
+                ProcessOutcome::Skipped(reason) => {
+                    if let Some(k) = previous {
+                        removed.push(k);
+                    }
+                    *report.skipped.entry(reason.to_string()).or_default() += 1;
+                    report.skipped_files.push((path, reason.to_string()));
+                }
+                ProcessOutcome::Indexed(ex, spans) => {
+                    indexable += 1;
+                    report.bytes_processed += p.entry.size;
+                    if let Some(k) = previous {
+                        if k.hash == p.hash && !rewrite_all {
+                            // Touched but identical: only remember the new mtime.
+                            sink.touch(&k.id, p.entry.mtime_ns)?;
+                            report.unchanged += 1;
+                            continue;
+                        }
+                        sink.delete(&k.id)?;
+                        report.updated += 1;
+                    } else {
+                        report.added += 1;
+                    }
+                    if ex.lossy {
+                        report.lossy_files.push(path.clone());
+                    }
+                    let id = document_id(&path);
+                    let title = ex.title.clone().unwrap_or_else(|| {
+                        Path::new(&path)
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_else(|| path.clone())
+                    });
+                    sink.insert(&NewDocument {
+                        id: &id,
+                        row: DocumentRow {
+                            path: &path,
+                            root: &p.entry.root,
+                            kind: ex.kind,
+                            size_bytes: p.entry.size,
+                            mtime_ns: p.entry.mtime_ns,
+                            hash: &p.hash,
+                            title: &title,
+                            lossy: ex.lossy,
+                            text: &ex.text,
+                        },
+                        spans: &spans,
+                    })?;
+                    report.chunks_written += spans.len() as u64;
+                    inserted.insert(id);
+                }
+            }
+        }
+    }
+    if producer.join().is_err() {
+        return Err(CorpusError::Internal("a file reader thread crashed".into()));
+    }
+    progress(IndexProgress::Processing {
+        done_bytes,
+        total_bytes,
+    });
+
+    if indexable == 0 {
+        // Refuse before committing anything: the previous store stays as it was.
+        let detail = if report.skipped_files.is_empty() && report.errors.is_empty() {
+            "no files found".to_string()
+        } else {
+            let mut parts: Vec<String> = report
+                .skipped
+                .iter()
+                .map(|(r, n)| format!("{n} skipped as {r}"))
+                .collect();
+            if !report.errors.is_empty() {
+                parts.push(format!("{} unreadable", report.errors.len()));
+            }
+            parts.join(", ")
+        };
+        return Err(CorpusError::EmptyCorpus {
+            paths: paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            detail,
+        });
+    }
+
+    for k in &removed {
+        sink.delete(&k.id)?;
+        report.removed += 1;
+    }
+    Ok(Ingested { report, inserted })
+}
+
+/// A file read and extracted during indexing.
+struct Processed {
+    entry: FileEntry,
+    hash: String,
+    outcome: ProcessOutcome,
+}
+
+enum ProcessOutcome {
+    Indexed(Extracted, Vec<ChunkSpan>),
+    Skipped(SkipReason),
+    Failed(String),
+}
+
+fn batches(files: &[FileEntry]) -> Vec<&[FileEntry]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0;
+    for (i, f) in files.iter().enumerate() {
+        bytes += f.size;
+        if bytes >= BATCH_BYTES {
+            out.push(&files[start..=i]);
+            start = i + 1;
+            bytes = 0;
+        }
+    }
+    if start < files.len() {
+        out.push(&files[start..]);
+    }
+    out
+}
+
+fn process_file(entry: &FileEntry, chunk_chars: usize, max_bytes: u64) -> Processed {
+    let done = |hash: String, outcome| Processed {
+        entry: entry.clone(),
+        hash,
+        outcome,
+    };
+    if entry.size > max_bytes {
+        return done(String::new(), ProcessOutcome::Skipped(SkipReason::TooLarge));
+    }
+    let bytes = match std::fs::read(&entry.abs_path) {
+        Ok(b) => b,
+        Err(e) => {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (fix its permissions, or leave it out with --exclude)"
+            } else {
+                ""
+            };
+            return done(
+                String::new(),
+                ProcessOutcome::Failed(format!("cannot read: {e}{hint}")),
+            );
+        }
+    };
+    let hash = blake3::hash(&bytes).to_hex().to_string();
+    let outcome = match extract(&entry.abs_path, &bytes) {
+        Extraction::Text(ex) => {
+            let spans = chunk_text(
+                &ex.text,
+                chunk_chars,
+                ex.page_starts.as_deref(),
+                ex.kind == DocKind::Markdown,
+            );
+            ProcessOutcome::Indexed(ex, spans)
+        }
+        Extraction::Skipped(r) => ProcessOutcome::Skipped(r),
+        Extraction::Failed(m) => ProcessOutcome::Failed(m),
+    };
+    done(hash, outcome)
+}
+
+/// Test hook: `RLM_TEST_PAUSE=<stage>:<ms>` sleeps at a named stage of an
+/// indexing run, so tests can kill the process exactly there and prove the
+/// store survives. Unset in normal use; costs one env lookup per run.
+pub fn test_pause(stage: &str) {
+    if let Ok(spec) = std::env::var("RLM_TEST_PAUSE")
+        && let Some((name, ms)) = spec.split_once(':')
+        && name == stage
+    {
+        eprintln!("rlm: test pause at {stage}");
+        std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap_or(0)));
+    }
+}

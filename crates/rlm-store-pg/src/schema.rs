@@ -1,0 +1,150 @@
+//! The store's tables, as versioned migrations that `rlm` applies itself.
+//!
+//! `rlm_schema` records each applied migration (version, what it did,
+//! when). Opening or indexing a store applies the missing ones in one
+//! transaction, under an advisory lock so two processes never migrate at
+//! once. A store whose schema is newer than this build knows is refused
+//! with a message that says to upgrade `rlm` (nothing is changed).
+//!
+//! Every table is prefixed `rlm_`, so a store can share a database with
+//! other applications.
+
+use rlm_corpus::CorpusError;
+
+use crate::db::Db;
+
+/// One step of the schema.
+struct Migration {
+    version: i32,
+    description: &'static str,
+    sql: &'static str,
+}
+
+/// Advisory lock key held while migrating (any constant unique to rlm).
+const MIGRATION_LOCK: i64 = 0x726c_6d5f_6d69_6772; // "rlm_migr"
+
+/// The migrations in order; the last one's version is what this build writes.
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "documents, chunks with their full-text vectors, embeddings, metadata",
+    sql: "
+CREATE TABLE rlm_meta (key text PRIMARY KEY, value text NOT NULL);
+INSERT INTO rlm_meta (key, value) VALUES ('generation', '0');
+CREATE TABLE rlm_documents (
+    id text PRIMARY KEY,
+    path text NOT NULL UNIQUE,
+    root text NOT NULL,
+    kind text NOT NULL,
+    size_bytes bigint NOT NULL,
+    mtime_ns bigint NOT NULL,
+    chars bigint NOT NULL,
+    hash text NOT NULL,
+    title text NOT NULL,
+    chunk_count integer NOT NULL,
+    lossy boolean NOT NULL,
+    -- Only when the chunks do not tile the text; otherwise the text is the
+    -- chunks' bodies in order (stored once).
+    text text
+);
+CREATE TABLE rlm_chunks (
+    id text PRIMARY KEY,
+    doc_id text NOT NULL REFERENCES rlm_documents(id) ON DELETE CASCADE,
+    ordinal integer NOT NULL,
+    byte_start bigint NOT NULL,
+    byte_end bigint NOT NULL,
+    line_start integer NOT NULL,
+    line_end integer NOT NULL,
+    page integer,
+    heading text,
+    body text NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED,
+    UNIQUE (doc_id, ordinal)
+);
+CREATE INDEX rlm_chunks_tsv ON rlm_chunks USING gin (tsv);
+-- No foreign key: a vector outlives its chunk's replacement and is reused
+-- when the chunk's text is unchanged (as in the local store).
+CREATE TABLE rlm_embeddings (
+    chunk_id text PRIMARY KEY,
+    doc_hash text NOT NULL,
+    text_hash text NOT NULL,
+    vector bytea NOT NULL
+);
+",
+}];
+
+/// The schema version this build reads and writes.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].version;
+
+/// The schema version of the store at `db`, `None` when it holds no rlm store.
+pub(crate) fn current_version(db: &Db) -> Result<Option<i32>, CorpusError> {
+    let row = db.query_opt("SELECT to_regclass('rlm_schema') IS NOT NULL", vec![])?;
+    let exists: bool = row.map(|r| r.get(0)).unwrap_or(false);
+    if !exists {
+        return Ok(None);
+    }
+    let row = db.query_opt("SELECT max(version) FROM rlm_schema", vec![])?;
+    Ok(row.and_then(|r| r.get::<_, Option<i32>>(0)))
+}
+
+/// Refuses a schema newer than this build's.
+fn check_not_newer(db: &Db, found: i32) -> Result<(), CorpusError> {
+    if found > SCHEMA_VERSION {
+        return Err(CorpusError::Backend(format!(
+            "PostgreSQL store {} has schema version {found}, this rlm knows versions up to {SCHEMA_VERSION}: it was written by a newer rlm; upgrade rlm to use it (nothing was changed)",
+            db.location()
+        )));
+    }
+    Ok(())
+}
+
+/// Creates the store's tables or brings them to [`SCHEMA_VERSION`], in one
+/// transaction. With `create` false, a database without an rlm store is
+/// [`CorpusError::Backend`] saying how to create one.
+pub(crate) fn migrate(db: &Db, create: bool) -> Result<(), CorpusError> {
+    let found = current_version(db)?;
+    match found {
+        Some(v) if v == SCHEMA_VERSION => return Ok(()),
+        Some(v) => check_not_newer(db, v)?,
+        None if !create => {
+            return Err(CorpusError::Backend(format!(
+                "PostgreSQL store {0} holds no rlm store yet: run `rlm index <paths> --store {0}` to create one",
+                db.location()
+            )));
+        }
+        None => {}
+    }
+    db.batch("BEGIN")?;
+    let applied = apply_pending(db);
+    match applied {
+        Ok(()) => db.batch("COMMIT"),
+        Err(e) => {
+            let _ = db.batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+fn apply_pending(db: &Db) -> Result<(), CorpusError> {
+    db.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        vec![Box::new(MIGRATION_LOCK)],
+    )?;
+    db.batch(
+        "CREATE TABLE IF NOT EXISTS rlm_schema (
+            version integer PRIMARY KEY,
+            description text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        )",
+    )?;
+    // Read again under the lock: another process may have migrated meanwhile.
+    let found = current_version(db)?.unwrap_or(0);
+    check_not_newer(db, found)?;
+    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+        db.batch(m.sql)?;
+        db.execute(
+            "INSERT INTO rlm_schema (version, description) VALUES ($1, $2)",
+            vec![Box::new(m.version), Box::new(m.description)],
+        )?;
+    }
+    Ok(())
+}
