@@ -13,6 +13,7 @@ use rlm_server::{App, Limits, ServerOptions};
 use super::ask::{query_embedder, read_briefing, worker_command};
 use super::corpus::StoreArg;
 use super::llm::LlmFlags;
+use super::shutdown_signal;
 
 /// Arguments of `rlm serve`.
 #[derive(Debug, Args)]
@@ -88,6 +89,9 @@ pub struct ServeArgs {
     /// A folder or file the store was indexed from, re-read by POST /api/reindex; repeatable.
     #[arg(long = "source", value_name = "PATH")]
     pub sources: Vec<PathBuf>,
+    /// Do not serve the Model Context Protocol at /mcp (streamable HTTP; on by default, behind the same token).
+    #[arg(long)]
+    pub no_mcp: bool,
     #[command(flatten)]
     pub llm: LlmFlags,
 }
@@ -190,9 +194,10 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), args.max_runs).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
         let app = Arc::new(
-            App::new(engine, store, limits, embedder, briefing).and_then(|a| a.with_options(options))
+            App::new(engine, store, limits, embedder.clone(), briefing).and_then(|a| a.with_options(options))
                 .map_err(anyhow::Error::msg)?,
         );
+        let mcp = (!args.no_mcp).then(|| super::mcp::http_service(app.clone(), embedder));
         let listener = tokio::net::TcpListener::bind(&args.addr)
             .await
             .with_context(|| {
@@ -209,10 +214,21 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             out.flush()?;
         }
         eprintln!(
-            "rlm serve: web UI at http://{addr}/, API at http://{addr}/api (docs: /api/docs){}; Ctrl-C stops",
+            "rlm serve: web UI at http://{addr}/, API at http://{addr}/api (docs: /api/docs){}{}; Ctrl-C stops",
+            if mcp.is_some() { format!(", MCP at http://{addr}/mcp") } else { String::new() },
             if args.token.is_some() { ", token required" } else { "" }
         );
-        rlm_server::serve(listener, app, shutdown_signal()).await?;
+        let (mcp, stop_mcp) = match mcp {
+            Some(m) => (Some(m.service), Some(m.stop_sessions)),
+            None => (None, None),
+        };
+        let shutdown = async move {
+            shutdown_signal().await;
+            if let Some(stop) = stop_mcp {
+                stop();
+            }
+        };
+        rlm_server::serve_with_mcp(listener, app, mcp, shutdown).await?;
         eprintln!("rlm serve: stopped");
         anyhow::Ok(())
     })
@@ -250,27 +266,4 @@ fn uploads_beside(store: &std::path::Path) -> PathBuf {
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join(format!("{name}-uploads"))
-}
-
-/// Ctrl-C or SIGTERM (also what stops `rlm mcp`).
-pub(crate) async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

@@ -1,7 +1,8 @@
-//! The `ask` tool: one question through the engine, exactly as `rlm ask`
-//! runs it (the same settings check, request, trace and cancel token), with
-//! the trace's steps sent as `notifications/progress` and
-//! `notifications/cancelled` cancelling the run.
+//! The `ask` tool of `rlm mcp`: one question through the engine, exactly as
+//! `rlm ask` runs it (the same settings check, request, trace and cancel
+//! token), with the trace's steps sent as `notifications/progress` and
+//! `notifications/cancelled` cancelling the run. Also what `rlm serve`'s
+//! `ask` (`served.rs`) shares with it: the arguments, the result, the steps.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -21,21 +22,26 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::args::{BadArgs, ToolArgs};
-use super::state::McpState;
+use super::state::{Backend, McpState};
 
 /// What `ask` was asked, checked.
-struct Question {
-    text: String,
-    settings: QuestionSettings,
-    session: Option<String>,
+pub(super) struct Question {
+    /// The question.
+    pub text: String,
+    /// Flow, checks and budgets as given (not yet resolved).
+    pub settings: QuestionSettings,
+    /// The session the turn belongs to.
+    pub session: Option<String>,
 }
 
-fn read_question(state: &McpState, args: &ToolArgs) -> Result<Question, BadArgs> {
+/// `ask`'s arguments, checked for types, the question's length and the
+/// session's name (the settings are resolved by whoever answers).
+pub(super) fn read_question(state: &McpState, args: &ToolArgs) -> Result<Question, BadArgs> {
     let text = args.required_string("question", r#"{"question": "What is the notice period?"}"#)?;
     let chars = text.chars().count();
     if chars > state.max_question_chars {
         return Err(BadArgs(format!(
-            "`question` has {chars} characters; the limit is {} (`rlm mcp --max-question-chars`)",
+            "`question` has {chars} characters; the limit is {} (the server's --max-question-chars)",
             state.max_question_chars
         )));
     }
@@ -71,7 +77,7 @@ fn read_question(state: &McpState, args: &ToolArgs) -> Result<Question, BadArgs>
 
 /// The error a cancelled request ends with; the SDK drops it (the spec
 /// says a cancelled request gets no response), so no client sees it.
-fn cancelled() -> ErrorData {
+pub(super) fn cancelled() -> ErrorData {
     ErrorData::new(
         ErrorCode::INVALID_REQUEST,
         "the request was cancelled",
@@ -79,18 +85,24 @@ fn cancelled() -> ErrorData {
     )
 }
 
-/// Runs `ask`. Bad arguments and questions that cannot be attempted are
-/// tool errors (`isError`, a message saying what to do).
+/// Runs `ask` on `rlm mcp`'s own engine. Bad arguments and questions that
+/// cannot be attempted are tool errors (`isError`, a message saying what to do).
 pub(super) async fn run(
     state: Arc<McpState>,
     args: ToolArgs,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ErrorData> {
+    let Backend::Own(own) = &state.backend else {
+        return Err(ErrorData::internal_error(
+            "this server answers through rlm serve",
+            None,
+        ));
+    };
     let question = match read_question(&state, &args) {
         Ok(q) => q,
         Err(BadArgs(e)) => return Ok(tool_error(format!("invalid arguments: {e}"))),
     };
-    let resolved = match question.settings.resolve(state.engine.config()) {
+    let resolved = match question.settings.resolve(own.engine.config()) {
         Ok(r) => r,
         Err(e) => return Ok(tool_error(format!("invalid arguments: {e}"))),
     };
@@ -107,7 +119,7 @@ pub(super) async fn run(
     };
     // A slot among `--max-runs`; a cancelled wait ends here.
     let _slot = tokio::select! {
-        slot = state.runs.clone().acquire_owned() => match slot {
+        slot = own.runs.clone().acquire_owned() => match slot {
             Ok(s) => s,
             Err(_) => return Err(ErrorData::internal_error("the server is shutting down", None)),
         },
@@ -126,11 +138,11 @@ pub(super) async fn run(
     req.flow = resolved.flow;
     req.pipeline = resolved.pipeline;
     req.pipeline.embedder = view.embedder.clone();
-    req.briefing = state.briefing.clone();
+    req.briefing = own.briefing.clone();
     req.session = session;
     req.trace = trace.clone();
     req.cancel = cancel.clone();
-    let engine = state.engine.with_config(resolved.config);
+    let engine = own.engine.with_config(resolved.config);
     let run = engine.ask(view.corpus.clone(), req);
     tokio::pin!(run);
     let answer = loop {
@@ -173,15 +185,24 @@ pub(super) async fn run(
             .and_then(|mut s| s.append(name, &turn, &answer.findings));
         not_saved = saved.err();
     }
-    let mut found = sources(&answer);
-    let store = view.store.clone();
+    Ok(answer_with_sources(&answer, &view.store, not_saved).await)
+}
+
+/// The tool result of `answer`, its sources' lines looked up in `store`.
+pub(super) async fn answer_with_sources(
+    answer: &Answer,
+    store: &Arc<rlm_corpus::Store>,
+    not_saved: Option<String>,
+) -> CallToolResult {
+    let mut found = sources(answer);
+    let store = store.clone();
     let found = tokio::task::spawn_blocking(move || {
         fill_lines(&store, &mut found);
         found
     })
     .await
-    .unwrap_or_else(|_| sources(&answer));
-    Ok(answer_result(&answer, found, not_saved))
+    .unwrap_or_else(|_| sources(answer));
+    answer_result(answer, found, not_saved)
 }
 
 /// A tool result with `isError` and one message.
@@ -343,8 +364,7 @@ async fn send_progress(
     peer: Peer<RoleServer>,
     token: ProgressToken,
 ) {
-    let mut sent = 0u32;
-    let mut sub_calls = 0u32;
+    let mut progress = Progress::new(peer, token);
     loop {
         let rec = match rx.recv().await {
             Ok(r) => r,
@@ -352,20 +372,45 @@ async fn send_progress(
             Err(_) => break,
         };
         let finished = matches!(rec.event, TraceEvent::RunFinished { .. });
-        if let TraceEvent::SubcallEnd { .. } = rec.event {
-            sub_calls += 1;
-        }
-        if let Some(message) = step_message(&rec.event, sub_calls) {
-            sent += 1;
-            let note = ProgressNotificationParam::new(token.clone(), f64::from(sent))
-                .with_message(format!("[{:.1}s] {message}", rec.t_ms as f64 / 1000.0));
-            if peer.notify_progress(note).await.is_err() {
-                break;
-            }
-        }
-        if finished {
+        if !progress.report(&rec).await || finished {
             break;
         }
+    }
+}
+
+/// The progress notifications of one `ask` call: one per step of its run,
+/// numbered from 1.
+pub(super) struct Progress {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    sent: u32,
+    sub_calls: u32,
+}
+
+impl Progress {
+    /// Notifications to `peer` under the request's `token`.
+    pub(super) fn new(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
+        Progress {
+            peer,
+            token,
+            sent: 0,
+            sub_calls: 0,
+        }
+    }
+
+    /// Sends `rec` when it is a step; false once the client cannot be
+    /// reached any more.
+    pub(super) async fn report(&mut self, rec: &TraceRecord) -> bool {
+        if let TraceEvent::SubcallEnd { .. } = rec.event {
+            self.sub_calls += 1;
+        }
+        let Some(message) = step_message(&rec.event, self.sub_calls) else {
+            return true;
+        };
+        self.sent += 1;
+        let note = ProgressNotificationParam::new(self.token.clone(), f64::from(self.sent))
+            .with_message(format!("[{:.1}s] {message}", rec.t_ms as f64 / 1000.0));
+        self.peer.notify_progress(note).await.is_ok()
     }
 }
 

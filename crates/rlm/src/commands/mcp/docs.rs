@@ -14,7 +14,7 @@ use rmcp::model::{
 use serde_json::{Value, json};
 
 use super::args::{BadArgs, ToolArgs};
-use super::state::{McpState, open_view};
+use super::state::{Backend, McpState, open_view};
 
 /// Documents per `resources/list` page.
 const RESOURCE_PAGE: usize = 500;
@@ -301,11 +301,14 @@ pub(super) async fn list_documents(state: Arc<McpState>, args: ToolArgs) -> Call
 
 /// `index` (only with `--allow-index`).
 pub(super) async fn index(state: Arc<McpState>, args: ToolArgs) -> CallToolResult {
-    if !state.allow_index {
-        return tool_error(
-            "indexing is off on this server; start it with `rlm mcp --allow-index`, or run `rlm index PATH --store DIR` in a shell",
-        );
-    }
+    let own = match &state.backend {
+        Backend::Own(own) if state.allow_index => own,
+        _ => {
+            return tool_error(
+                "indexing is off on this server; start it with `rlm mcp --allow-index`, or run `rlm index PATH --store DIR` in a shell",
+            );
+        }
+    };
     let read = || -> Result<_, BadArgs> {
         let paths = args.strings("paths")?.unwrap_or_default();
         if paths.iter().all(|p| p.trim().is_empty()) {
@@ -324,9 +327,12 @@ pub(super) async fn index(state: Arc<McpState>, args: ToolArgs) -> CallToolResul
         Ok(r) => r,
         Err(e) => return bad(e),
     };
-    let _one = state.indexing.lock().await;
+    let _one = own.indexing.lock().await;
     let st = state.clone();
     let done = blocking(move || {
+        let Backend::Own(own) = &st.backend else {
+            return Err("indexing is off on this server".to_string());
+        };
         let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
         let opts = IndexOptions {
             include,
@@ -335,9 +341,9 @@ pub(super) async fn index(state: Arc<McpState>, args: ToolArgs) -> CallToolResul
         };
         let report = crate::commands::corpus::index_paths(&st.store_dir, &paths, &opts, false)
             .map_err(|e| one_line(&e))?;
-        let view = open_view(&st.store_dir, &st.llm, st.config_file.as_deref())
+        let view = open_view(&st.store_dir, &own.llm, own.config_file.as_deref())
             .map_err(|e| one_line(&e))?;
-        st.replace(view);
+        own.replace(view);
         Ok(report)
     })
     .await;

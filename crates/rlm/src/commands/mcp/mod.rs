@@ -1,7 +1,9 @@
-//! `rlm mcp`: the Model Context Protocol server over stdio (JSON-RPC 2.0,
-//! one message a line), for coding agents and assistants. Tools `ask`,
-//! `search`, `show`, `list_documents` and, with `--allow-index`, `index`;
-//! the documents as resources. Built on the official Rust SDK (`rmcp`).
+//! The Model Context Protocol server for coding agents and assistants:
+//! `rlm mcp` over stdio (JSON-RPC 2.0, one message a line), and the same
+//! server over streamable HTTP at `/mcp` of `rlm serve` ([`http_service`]).
+//! Tools `ask`, `search`, `show`, `list_documents` and, with `rlm mcp
+//! --allow-index`, `index`; the documents as resources. Built on the
+//! official Rust SDK (`rmcp`).
 //!
 //! Standard output belongs to the protocol: the server keeps a copy of it
 //! for the transport and points file descriptor 1 at standard error, so a
@@ -10,6 +12,8 @@
 mod args;
 mod ask;
 mod docs;
+mod http;
+mod served;
 mod server;
 mod state;
 mod tools;
@@ -27,8 +31,9 @@ use rmcp::ServiceExt;
 use crate::commands::ask::{read_briefing, worker_command};
 use crate::commands::corpus::StoreArg;
 use crate::commands::llm::LlmFlags;
+pub use http::http_service;
 use server::RlmServer;
-use state::{McpState, open_view};
+use state::{Backend, McpState, OwnStore, open_view};
 
 /// Arguments of `rlm mcp`.
 #[derive(Debug, Args)]
@@ -66,16 +71,16 @@ pub fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let briefing = read_briefing(args.briefing.as_deref())?;
     let llm_config = args.llm.load_for_answering()?;
     let dir = &args.store.store;
-    let view = match open_view(dir, &llm_config, args.llm.config.as_deref()) {
-        Ok(v) => Some(v),
-        // With --allow-index an agent may build the store itself.
-        Err(e)
-            if args.allow_index
     if super::corpus::postgres_url(dir).is_some() {
         anyhow::bail!(
             "rlm mcp reads store folders only, not PostgreSQL stores yet: give --store a folder"
         );
     }
+    let view = match open_view(dir, &llm_config, args.llm.config.as_deref()) {
+        Ok(v) => Some(v),
+        // With --allow-index an agent may build the store itself.
+        Err(e)
+            if args.allow_index
                 && matches!(
                     e.downcast_ref::<rlm_corpus::CorpusError>(),
                     Some(rlm_corpus::CorpusError::NotAStore(_))
@@ -103,17 +108,19 @@ pub fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let outcome = runtime.block_on(async {
         let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), args.max_runs).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
-        let state = Arc::new(McpState::new(
-            dir.clone(),
-            view,
-            engine,
-            llm_config,
-            args.llm.config.clone(),
-            briefing,
-            args.allow_index,
-            args.max_question_chars,
-            args.max_runs,
-        ));
+        let state = Arc::new(McpState {
+            store_dir: dir.clone(),
+            backend: Backend::Own(Box::new(OwnStore::new(
+                view,
+                engine,
+                llm_config,
+                args.llm.config.clone(),
+                briefing,
+                args.max_runs,
+            ))),
+            allow_index: args.allow_index,
+            max_question_chars: args.max_question_chars,
+        });
         eprintln!(
             "rlm mcp: serving {} over stdio (tools: ask, search, show, list_documents{})",
             dir.display(),
@@ -129,7 +136,7 @@ pub fn mcp(args: McpArgs) -> anyhow::Result<()> {
         };
         tokio::select! {
             r = serving => r,
-            _ = crate::commands::serve::shutdown_signal() => {
+            _ = crate::commands::shutdown_signal() => {
                 eprintln!("rlm mcp: stopped by a signal");
                 Ok(())
             }

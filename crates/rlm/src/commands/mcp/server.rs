@@ -1,5 +1,5 @@
-//! The MCP handler: which tools and resources `rlm mcp` offers and which
-//! function answers each request.
+//! The MCP handler: which tools and resources the server offers (`rlm mcp`
+//! over stdio, `rlm serve` at `/mcp`) and which function answers each request.
 
 use std::sync::Arc;
 
@@ -13,10 +13,10 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 
 use super::args::ToolArgs;
-use super::state::McpState;
-use super::{ask, docs, tools};
+use super::state::{Backend, McpState};
+use super::{ask, docs, served, tools};
 
-/// The `rlm mcp` server.
+/// The MCP server (one per session; they share the state).
 #[derive(Clone)]
 pub(super) struct RlmServer {
     state: Arc<McpState>,
@@ -25,6 +25,11 @@ pub(super) struct RlmServer {
 impl RlmServer {
     pub(super) fn new(state: Arc<McpState>) -> Self {
         RlmServer { state }
+    }
+
+    /// Runs inside `rlm serve`.
+    fn served(&self) -> bool {
+        matches!(self.state.backend, Backend::Served(_))
     }
 }
 
@@ -56,6 +61,7 @@ impl ServerHandler for RlmServer {
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(tools::list(
             self.state.allow_index,
+            self.served(),
         )))
     }
 
@@ -65,12 +71,19 @@ impl ServerHandler for RlmServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
+        let ask_args = tools::ask_args(self.served());
         let known = match name {
-            "ask" => tools::ASK_ARGS,
+            "ask" => ask_args.as_slice(),
             "search" => tools::SEARCH_ARGS,
             "show" => tools::SHOW_ARGS,
             "list_documents" => tools::LIST_ARGS,
             "index" if self.state.allow_index => tools::INDEX_ARGS,
+            "index" if self.served() => {
+                return Err(ErrorData::invalid_params(
+                    "unknown tool `index`: rlm serve indexes through its own API (the page's uploads, POST /api/index with --allow-index-paths, POST /api/reindex); these tools see the new documents once it is done",
+                    None,
+                ));
+            }
             "index" => {
                 return Err(ErrorData::invalid_params(
                     "unknown tool `index`: indexing is off on this server (start it with `rlm mcp --allow-index`)",
@@ -97,6 +110,7 @@ impl ServerHandler for RlmServer {
         };
         let state = self.state.clone();
         let result = match name {
+            "ask" if self.served() => served::ask(state, args, &context).await?,
             "ask" => ask::run(state, args, &context).await?,
             "search" => docs::search(state, args).await,
             "show" => docs::show(state, args).await,

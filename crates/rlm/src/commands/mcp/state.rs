@@ -1,5 +1,6 @@
-//! What every request of one `rlm mcp` server shares: the store (reopened
-//! after the `index` tool changed it), the engine, the limits.
+//! What every request of one MCP server shares: where the store comes from
+//! (`rlm mcp`'s own, reopened after the `index` tool changed it, or the
+//! store of the `rlm serve` it runs in), the limits.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -10,7 +11,7 @@ use rlm_llm::LlmConfig;
 use tokio::sync::Semaphore;
 
 /// The store as the tools read it: opened once, replaced whole after an
-/// `index` call.
+/// `index` call (or a re-index of the server).
 #[derive(Clone)]
 pub(super) struct StoreView {
     /// Lookups and search.
@@ -23,8 +24,27 @@ pub(super) struct StoreView {
 
 /// The server's shared state.
 pub(super) struct McpState {
-    /// The `--store` folder.
+    /// The store folder.
     pub store_dir: PathBuf,
+    /// Who answers and holds the store.
+    pub backend: Backend,
+    /// The `index` tool is listed and works (`rlm mcp --allow-index`).
+    pub allow_index: bool,
+    /// Longest question, in characters.
+    pub max_question_chars: usize,
+}
+
+/// Where the store and the engine come from.
+pub(super) enum Backend {
+    /// `rlm mcp`: the store this process opened, its own engine.
+    Own(Box<OwnStore>),
+    /// `rlm serve`: the server's store, corpus and runs; a re-index through
+    /// the server's API is seen by the next call.
+    Served(Served),
+}
+
+/// `rlm mcp`'s store and engine.
+pub(super) struct OwnStore {
     view: RwLock<Option<StoreView>>,
     /// Model client, sandbox pool and the engine settings every question
     /// starts from.
@@ -36,58 +56,68 @@ pub(super) struct McpState {
     pub config_file: Option<PathBuf>,
     /// `--briefing`.
     pub briefing: Option<String>,
-    /// `--allow-index`: the `index` tool is listed and works.
-    pub allow_index: bool,
-    /// Longest question, in characters.
-    pub max_question_chars: usize,
     /// Questions answered at once; more wait for a slot.
     pub runs: Arc<Semaphore>,
     /// One `index` call at a time.
     pub indexing: tokio::sync::Mutex<()>,
 }
 
-impl McpState {
-    /// The state over `view` (`None`: no store yet, `--allow-index` only).
-    #[allow(clippy::too_many_arguments)]
+/// The `rlm serve` the MCP endpoint runs in.
+pub(super) struct Served {
+    /// The server: its store and corpus as of now, its runs and limits.
+    pub app: Arc<rlm_server::App>,
+    /// The query embedder the server answers with.
+    pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl OwnStore {
+    /// `rlm mcp`'s store over `view` (`None`: no store yet, `--allow-index` only).
     pub(super) fn new(
-        store_dir: PathBuf,
         view: Option<StoreView>,
         engine: Engine,
         llm: LlmConfig,
         config_file: Option<PathBuf>,
         briefing: Option<String>,
-        allow_index: bool,
-        max_question_chars: usize,
         max_runs: usize,
     ) -> Self {
-        McpState {
-            store_dir,
+        OwnStore {
             view: RwLock::new(view),
             engine,
             llm,
             config_file,
             briefing,
-            allow_index,
-            max_question_chars,
             runs: Arc::new(Semaphore::new(max_runs)),
             indexing: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// The store as it is now, or why there is none (a message for the caller).
-    pub(super) fn view(&self) -> Result<StoreView, String> {
-        let guard = self.view.read().unwrap_or_else(|p| p.into_inner());
-        guard.clone().ok_or_else(|| {
-            format!(
-                "the store {} has no documents yet; call the `index` tool with the files or folders to add",
-                self.store_dir.display()
-            )
-        })
-    }
-
     /// Replaces the store after an `index` call.
     pub(super) fn replace(&self, view: StoreView) {
         *self.view.write().unwrap_or_else(|p| p.into_inner()) = Some(view);
+    }
+}
+
+impl McpState {
+    /// The store as it is now, or why there is none (a message for the caller).
+    pub(super) fn view(&self) -> Result<StoreView, String> {
+        match &self.backend {
+            Backend::Own(own) => {
+                let guard = own.view.read().unwrap_or_else(|p| p.into_inner());
+                guard.clone().ok_or_else(|| {
+                    format!(
+                        "the store {} has no documents yet; call the `index` tool with the files or folders to add",
+                        self.store_dir.display()
+                    )
+                })
+            }
+            // The server's store and corpus of the moment (an indexing job
+            // swaps them).
+            Backend::Served(s) => Ok(StoreView {
+                store: s.app.store(),
+                corpus: s.app.corpus(),
+                embedder: s.embedder.clone(),
+            }),
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The tools `rlm mcp` lists: names, descriptions, input schemas. Each
+//! The tools the MCP server lists: names, descriptions, input schemas. Each
 //! tool's argument names here are the ones its handler accepts.
 
 use std::sync::Arc;
@@ -21,6 +21,15 @@ pub(super) const ASK_ARGS: &[&str] = &[
     "max_cost_usd",
     "max_wall_secs",
 ];
+/// `ask`'s arguments on this server: under `rlm serve` its runs are
+/// checked as the server's settings say (no `verify`).
+pub(super) fn ask_args(served: bool) -> Vec<&'static str> {
+    ASK_ARGS
+        .iter()
+        .copied()
+        .filter(|a| !served || *a != "verify")
+        .collect()
+}
 /// `search`'s arguments.
 pub(super) const SEARCH_ARGS: &[&str] = &["query", "k", "mode", "high_recall"];
 /// `show`'s arguments.
@@ -43,9 +52,42 @@ fn read_only(title: &str) -> ToolAnnotations {
         .open_world(false)
 }
 
-/// The tools, `index` only when the server allows it.
-pub(super) fn list(allow_index: bool) -> Vec<Tool> {
+/// The tools, `index` only when the server allows it; `served`: the `rlm
+/// serve` endpoint (its `ask` takes [`ask_args`]).
+pub(super) fn list(allow_index: bool, served: bool) -> Vec<Tool> {
     let budget = |what: &str| json!({"type": ["integer", "string"], "description": what});
+    let mut ask_schema = json!({
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "description": "The question, in plain words."},
+            "flow": {"type": "string", "enum": ["repl", "pipeline", "rag", "auto"],
+                "description": "repl: the paper's loop over the whole corpus (default); pipeline: retrieval, per-file inspection, merge; rag: top-k retrieval and one call (RLM off); auto: a triage call picks."},
+            "inspector": {"type": "string", "enum": ["iterative", "per-chunk", "hypothesis", "repl"],
+                "description": "Per-file inspector of the pipeline flow."},
+            "citations": {"type": "string", "enum": ["best_effort", "strict"],
+                "description": "strict flags (pipeline: drops) claims without a verified citation."},
+            "verify": {"type": "string", "enum": ["on", "off", "semantic"],
+                "description": "Checks of the answer: on (citations verified, claims grounded; default), off, or semantic (a sub-model also judges each claim)."},
+            "coverage": {"type": "boolean",
+                "description": "Also list the documents that match the question but back no claim (for 'list every...' questions)."},
+            "session": {"type": "string",
+                "description": "Multi-turn session name: earlier questions, answers and findings of the session carry over."},
+            "max_llm_calls": budget("Model calls across the whole call tree."),
+            "max_iterations": budget("Model turns of the root agent."),
+            "max_depth": budget("Deepest agent level."),
+            "max_cost_usd": {"type": ["number", "string"], "description": "Cost cap in USD."},
+            "max_wall_secs": {"type": ["number", "string"], "description": "Wall-clock cap in seconds."}
+        },
+        "required": ["question"],
+        "additionalProperties": false
+    });
+    if served {
+        // The server checks answers as its own settings say.
+        if let Some(props) = ask_schema["properties"].as_object_mut() {
+            props.remove("verify");
+        }
+    }
+    let ask_schema = schema(ask_schema);
     let mut tools = vec![
         Tool::new(
             "ask",
@@ -55,31 +97,7 @@ pub(super) fn list(allow_index: bool) -> Vec<Tool> {
              (Markdown), its sources (chunk id, path, line, verified quote) and whether it is partial \
              (a budget ran out or the call was cancelled). Slow: seconds to minutes; progress is \
              reported when the request carries a progressToken, and notifications/cancelled stops it.",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "question": {"type": "string", "description": "The question, in plain words."},
-                    "flow": {"type": "string", "enum": ["repl", "pipeline", "rag", "auto"],
-                        "description": "repl: the paper's loop over the whole corpus (default); pipeline: retrieval, per-file inspection, merge; rag: top-k retrieval and one call (RLM off); auto: a triage call picks."},
-                    "inspector": {"type": "string", "enum": ["iterative", "per-chunk", "hypothesis", "repl"],
-                        "description": "Per-file inspector of the pipeline flow."},
-                    "citations": {"type": "string", "enum": ["best_effort", "strict"],
-                        "description": "strict flags (pipeline: drops) claims without a verified citation."},
-                    "verify": {"type": "string", "enum": ["on", "off", "semantic"],
-                        "description": "Checks of the answer: on (citations verified, claims grounded; default), off, or semantic (a sub-model also judges each claim)."},
-                    "coverage": {"type": "boolean",
-                        "description": "Also list the documents that match the question but back no claim (for 'list every...' questions)."},
-                    "session": {"type": "string",
-                        "description": "Multi-turn session name: earlier questions, answers and findings of the session carry over."},
-                    "max_llm_calls": budget("Model calls across the whole call tree."),
-                    "max_iterations": budget("Model turns of the root agent."),
-                    "max_depth": budget("Deepest agent level."),
-                    "max_cost_usd": {"type": ["number", "string"], "description": "Cost cap in USD."},
-                    "max_wall_secs": {"type": ["number", "string"], "description": "Wall-clock cap in seconds."}
-                },
-                "required": ["question"],
-                "additionalProperties": false
-            })),
+            ask_schema,
         )
         .with_title("Ask the documents")
         .with_annotations(read_only("Ask the documents").open_world(true)),
@@ -173,7 +191,7 @@ mod tests {
     #[test]
     fn every_schema_property_is_an_accepted_argument() {
         let accepted = [ASK_ARGS, SEARCH_ARGS, SHOW_ARGS, LIST_ARGS, INDEX_ARGS];
-        let tools = list(true);
+        let tools = list(true, false);
         assert_eq!(tools.len(), accepted.len());
         for (tool, args) in tools.iter().zip(accepted) {
             let props = tool.input_schema["properties"].as_object().unwrap();
@@ -183,6 +201,13 @@ mod tests {
             want.sort_unstable();
             assert_eq!(names, want, "{}", tool.name);
         }
-        assert!(!list(false).iter().any(|t| t.name == "index"));
+        assert!(!list(false, false).iter().any(|t| t.name == "index"));
+        let served = list(false, true);
+        let props = served[0].input_schema["properties"].as_object().unwrap();
+        let mut names: Vec<&str> = props.keys().map(String::as_str).collect();
+        let mut want = ask_args(true);
+        names.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(names, want);
     }
 }
