@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::budget::UsageReport;
+pub use crate::citations::Source;
 use crate::citations::{Citation, CitationPolicy, VerificationReport};
 use crate::config::Inspector;
 use crate::grounding::{ClaimReport, Evidence, Grounded};
@@ -147,22 +148,6 @@ pub struct RouteDecision {
     pub chosen: String,
     /// Why.
     pub reason: String,
-}
-
-/// One checked source of an answer, as every surface lists them (the CLI's
-/// numbered "Sources", the OpenAI-compatible endpoint's Markdown, MCP).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Source {
-    /// Document path.
-    pub path: String,
-    /// 1-based line of the quote in the document, when known.
-    pub line: Option<u32>,
-    /// The cited chunk.
-    pub chunk_id: Option<String>,
-    /// The verified quote.
-    pub quote: String,
-    /// True when the engine attached it (the model left the claim uncited).
-    pub attached_by_engine: bool,
 }
 
 impl Answer {

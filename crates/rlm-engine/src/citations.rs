@@ -201,6 +201,22 @@ pub struct RawCitation {
     pub path: Option<String>,
 }
 
+/// One checked source of an answer, as every surface lists them (the CLI's
+/// numbered "Sources", the OpenAI-compatible endpoint's Markdown, MCP).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// Document path.
+    pub path: String,
+    /// 1-based line of the quote in the document, when known.
+    pub line: Option<u32>,
+    /// The cited chunk.
+    pub chunk_id: Option<String>,
+    /// The verified quote.
+    pub quote: String,
+    /// True when the engine attached it (the model left the claim uncited).
+    pub attached_by_engine: bool,
+}
+
 /// Finds every citation marker in an answer.
 pub fn extract_citations(answer: &str) -> Vec<RawCitation> {
     MARKER

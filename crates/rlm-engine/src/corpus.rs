@@ -100,7 +100,7 @@ impl Corpus {
 
     /// Sets the 1-based line of each source that has none: a model's own
     /// citation resolves to its chunk, not to the line its quote is on.
-    pub fn fill_source_lines(&self, sources: &mut [crate::answer::Source]) {
+    pub fn fill_source_lines(&self, sources: &mut [crate::citations::Source]) {
         for s in sources.iter_mut().filter(|s| s.line.is_none()) {
             let Some(id) = &s.chunk_id else { continue };
             let Ok(Some(chunk)) = self.store.chunk(id) else {
