@@ -1,706 +1,55 @@
 //! The web UI in a real browser: `rlm serve` over a real store with the
-//! scripted model server, driven by headless chromium through chromedriver
-//! (W3C WebDriver, spoken over a plain `TcpStream`).
+//! scripted model server, driven by headless Chromium through chromedriver
+//! (W3C WebDriver) at phone (390×844), tablet (768×1024) and desktop
+//! (1440×900) sizes. Screenshots go to `target/ui-screenshots/`.
 //!
 //! Without chromedriver/chromium the tests print a skip line and pass, unless
 //! `RLM_REQUIRE_BROWSER=1` (CI), where they fail. `scripts/install-browser`
-//! installs both.
+//! installs both. One browser serves every test (they take turns).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer, TEST_API_KEY};
+use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
 use serde_json::{Value, json};
 
 mod common;
+mod ui;
 
-const SKIP: &str = "skipped: no chromedriver (apt-get install chromium chromium-driver)";
-const WAIT: Duration = Duration::from_secs(20);
+use ui::server::{Gate, Server};
+use ui::webdriver::{Browser, WAIT};
 
-/// One browser at a time: the machine may be small and busy.
-static BROWSER: Mutex<()> = Mutex::new(());
-
-// ---------------------------------------------------------------------------
-// Minimal HTTP/1.1 client (one request per connection).
-
-/// `method path` on `127.0.0.1:port` with an optional JSON body: status and
-/// the body parsed as JSON (`Null` when empty or not JSON).
-fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-) -> std::io::Result<(u16, Value)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(90)))?;
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !body.is_empty() {
-        request.push_str("Content-Type: application/json; charset=utf-8\r\n");
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    stream.write_all(request.as_bytes())?;
-    read_response(&mut stream)
-}
-
-/// Reads one response: up to `Content-Length`, the last chunk, or EOF
-/// (servers may keep the connection open despite `Connection: close`).
-fn read_response(stream: &mut TcpStream) -> std::io::Result<(u16, Value)> {
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    let mut head_end = None;
-    loop {
-        if head_end.is_none() {
-            head_end = raw.windows(4).position(|w| w == b"\r\n\r\n");
-        }
-        if let Some(end) = head_end {
-            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-            let body = &raw[end + 4..];
-            let length = head.lines().find_map(|l| {
-                l.strip_prefix("content-length:")
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-            });
-            let chunked = head
-                .lines()
-                .any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked"));
-            let complete = match length {
-                Some(n) => body.len() >= n,
-                None if chunked => body.ends_with(b"0\r\n\r\n"),
-                None => false,
-            };
-            if complete {
-                break;
-            }
-        }
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        raw.extend_from_slice(&buf[..n]);
-    }
-    let split = head_end
-        .or_else(|| raw.windows(4).position(|w| w == b"\r\n\r\n"))
-        .ok_or_else(|| std::io::Error::other("response without a header end"))?;
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let mut payload = raw[split + 4..].to_vec();
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("bad status line: {head}")))?;
-    let chunked = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    if chunked {
-        payload = dechunk(&payload);
-    }
-    let value = serde_json::from_slice(&payload).unwrap_or(Value::Null);
-    Ok((status, value))
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = data.windows(2).position(|w| w == b"\r\n") {
-        let size_text = String::from_utf8_lossy(&data[..eol]);
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .unwrap_or(0);
-        data = &data[eol + 2..];
-        if size == 0 || data.len() < size {
-            break;
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[(size + 2).min(data.len())..];
-    }
-    out
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-// ---------------------------------------------------------------------------
-// WebDriver client.
-
-const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
-
-struct Browser {
-    driver: Child,
-    port: u16,
-    session: String,
-}
-
-/// chromedriver and chromium, if both are installed.
-fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
-    let pick = |var: &str, default: &str| {
-        let path = std::env::var_os(var)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(default));
-        path.is_file().then_some(path)
-    };
-    Some((
-        pick("CHROMEDRIVER", "/usr/bin/chromedriver")?,
-        pick("CHROME_BIN", "/usr/bin/chromium")?,
-    ))
-}
-
-/// The browser, or `None` (after printing why) when the tests should skip.
-fn browser_or_skip() -> Option<Browser> {
-    match browser_binaries() {
-        Some((driver, chrome)) => Some(Browser::start(&driver, &chrome)),
-        None if std::env::var("RLM_REQUIRE_BROWSER").as_deref() == Ok("1") => panic!("{SKIP}"),
-        None => {
-            println!("{SKIP}");
-            None
-        }
-    }
-}
-
-impl Browser {
-    fn start(driver: &Path, chrome: &Path) -> Self {
-        let port = free_port();
-        let child = Command::new(driver)
-            .arg(format!("--port={port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts");
-        let mut browser = Browser {
-            driver: child,
-            port,
-            session: String::new(),
-        };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok((200, v)) = http(port, "GET", "/status", None)
-                && v["value"]["ready"] == true
-            {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "chromedriver did not become ready"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let caps = json!({
-            "capabilities": {"alwaysMatch": {
-                "goog:chromeOptions": {
-                    "binary": chrome.to_string_lossy(),
-                    "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                             "--disable-dev-shm-usage", "--window-size=1280,800"],
-                },
-            }},
-        });
-        let (status, v) = http(port, "POST", "/session", Some(&caps)).expect("new session");
-        assert_eq!(status, 200, "cannot start chromium: {v}");
-        browser.session = v["value"]["sessionId"]
-            .as_str()
-            .expect("a session id")
-            .to_string();
-        browser
-    }
-
-    /// A WebDriver command; panics on a WebDriver error.
-    fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        match self.try_cmd(method, path, body) {
-            Ok(v) => v,
-            Err(e) => panic!("webdriver {method} {path}: {e}"),
-        }
-    }
-
-    fn try_cmd(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
-        let full = format!("/session/{}{path}", self.session);
-        let (status, v) =
-            http(self.port, method, &full, body.as_ref()).map_err(|e| e.to_string())?;
-        if status == 200 {
-            Ok(v["value"].clone())
-        } else {
-            Err(format!(
-                "{status} {}: {}",
-                v["value"]["error"], v["value"]["message"]
-            ))
-        }
-    }
-
-    fn goto(&self, url: &str) {
-        self.cmd("POST", "/url", Some(json!({"url": url})));
-    }
-
-    /// Runs `script` (a function body; `arguments` are `args`) in the page.
-    fn js(&self, script: &str, args: Value) -> Value {
-        self.cmd(
-            "POST",
-            "/execute/sync",
-            Some(json!({"script": script, "args": args})),
-        )
-    }
-
-    /// `textContent` of the first element matching `css` (empty if none).
-    fn text(&self, css: &str) -> String {
-        self.js(
-            "const e = document.querySelector(arguments[0]); return e ? e.textContent : '';",
-            json!([css]),
-        )
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-    }
-
-    fn find(&self, css: &str) -> Option<String> {
-        self.try_cmd(
-            "POST",
-            "/element",
-            Some(json!({"using": "css selector", "value": css})),
-        )
-        .ok()
-        .and_then(|v| v[ELEMENT_KEY].as_str().map(str::to_string))
-    }
-
-    fn element(&self, css: &str) -> String {
-        self.find(css)
-            .unwrap_or_else(|| panic!("no element {css}; page: {}", self.page_text()))
-    }
-
-    fn click(&self, css: &str) {
-        let id = self.element(css);
-        self.cmd("POST", &format!("/element/{id}/click"), Some(json!({})));
-    }
-
-    fn type_into(&self, css: &str, text: &str) {
-        let id = self.element(css);
-        self.cmd(
-            "POST",
-            &format!("/element/{id}/value"),
-            Some(json!({"text": text})),
-        );
-    }
-
-    fn page_text(&self) -> String {
-        let text = self
-            .try_cmd(
-                "POST",
-                "/execute/sync",
-                Some(json!({"script": "return document.body.innerText;", "args": []})),
-            )
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        let tail: String = text.chars().rev().take(4000).collect();
-        tail.chars().rev().collect()
-    }
-
-    /// Polls `check` until it gives a value; panics with the page text after
-    /// [`WAIT`].
-    fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Self) -> Option<T>) -> T {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(v) = check(self) {
-                return v;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for {what}; page text:\n{}",
-                    self.page_text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Waits until the first element matching `css` has text containing `needle`.
-    fn wait_text(&self, css: &str, needle: &str) -> String {
-        self.wait_for(&format!("{css} to contain {needle:?}"), |b| {
-            let t = b.text(css);
-            t.contains(needle).then_some(t)
-        })
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        if !self.session.is_empty() {
-            let _ = http(
-                self.port,
-                "DELETE",
-                &format!("/session/{}", self.session),
-                None,
-            );
-        }
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
-}
-
-// ---------------------------------------------------------------------------
-// `rlm serve`.
-
-struct Server {
-    child: Child,
-    url: String,
-    port: u16,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Server {
-    fn start(dir: &Path, model: &ScriptedServer) -> Self {
-        let base_url = model.base_url();
-        let env = [
-            ("RLM_PROVIDER", "openai"),
-            ("RLM_BASE_URL", base_url.as_str()),
-            ("RLM_API_KEY", TEST_API_KEY),
-            ("RLM_PRIMARY_MODEL", "root-model"),
-            ("RLM_SUB_MODEL", "sub-model"),
-        ];
-        let mut child = common::command(
-            dir,
-            &["serve", "--store", "store", "--addr", "127.0.0.1:0"],
-            &env,
-        )
-        .spawn()
-        .expect("rlm serve starts");
-
-        // Drain stderr (kept for failure reports) and stdout (so the pipes
-        // never fill); the first stdout line is the address.
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err_pipe = child.stderr.take().expect("stderr is piped");
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err_pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let out = child.stdout.take().expect("stdout is piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(out).lines();
-            let first = lines.next().and_then(Result::ok);
-            let _ = tx.send(first);
-            for _ in lines {}
-        });
-        let first = rx.recv_timeout(Duration::from_secs(30)).ok().flatten();
-        let mut server = Server {
-            child,
-            url: String::new(),
-            port: 0,
-            stderr,
-        };
-        let Some(line) = first else {
-            panic!(
-                "rlm serve printed no address; stderr:\n{}",
-                server.stderr.lock().unwrap()
-            );
-        };
-        let url = line
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line of rlm serve: {line:?}"))
-            .trim()
-            .to_string();
-        server.port = url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.trim_end_matches('/').parse().ok())
-            .unwrap_or_else(|| panic!("no port in {url:?}"));
-        server.url = url;
-        server
-    }
-
-    fn get(&self, path: &str) -> Value {
-        let (status, v) = http(self.port, "GET", path, None).expect("server answers");
-        assert_eq!(status, 200, "GET {path}: {v}");
-        v
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- rlm serve stderr ---\n{}", self.stderr.lock().unwrap());
-        }
-    }
-}
+const SIZES: [(u32, u32); 3] = [(390, 844), (768, 1024), (1440, 900)];
+const QUESTION: &str = "What is the secret code?";
 
 fn root() -> Matcher {
     Matcher::system_contains("You are answering a question about a collection")
 }
 
-fn needle_script() -> Script {
+/// The needle answered `times` times: a code turn, then a Markdown answer
+/// citing the notes.
+fn needle_script(times: usize) -> Script {
+    let mut replies = Vec::new();
+    for _ in 0..times {
+        replies.push(
+            Reply::text("Let me search.\n```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\n```")
+                .with_latency_ms(150),
+        );
+        replies.push(
+            Reply::text(
+                "FINAL(## Secret code\n\nThe **secret code** is 4721 [[doc:1 \"The secret code is 4721\"]].\n\n- found in the meeting notes\n- `4721` has four digits\n)",
+            )
+            .with_latency_ms(150),
+        );
+    }
     Script::new()
-        .on_sequence(
-            root(),
-            [
-                Reply::text(
-                    "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\n```",
-                )
-                .with_latency_ms(300),
-                Reply::text(
-                    "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
-                )
-                .with_latency_ms(300),
-            ],
-        )
-        .otherwise(Reply::text("FINAL(the script has no more replies)"))
+        .on_sequence(root(), replies)
+        .otherwise(Reply::text("FINAL(The office moves in May.)"))
 }
 
 fn store() -> tempfile::TempDir {
     common::indexed_docs(&[
-        ("a.txt", "This memo describes the office move.\n"),
         (
-            "b_notes.txt",
-            "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
+            "a.txt",
+            "This memo describes the office move.\nThe office moves in May.\n",
         ),
-    ])
-}
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    BROWSER.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-// ---------------------------------------------------------------------------
-
-#[test]
-fn ask_with_live_steps_citation_and_session() {
-    let _one = lock();
-    let Some(b) = browser_or_skip() else { return };
-    let dir = store();
-    let model = ScriptedServer::spawn(needle_script());
-    let server = Server::start(dir.path(), &model);
-
-    b.goto(&server.url);
-    b.wait_text("#store-info", "2 documents");
-
-    // A session, named through the inline form (a bad name is refused inline).
-    b.click("#new-session");
-    b.type_into("#new-session-name", "bad name");
-    b.click("#new-session-create");
-    b.wait_text("#new-session-error", "letters");
-    b.js(
-        "document.querySelector('#new-session-name').value = '';",
-        json!([]),
-    );
-    b.type_into("#new-session-name", "case-1");
-    b.click("#new-session-create");
-    b.wait_text("#current-session", "case-1");
-
-    b.type_into("#question", "What is the secret code?");
-    b.click("#send");
-
-    // Steps stream in while the run goes; then the answer arrives.
-    // (The engine's own inspection cell runs first; the model's cell is the
-    // one with the needle's pattern.)
-    b.wait_for("the model's re.findall cell in #steps", |b| {
-        b.js(
-            "return Array.from(document.querySelectorAll('#steps .cell'))
-                 .some(e => e.textContent.includes('re.findall(r\"secret code is'));",
-            json!([]),
-        )
-        .as_bool()
-        .filter(|ok| *ok)
-    });
-    let answer = b.wait_text("#messages .answer", "4721");
-    assert!(!answer.contains("[[doc:"), "markers become chips: {answer}");
-    let steps = b.text("#steps");
-    assert!(steps.contains("agent 0"), "{steps}");
-    assert!(steps.contains("['4721']"), "the cell's output: {steps}");
-    assert!(steps.contains("FINAL via"), "{steps}");
-    let live = b.text("#steps .live-text");
-    assert!(live.contains("re.findall"), "live reply text: {live}");
-    let foot = b.text("#messages .answer .foot");
-    assert!(foot.contains("2 calls"), "usage under the answer: {foot}");
-    assert!(b.text("#send").contains("Send"));
-    assert_eq!(
-        b.js(
-            "return document.querySelector('#stop').disabled;",
-            json!([])
-        ),
-        true,
-        "Stop is disabled once the run ended"
-    );
-
-    // The citation chip is verified and opens its chunk with the quote marked.
-    let chip = ".citation[data-status=\"verified\"]";
-    assert!(
-        b.find(chip).is_some(),
-        "no verified chip: {}",
-        b.page_text()
-    );
-    b.click(chip);
-    b.wait_text("#chunk-text", "secret code is 4721");
-    let marked = b.text("#chunk-text mark");
-    assert_eq!(marked.to_lowercase(), "the secret code is 4721");
-    assert!(b.text("#chunk-path").contains("b_notes.txt"));
-    b.click("#chunk-close");
-
-    // The session now exists on the server, with its turn.
-    b.wait_for("case-1 with one turn in #sessions", |b| {
-        let t = b.text("#sessions li[data-session=\"case-1\"]");
-        t.contains("1 turn").then_some(())
-    });
-    assert!(b.text("#sessions").contains("case-1"));
-    let sessions = server.get("/api/sessions");
-    assert_eq!(sessions["sessions"][0]["name"], "case-1", "{sessions}");
-
-    // RLM off: the flow select is disabled and shows rag; on again restores it.
-    let flow_before = b.js("return document.querySelector('#flow').value;", json!([]));
-    b.click("#rlm-toggle");
-    assert_eq!(
-        b.js(
-            "return document.querySelector('#flow').disabled;",
-            json!([])
-        ),
-        true
-    );
-    assert_eq!(
-        b.js("return document.querySelector('#flow').value;", json!([])),
-        "rag"
-    );
-    b.click("#rlm-toggle");
-    assert_eq!(
-        b.js("return document.querySelector('#flow').value;", json!([])),
-        flow_before
-    );
-
-    // A reload shows the session's history when it is clicked.
-    b.goto(&server.url);
-    b.wait_text("#sessions", "case-1");
-    b.click("#sessions li[data-session=\"case-1\"]");
-    b.wait_text("#messages .answer", "4721");
-    assert!(
-        b.text("#messages .user")
-            .contains("What is the secret code?")
-    );
-    // The history keeps the verified citations: the chip still opens its chunk.
-    assert!(
-        b.find(chip).is_some(),
-        "no verified chip in the history: {}",
-        b.page_text()
-    );
-    b.click(chip);
-    b.wait_text("#chunk-text", "secret code is 4721");
-}
-
-#[test]
-fn empty_and_rejected_questions_show_errors() {
-    let _one = lock();
-    let Some(b) = browser_or_skip() else { return };
-    let dir = store();
-    let model = ScriptedServer::spawn(needle_script());
-    let server = Server::start(dir.path(), &model);
-    let info = server.get("/api/info");
-
-    b.goto(&server.url);
-    b.wait_text("#store-info", "2 documents");
-
-    // Whitespace only: refused in the page, nothing is sent.
-    b.type_into("#question", "   \u{E007}");
-    b.wait_text("#composer-msg", "Type a question");
-    assert_eq!(
-        b.js(
-            "return document.querySelectorAll('#messages .msg').length;",
-            json!([])
-        ),
-        0
-    );
-    let runs = server.get("/api/runs");
-    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(0), "{runs}");
-
-    // Too long for the server: its 400 message shows as an error bubble.
-    let max = info["limits"]["max_question_chars"]
-        .as_u64()
-        .expect("limits.max_question_chars") as usize;
-    b.js(
-        "const q = document.querySelector('#question');
-         q.value = 'x'.repeat(arguments[0]);
-         q.dispatchEvent(new Event('input'));",
-        json!([max + 1]),
-    );
-    b.click("#send");
-    let error = b.wait_text("#messages .error", "HTTP 4");
-    assert!(error.len() > "HTTP 400: ".len(), "{error}");
-    assert_eq!(
-        b.js(
-            "return document.querySelector('#send').disabled;",
-            json!([])
-        ),
-        false,
-        "Send is usable again after an error"
-    );
-    let runs = server.get("/api/runs");
-    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(0), "{runs}");
-}
-
-#[test]
-fn stop_cancels_a_running_question() {
-    let _one = lock();
-    let Some(b) = browser_or_skip() else { return };
-    let dir = store();
-    let slow = Script::new().on(
-        root(),
-        Reply::text("FINAL(too late)").with_latency_ms(30_000),
-    );
-    let model = ScriptedServer::spawn(slow);
-    let server = Server::start(dir.path(), &model);
-
-    b.goto(&server.url);
-    b.wait_text("#store-info", "2 documents");
-    b.type_into("#question", "What is the secret code?\u{E007}");
-    b.wait_for("the root agent's first request in #steps", |b| {
-        b.text("#steps").contains("request #1").then_some(())
-    });
-    assert_eq!(
-        b.js(
-            "return document.querySelector('#stop').disabled;",
-            json!([])
-        ),
-        false,
-        "Stop is enabled while the run goes"
-    );
-    b.click("#stop");
-    let bubble = b.wait_for("the stopped run's bubble", |b| {
-        let t = b.text("#messages .answer, #messages .error");
-        (!t.is_empty()).then_some(t)
-    });
-    assert!(
-        bubble.contains("partial") || bubble.contains("cancelled"),
-        "{bubble}"
-    );
-    let runs = server.get("/api/runs");
-    assert_eq!(runs["runs"][0]["status"], "cancelled", "{runs}");
-    assert_eq!(
-        b.js(
-            "return document.querySelector('#send').disabled;",
-            json!([])
-        ),
-        false
-    );
-}
-
-#[test]
-fn sources_and_unsupported_claims_are_listed_under_the_answer() {
-    let _one = lock();
-    let Some(b) = browser_or_skip() else { return };
-    let dir = common::indexed_docs(&[
-        ("a.txt", "This memo describes the office move.\n"),
         (
             "b_notes.txt",
             "Meeting notes.\nThe secret code is 4721. Keep it safe.\n",
@@ -709,41 +58,762 @@ fn sources_and_unsupported_claims_are_listed_under_the_answer() {
             "c_vault.txt",
             "The old vault had a secret code of its own.\n",
         ),
-    ]);
-    let model = ScriptedServer::spawn(Script::new().on(
-        root(),
-        Reply::text("FINAL(The secret code is 4721. The vault opens at midnight.)"),
-    ));
-    let server = Server::start(dir.path(), &model);
-    b.goto(&server.url);
-    b.wait_text("#store-info", "3 documents");
-    b.click("#coverage");
-    b.type_into("#question", "What is the secret code?");
+        (
+            "d_hostile.txt",
+            "<img src=x onerror=\"window.__pwned='doc'\"> The launch date is 9 May.\n",
+        ),
+    ])
+}
+
+/// Binds `$b` to the shared browser, or returns (the test skips, or fails
+/// under `RLM_REQUIRE_BROWSER=1`) when there is none.
+macro_rules! browser_or_skip {
+    ($b:ident) => {
+        let Some(guard) = ui::webdriver::browser() else {
+            return;
+        };
+        let $b = guard.as_ref().expect("a browser");
+    };
+}
+
+/// A store, the scripted model and `rlm serve` over them (dropped in
+/// that order: the server first).
+struct Setup {
+    server: Server,
+    _model: ScriptedServer,
+    dir: tempfile::TempDir,
+}
+
+/// Serves [`store`] with `script` as the model and `extra` flags.
+fn serve(script: Script, extra: &[&str]) -> Setup {
+    let dir = store();
+    let model = ScriptedServer::spawn(script);
+    let server = Server::with_model(dir.path(), &model, extra);
+    Setup {
+        server,
+        _model: model,
+        dir,
+    }
+}
+
+/// Loads the page at `path` (`/#/...`) of `server` and waits until it is ready.
+fn open(b: &Browser, server: &Server, path: &str) {
+    b.goto(&format!("{}{path}", server.url));
+    b.wait_for("the page to be ready", |b| {
+        (b.js("return document.body.dataset.ready === '1';", json!([])) == true).then_some(())
+    });
+}
+
+fn ask(b: &Browser, question: &str) {
+    b.js(
+        "const q = document.querySelector('#question'); q.value = ''; q.focus();",
+        json!([]),
+    );
+    b.type_into("#question", question);
     b.click("#send");
-    b.wait_text("#messages .answer", "4721");
-    let sources = b.wait_text("#messages .answer .grounding .sources", "b_notes.txt");
-    // Coverage was asked for: the matching document no claim cites is listed.
-    let uncited = b.text("#messages .answer .grounding .uncited");
-    assert!(uncited.contains("c_vault.txt"), "{uncited}");
-    assert!(
-        sources.contains("“The secret code is 4721.”")
-            && sources.contains("attached by the engine"),
-        "{sources}"
+}
+
+fn js_bool(b: &Browser, script: &str) -> bool {
+    b.js(script, json!([])) == true
+}
+
+/// Opens the Steps pane (a drawer below 1200 px).
+fn show_steps(b: &Browser) {
+    if b.visible("#open-right") {
+        b.click("#open-right");
+        b.wait_for("the steps drawer", |b| {
+            b.visible("#right.open").then_some(())
+        });
+    }
+    b.click("#tab-steps");
+}
+
+fn close_drawer(b: &Browser) {
+    if b.count("#right.open, #left.open") > 0 {
+        b.keys("\u{E00C}");
+        b.wait_for("the drawer to close", |b| {
+            (b.count("#right.open, #left.open") == 0).then_some(())
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn ask_sources_and_steps_at_phone_tablet_and_desktop() {
+    browser_or_skip!(b);
+    let setup = serve(needle_script(4), &[]);
+    let server = &setup.server;
+
+    for (w, h) in SIZES {
+        b.viewport(w, h);
+        b.color_scheme(if w == 768 { "dark" } else { "light" });
+        open(b, server, "/#/");
+        b.wait_text("#store-info", "4 documents");
+        // The chat column takes the screen on a phone; the question box is usable.
+        let chat_w = b
+            .js(
+                "return document.querySelector('#chat').getBoundingClientRect().width;",
+                json!([]),
+            )
+            .as_f64()
+            .unwrap_or(0.0);
+        let min = if w < 800 { f64::from(w) - 1.0 } else { 500.0 };
+        assert!(chat_w >= min, "chat column {chat_w} px wide at {w}x{h}");
+        assert!(b.visible("#question") && b.visible("#send"));
+        let wider = b.js(
+            "return Array.from(document.querySelectorAll('body *')).filter(e => e.getBoundingClientRect().right > innerWidth + 1 && getComputedStyle(e).visibility !== 'hidden').slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));",
+            json!([]),
+        );
+        assert_eq!(wider, json!([]), "no sideways scroll at {w}x{h}");
+
+        ask(b, QUESTION);
+        let answer = b.wait_text(".msg.answer .md", "4721");
+        assert!(
+            !answer.contains("[[doc:"),
+            "markers become numbers: {answer}"
+        );
+        // Markdown rendered: heading, bold, list, inline code.
+        assert_eq!(b.text(".msg.answer .md h2"), "Secret code");
+        assert_eq!(b.text(".msg.answer .md strong"), "secret code");
+        assert!(b.count(".msg.answer .md li") >= 2);
+        assert_eq!(b.text(".msg.answer .md li code"), "4721");
+        // The question stays readable above its answer (no collapsed sliver).
+        let user_h = b
+            .js(
+                "return document.querySelector('.msg.user').getBoundingClientRect().height;",
+                json!([]),
+            )
+            .as_f64()
+            .unwrap_or(0.0);
+        assert!(user_h >= 30.0, "question bubble {user_h} px high");
+
+        // A numbered marker, verified, and the sources list under the answer.
+        let cite = ".msg.answer .cite[data-status=\"verified\"]";
+        assert_eq!(b.text(cite), "1");
+        let sources = b.text(".msg.answer .sources");
+        assert!(
+            sources.contains("b_notes.txt")
+                && sources.contains("verified")
+                && sources.contains("The secret code is 4721"),
+            "{sources}"
+        );
+        assert_eq!(
+            b.count(".msg.answer .warn-box"),
+            0,
+            "a verified source is no warning"
+        );
+
+        // Preview on focus; the passage on click; Escape returns focus.
+        b.js(
+            "document.querySelector(arguments[0]).focus();",
+            json!([cite]),
+        );
+        b.wait_for("the source preview", |b| {
+            b.visible("#cite-tip").then_some(())
+        });
+        assert!(b.text("#cite-tip").contains("b_notes.txt"));
+        b.click(cite);
+        b.wait_text("#source-text mark", "secret code is 4721");
+        assert_eq!(b.text("#source-text mark"), "The secret code is 4721");
+        assert!(b.text("#source-title").contains("b_notes.txt"));
+        assert!(
+            b.text("#source-meta").contains("lines 1"),
+            "{}",
+            b.text("#source-meta")
+        );
+        if w == 1440 {
+            b.screenshot("source-1440x900");
+        }
+        b.keys("\u{E00C}");
+        b.wait_for("the source dialog to close", |b| {
+            (b.count("#source-dialog[open]") == 0).then_some(())
+        });
+        assert!(
+            b.focused().contains("cite"),
+            "focus back on the marker, not {}",
+            b.focused()
+        );
+
+        // Steps: code highlighted and shown once; inspection output collapsed.
+        show_steps(b);
+        b.wait_for("the model's cell", |b| {
+            (b.count("#steps .ev.cell .tok-kw") > 0).then_some(())
+        });
+        let steps = b.text("#steps");
+        assert_eq!(
+            steps.matches("re.findall(r\"secret code is").count(),
+            1,
+            "the cell's code once: {steps}"
+        );
+        assert!(steps.contains("['4721']"), "the cell's output: {steps}");
+        assert!(
+            b.count("#steps .ev.cell[data-initial=\"1\"] details[open]") == 0,
+            "the inspection is collapsed"
+        );
+        assert!(
+            b.count("#steps .cell-output details[open]") == 0,
+            "outputs are collapsed"
+        );
+        b.screenshot(&format!("steps-{w}x{h}"));
+        close_drawer(b);
+        b.js(
+            "document.querySelector('.msg.answer').scrollIntoView();",
+            json!([]),
+        );
+        b.screenshot(&format!("answer-{w}x{h}"));
+        assert!(
+            b.console_errors().is_empty(),
+            "console errors at {w}x{h}: {:?}",
+            b.console_errors()
+        );
+    }
+
+    // Copy gives the Markdown with [n] and its sources; Regenerate asks again.
+    b.cdp("Browser.grantPermissions", json!({"origin": server.url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]}));
+    b.click(".msg.answer .copy");
+    b.wait_text(".msg.answer .copy", "Copied");
+    let copied = b.js_async(
+        "navigator.clipboard.readText().then(arguments[0], e => arguments[0]('error: ' + e));",
+        json!([]),
     );
-    let unsupported = b.text("#messages .answer .grounding .claim-unsupported");
+    let copied = copied.as_str().unwrap_or_default();
     assert!(
-        unsupported.contains("The vault opens at midnight."),
-        "{unsupported}"
+        copied.contains("is 4721 [1]") && copied.contains("[1] docs/b_notes.txt"),
+        "{copied}"
     );
-    assert!(
-        b.text("#messages .answer .foot")
-            .contains("1/2 claims supported")
+    b.click(".msg.answer .regenerate");
+    b.wait_for("a second answer", |b| {
+        (b.count(".msg.answer") == 2).then_some(())
+    });
+    assert_eq!(b.count(".msg.user"), 2);
+}
+
+#[test]
+fn hostile_markdown_runs_no_script_and_unsupported_claims_are_marked() {
+    browser_or_skip!(b);
+    let hostile = concat!(
+        "FINAL(The secret code is 4721. The vault opens at midnight. The launch date is 9 May [[doc:3 \"The launch date is 9 May\"]].\n\n",
+        "<img src=x onerror=\"window.__pwned='img'\"><script>window.__pwned='script'</script>",
+        "<iframe srcdoc=\"<script>parent.__pwned='iframe'</script>\"></iframe>\n\n",
+        "[click me](javascript:window.__pwned='md-link') <a href=\"javascript:window.__pwned='a'\" onclick=\"window.__pwned='onclick'\">raw link</a> ",
+        "<b onmouseover=\"window.__pwned='hover'\">bold</b> <form action=\"https://example.com\"><input name=q></form>\n\n",
+        "| item | value |\n|---|---|\n| code | 4721 |\n)"
     );
-    // A source opens its chunk with the quote marked.
-    b.click("#messages .answer .grounding .source");
-    b.wait_text("#chunk-text", "secret code is 4721");
+    let script = Script::new()
+        .on_last_contains(
+            "zebras",
+            Reply::text("FINAL(Zebras migrate north every autumn.)"),
+        )
+        .otherwise(Reply::text(hostile));
+    let setup = serve(script, &[]);
+    let server = &setup.server;
+    b.viewport(1440, 900);
+    open(b, server, "/#/");
+
+    ask(b, QUESTION);
+    b.wait_text(".msg.answer .md", "midnight");
+    let md = ".msg.answer .md";
     assert_eq!(
-        b.text("#chunk-text mark").to_lowercase(),
-        "the secret code is 4721."
+        b.count(&format!(
+            "{md} script, {md} iframe, {md} img, {md} form, {md} input"
+        )),
+        0
     );
+    assert!(js_bool(
+        b,
+        "return Array.from(document.querySelectorAll('.md *')).every(e => Array.from(e.attributes).every(a => !a.name.startsWith('on')));"
+    ));
+    assert!(js_bool(
+        b,
+        "return Array.from(document.querySelectorAll('.md a')).every(a => !/^javascript:/i.test(a.getAttribute('href') || ''));"
+    ));
+    for link in [".md a"] {
+        if b.count(link) > 0 {
+            b.js(
+                "document.querySelectorAll(arguments[0]).forEach(a => a.click());",
+                json!([link]),
+            );
+        }
+    }
+    b.js("document.querySelectorAll('.md b').forEach(e => e.dispatchEvent(new MouseEvent('mouseover', {bubbles: true})));", json!([]));
+    assert_eq!(
+        b.text(".msg.answer .md td:last-child"),
+        "4721",
+        "the table is a table"
+    );
+    // The hostile document's text is shown as text in the source viewer.
+    b.js(
+        "Array.from(document.querySelectorAll('.msg.answer .source-open')).find(e => e.textContent.includes('d_hostile.txt')).click();",
+        json!([]),
+    );
+    b.wait_text("#source-text", "launch date");
+    assert!(
+        b.text("#source-text").contains("<img src=x onerror="),
+        "the passage as text"
+    );
+    b.keys("\u{E00C}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        b.js(
+            "return window.__pwned === undefined ? null : String(window.__pwned);",
+            json!([])
+        ),
+        Value::Null,
+        "no script ran"
+    );
+
+    // The claim nothing supports is marked in the text and listed.
+    assert!(
+        b.text(".msg.answer .claim-unsupported")
+            .contains("The vault opens at midnight."),
+        "{}",
+        b.text(".msg.answer .md")
+    );
+    assert!(b.count(".msg.answer .badge-unsupported") >= 1);
+    assert!(
+        b.text(".msg.answer .unsupported-list")
+            .contains("The vault opens at midnight.")
+    );
+
+    // No source at all is a warning, never a green "all valid".
+    ask(b, "Where do zebras go?");
+    b.wait_for("the second answer", |b| {
+        (b.count(".msg.answer") == 2).then_some(())
+    });
+    let second = b.text(".msg.answer:last-of-type");
+    assert!(second.contains("No verified sources"), "{second}");
+    assert!(
+        !second.contains("all valid") && second.contains("no verified source"),
+        "{second}"
+    );
+    assert!(b.visible(".msg.answer:last-of-type .warn-box"));
+    b.screenshot("no-sources-1440x900");
+}
+
+#[test]
+fn chats_are_titled_renamed_switched_linked_and_survive_reload() {
+    browser_or_skip!(b);
+    let setup = serve(needle_script(1), &[]);
+    let server = &setup.server;
+    b.viewport(1440, 900);
+    b.color_scheme("light");
+    open(b, server, "/#/");
+
+    ask(b, QUESTION);
+    b.wait_text(".msg.answer .md", "4721");
+    b.wait_text("#sessions", QUESTION);
+    assert_eq!(
+        b.text("#chat-title"),
+        QUESTION,
+        "named from its first question"
+    );
+    let hash = b
+        .js("return location.hash;", json!([]))
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let first = hash
+        .strip_prefix("#/c/")
+        .unwrap_or_else(|| panic!("a chat URL, not {hash:?}"))
+        .to_string();
+
+    b.click("#new-chat");
+    assert_eq!(b.count(".msg"), 0);
+    ask(b, "When does the office move?");
+    b.wait_text(".msg.answer .md", "May");
+    b.wait_for("two chats", |b| {
+        (b.count("#sessions li[data-session]") == 2).then_some(())
+    });
+
+    // Rename the first with the keyboard (a title with spaces).
+    let rename = format!("#sessions li[data-session=\"{first}\"] .rename");
+    b.js(
+        "document.querySelector(arguments[0]).focus();",
+        json!([rename]),
+    );
+    b.keys("\u{E007}");
+    b.wait_for("the rename dialog", |b| {
+        (b.count("#rename-dialog[open]") > 0).then_some(())
+    });
+    assert_eq!(b.focused(), "rename-input");
+    b.js(
+        "document.querySelector('#rename-input').value = '';",
+        json!([]),
+    );
+    b.type_into("#rename-input", "Contract review 2024\u{E007}");
+    b.wait_text(
+        &format!("#sessions li[data-session=\"{first}\"]"),
+        "Contract review 2024",
+    );
+    assert!(
+        b.focused().contains("rename") || b.focused().contains("Rename"),
+        "focus returns to the rename button: {}",
+        b.focused()
+    );
+    let s = server.get(&format!("/api/sessions/{first}"), None);
+    assert_eq!(s["title"], "Contract review 2024", "{s}");
+
+    // Switch back to it from the list; the URL names it.
+    b.click(&format!("#sessions li[data-session=\"{first}\"] a"));
+    b.wait_text("#chat-title", "Contract review 2024");
+    b.wait_text(".msg.user", QUESTION);
+    assert_eq!(
+        b.js("return location.hash;", json!([])),
+        json!(format!("#/c/{first}"))
+    );
+
+    // Settings and the theme persist in this browser.
+    b.click("#tab-settings");
+    b.js(
+        "const i = document.querySelector('#max-llm-calls'); i.value = ''; i.focus();",
+        json!([]),
+    );
+    b.type_into("#max-llm-calls", "7");
+    b.click("#theme-toggle"); // system → light
+    b.click("#theme-toggle"); // light → dark
+
+    // A reload opens the same chat with its history, sources and settings.
+    b.goto(&format!("{}/#/c/{first}", server.url));
+    b.wait_text(".msg.answer .md", "4721");
+    b.wait_for("the answer's verified marker after reload", |b| {
+        (b.count(".msg.answer .cite[data-status=\"verified\"]") > 0).then_some(())
+    });
+    assert_eq!(b.text("#chat-title"), "Contract review 2024");
+    assert_eq!(
+        b.js(
+            "return document.querySelector('#max-llm-calls').value;",
+            json!([])
+        ),
+        "7"
+    );
+    assert_eq!(
+        b.js("return document.documentElement.dataset.theme;", json!([])),
+        "dark"
+    );
+    b.screenshot("chat-after-reload-dark-1440x900");
+
+    // The answer's steps reopen; so does a past run from the Runs tab.
+    b.click(".msg.answer .steps-btn");
+    b.wait_text("#steps", "root agent");
+    b.click("#tab-runs");
+    b.wait_for("two runs", |b| {
+        (b.count("#runs li[data-run]") == 2).then_some(())
+    });
+    b.click("#runs li[data-run]:last-child a");
+    b.wait_text("#chat-title", "Run: ");
+    b.wait_text("#steps", "re.findall");
+    assert!(b.text("#messages").contains(QUESTION));
+}
+
+#[test]
+fn model_down_names_it_keeps_the_question_and_retry_answers() {
+    browser_or_skip!(b);
+    let dir = store();
+    let model = ScriptedServer::spawn(needle_script(1));
+    let gate = Gate::closed(&model);
+    let mut server = Server::start(dir.path(), &gate.base_url(), &["--max-retries", "0"]);
+    b.viewport(768, 1024);
+    b.color_scheme("light");
+    open(b, &server, "/#/");
+    b.wait_for("the health indicator to say the model is down", |b| {
+        (b.count("#health[data-state=\"down\"]") > 0).then_some(())
+    });
+
+    ask(b, QUESTION);
+    let head = b.wait_text(".msg.error .err-head", "Model unreachable at");
+    assert!(head.contains(&format!("127.0.0.1:{}", gate.port)), "{head}");
+    assert!(
+        b.count(".msg.error details[open]") == 0,
+        "details on demand"
+    );
+    assert!(b.text(".msg.error details pre").contains("cannot reach"));
+    assert_eq!(
+        b.js(
+            "return document.querySelector('#question').value;",
+            json!([])
+        ),
+        QUESTION,
+        "the question stays in the box"
+    );
+    b.screenshot("model-down-768x1024");
+
+    // The model comes up: Retry answers, in place of the error.
+    gate.open();
+    b.click(".msg.error .retry");
+    b.wait_text(".msg.answer .md", "4721");
+    assert_eq!(b.count(".msg.error"), 0);
+    assert_eq!(b.count(".msg.user"), 1);
+
+    // The server goes away: the headline says so.
+    server.kill();
+    ask(b, "Is anyone there?");
+    b.wait_text(".msg.error .err-head", "Server unreachable");
+    assert!(b.visible(".msg.error .retry"));
+}
+
+#[test]
+fn stop_cancels_a_running_question_on_a_phone() {
+    browser_or_skip!(b);
+    let slow = Script::new().on(
+        root(),
+        Reply::text("FINAL(too late)").with_latency_ms(30_000),
+    );
+    let setup = serve(slow, &[]);
+    let server = &setup.server;
+    b.viewport(390, 844);
+    open(b, server, "/#/");
+    ask(b, QUESTION);
+    b.wait_for("the root agent's first request", |b| {
+        b.text("#steps").contains("asks the model").then_some(())
+    });
+    assert!(b.visible("#stop"), "Stop is shown while the run goes");
+    assert!(
+        js_bool(b, "return document.querySelector('#send').disabled;"),
+        "Ask waits for the run"
+    );
+    b.screenshot("running-390x844");
+    b.click("#stop");
+    let card = b.wait_for("the stopped run", |b| {
+        let t = b.text(".msg.answer, .msg.error");
+        (!t.is_empty()).then_some(t)
+    });
+    assert!(
+        card.contains("Stopped") || card.contains("Partial") || card.contains("cancel"),
+        "{card}"
+    );
+    let runs = server.get("/api/runs", None);
+    assert_eq!(runs["runs"][0]["status"], "cancelled", "{runs}");
+    assert!(!js_bool(
+        b,
+        "return document.querySelector('#send').disabled;"
+    ));
+}
+
+#[test]
+fn token_prompt_asks_once_and_sends_the_bearer_token() {
+    browser_or_skip!(b);
+    let token = "s3cret-token-for-the-browser-test";
+    let setup = serve(needle_script(1), &["--token", token]);
+    let server = &setup.server;
+    b.viewport(390, 844);
+    b.goto(&format!("{}/#/", server.url));
+    b.wait_for("the token prompt", |b| {
+        (b.count("#token-dialog[open]") > 0).then_some(())
+    });
+    assert_eq!(b.focused(), "token-input");
+    b.screenshot("token-prompt-390x844");
+
+    b.type_into("#token-input", "wrong\u{E007}");
+    b.wait_text("#token-error", "refused");
+    b.js(
+        "document.querySelector('#token-input').value = '';",
+        json!([]),
+    );
+    b.type_into("#token-input", &format!("{token}\u{E007}"));
+    b.wait_text("#store-info", "4 documents");
+    assert_eq!(b.count("#token-dialog[open]"), 0);
+
+    // Questions and their event streams carry the header.
+    ask(b, QUESTION);
+    b.wait_text(".msg.answer .md", "4721");
+
+    // Kept for this tab: a reload does not ask again.
+    open(b, server, "/#/");
+    b.wait_text("#store-info", "4 documents");
+    assert_eq!(b.count("#token-dialog[open]"), 0, "asked once");
+    b.js("sessionStorage.clear(); localStorage.clear();", json!([]));
+}
+
+#[test]
+fn documents_are_searched_opened_and_uploaded_with_progress() {
+    browser_or_skip!(b);
+    let setup = serve(needle_script(0), &["--allow-upload"]);
+    let server = &setup.server;
+    b.viewport(1440, 900);
+    open(b, server, "/#/");
+    b.click("#tab-docs");
+    b.wait_for("the four documents", |b| {
+        (b.count("#documents li[data-doc]") == 4).then_some(())
+    });
+    assert!(b.text("#documents").contains("b_notes.txt"));
+
+    b.type_into("#doc-search", "vault");
+    b.wait_for("the search result", |b| {
+        b.text("#documents-count").contains("match").then_some(())
+    });
+    assert!(
+        b.text("#documents li[data-doc]").contains("c_vault.txt"),
+        "{}",
+        b.text("#documents")
+    );
+    b.click("#documents li[data-doc] .doc-open");
+    b.wait_text("#doc-text", "The old vault had a secret code");
+    assert!(
+        b.text("#doc-meta").contains("passage"),
+        "{}",
+        b.text("#doc-meta")
+    );
+    b.keys("\u{E00C}");
+    b.wait_for("the document dialog to close", |b| {
+        (b.count("#doc-dialog[open]") == 0).then_some(())
+    });
+
+    // Upload a file: it is indexed with visible progress and listed.
+    let file = setup.dir.path().join("e_harbor.txt");
+    std::fs::write(&file, "The harbor opens at dawn.\n").expect("file written");
+    b.click("#add-docs summary");
+    b.type_into("#upload-files", &file.to_string_lossy());
+    b.click("#upload-form button[type=submit]");
+    let done = b.wait_text("#index-phase", "Indexed");
+    assert!(done.contains("1 added"), "{done}");
+    b.wait_text("#store-info", "5 documents");
+    b.js("const s = document.querySelector('#doc-search'); s.value = 'harbor'; s.form.requestSubmit();", json!([]));
+    b.wait_text("#documents li[data-doc]", "e_harbor.txt");
+    b.screenshot("documents-1440x900");
+}
+
+#[test]
+fn axe_finds_no_serious_or_critical_violation_and_focus_is_kept() {
+    browser_or_skip!(b);
+    let setup = serve(needle_script(1), &[]);
+    let server = &setup.server;
+    b.viewport(1440, 900);
+    open(b, server, "/#/");
+    ask(b, QUESTION);
+    b.wait_text(".msg.answer .md", "4721");
+    let chat = b
+        .js("return location.hash;", json!([]))
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+
+    let mut failures = Vec::new();
+    for (w, h) in SIZES {
+        for scheme in ["light", "dark"] {
+            b.viewport(w, h);
+            b.color_scheme(scheme);
+            open(b, server, &format!("/{chat}"));
+            b.wait_el(".msg.answer .cite");
+            failures.extend(axe(b, &format!("{w}x{h} {scheme}")));
+        }
+        // A drawer open, then a dialog open.
+        if w < 800 {
+            b.click("#open-left");
+            b.wait_for("the sidebar drawer", |b| {
+                b.visible("#left.open").then_some(())
+            });
+            failures.extend(axe(b, &format!("{w}x{h} sidebar drawer")));
+            // Focus stays in the drawer; Escape returns it to its button.
+            b.keys(&"\u{E004}".repeat(12));
+            assert!(
+                js_bool(b, "return !!document.activeElement.closest('#left');"),
+                "focus left the drawer: {}",
+                b.focused()
+            );
+            b.keys("\u{E00C}");
+            assert_eq!(b.focused(), "open-left");
+        }
+        b.click(".msg.answer .cite");
+        b.wait_el("#source-dialog[open] mark");
+        failures.extend(axe(b, &format!("{w}x{h} source dialog")));
+        b.keys(&"\u{E004}".repeat(8));
+        assert!(
+            js_bool(
+                b,
+                "return !!document.activeElement.closest('dialog[open]');"
+            ),
+            "focus left the dialog: {}",
+            b.focused()
+        );
+        b.keys("\u{E00C}");
+        assert!(
+            b.focused().contains("cite"),
+            "focus back on the marker: {}",
+            b.focused()
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "axe-core found serious or critical violations:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Runs axe-core on the page; the serious and critical violations, one line each.
+fn axe(b: &Browser, label: &str) -> Vec<String> {
+    if b.js("return typeof window.axe;", json!([])) != "object" {
+        b.js(&format!("{}\nreturn true;", ui::AXE), json!([]));
+    }
+    let result = b.js_async(
+        "axe.run(document, {resultTypes: ['violations']}).then(r => arguments[0](r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))).catch(e => arguments[0]([{id: 'axe-error', impact: 'critical', help: String(e), nodes: []}]));",
+        json!([]),
+    );
+    let all = result.as_array().cloned().unwrap_or_default();
+    let minor: Vec<String> = all
+        .iter()
+        .filter(|v| v["impact"] != "serious" && v["impact"] != "critical")
+        .map(|v| v["id"].to_string())
+        .collect();
+    println!(
+        "axe {label}: {} violations ({} minor/moderate: {})",
+        all.len(),
+        minor.len(),
+        minor.join(", ")
+    );
+    all.iter()
+        .filter(|v| v["impact"] == "serious" || v["impact"] == "critical")
+        .map(|v| {
+            format!(
+                "{label}: {} ({}) {}: {}",
+                v["id"], v["impact"], v["help"], v["nodes"]
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn page_weight_and_first_paint_are_measured() {
+    browser_or_skip!(b);
+    let setup = serve(needle_script(0), &[]);
+    let server = &setup.server;
+    b.viewport(1440, 900);
+    let mut paints = Vec::new();
+    let mut weight = Value::Null;
+    for _ in 0..5 {
+        b.cdp("Network.enable", json!({}));
+        b.cdp("Network.clearBrowserCache", json!({}));
+        b.cdp("Network.setCacheDisabled", json!({"cacheDisabled": true}));
+        b.goto("about:blank"); // a new load each time, not a jump to the same URL
+        open(b, server, "/#/");
+        let m = b.js(
+            "const nav = performance.getEntriesByType('navigation')[0];
+             const res = performance.getEntriesByType('resource').filter(r => !r.name.includes('/api/'));
+             const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+             const files = [nav, ...res].map(r => ({name: r.name.replace(location.origin, ''), transfer: r.transferSize, encoded: r.encodedBodySize, decoded: r.decodedBodySize}));
+             return {fcp_ms: fcp ? fcp.startTime : null, dom_content_loaded_ms: nav.domContentLoadedEventEnd, files,
+                     transfer: files.reduce((s, f) => s + f.transfer, 0), encoded: files.reduce((s, f) => s + f.encoded, 0), decoded: files.reduce((s, f) => s + f.decoded, 0)};",
+            json!([]),
+        );
+        paints.push(m["fcp_ms"].as_f64().expect("a first contentful paint"));
+        weight = m;
+    }
+    b.cdp("Network.setCacheDisabled", json!({"cacheDisabled": false}));
+    paints.sort_by(f64::total_cmp);
+    let report = json!({"first_contentful_paint_ms_median_of_5": paints[2], "first_contentful_paint_ms": paints, "last_load": weight});
+    let path = ui::webdriver::screenshot_dir().join("page-weight.json");
+    std::fs::create_dir_all(path.parent().expect("a folder")).expect("folder");
+    std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json")).expect("written");
+    println!("ui-perf {report}");
+    // Every file of the page arrived whole (the numbers are in the report).
+    let files = weight["files"].as_array().cloned().unwrap_or_default();
+    assert!(
+        files.len() >= 6,
+        "the page and its scripts and styles: {weight}"
+    );
+    assert!(
+        files.iter().all(|f| f["decoded"].as_u64().unwrap_or(0) > 0),
+        "{weight}"
+    );
+    let _ = WAIT;
 }

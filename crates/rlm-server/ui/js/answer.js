@@ -1,0 +1,427 @@
+// An answer as the user reads it: sanitized Markdown with numbered source
+// markers, the sources under it, unsupported claims marked, a preview of a
+// source on hover or focus, and the source viewer.
+
+import { $, el, byteToIndex, openDialog, short, plural } from "./util.js";
+import { api } from "./api.js";
+
+// Private-use characters mark where markers and claim bounds go; they pass
+// through Markdown and sanitizing as text and are replaced in the DOM.
+const MARK = (n) => "\uE000" + n + "\uE001";
+const CLAIM_START = (k) => "\uE002" + k + "\uE003";
+const CLAIM_END = (k) => "\uE004" + k + "\uE005";
+const TOKENS = /\uE000(\d+)\uE001|\uE002(\d+)\uE003|\uE004(\d+)\uE005/g;
+const MARKER_RE = /\[\[\s*(chunk|doc)\s*:\s*([^\s\]"“]+)\s*(?:"((?:[^"\\]|\\.)*)"|“([^”]*)”)?\s*\]\]|\[DOCUMENT\s+(\d+)(?:\s*:\s*([^\]\n]+))?\]/g;
+
+export const STATUS_TEXT = {
+  verified: "verified: the quote is in the cited passage",
+  id_only: "not verified: no quote to check",
+  unknown_id: "not found: no such passage",
+  quote_not_found: "not verified: the quote is not in the cited passage",
+  path_mismatch: "not verified: the path is not that document's",
+  unchecked: "not checked",
+};
+const STATUS_ICON = { verified: "✓", id_only: "?", unchecked: "?" };
+export function statusIcon(s) { return STATUS_ICON[s] || "✗"; }
+
+// ---------- Markdown ----------
+
+let purifyReady = false;
+function purify() {
+  const P = window.DOMPurify;
+  if (!purifyReady && P) {
+    // Links open elsewhere and leak nothing; nothing else may load.
+    P.addHook("afterSanitizeAttributes", (node) => {
+      if (node.tagName === "A") {
+        node.setAttribute("target", "_blank");
+        node.setAttribute("rel", "noopener noreferrer nofollow");
+      }
+    });
+    purifyReady = true;
+  }
+  return P;
+}
+
+/** Markdown → a sanitized DocumentFragment (raw HTML cannot run script). */
+export function markdown(text) {
+  const P = purify();
+  if (!window.marked || !P) {
+    // The vendored libraries did not load: plain text is still safe.
+    const f = document.createDocumentFragment();
+    f.appendChild(el("p", { class: "plain", text }));
+    return f;
+  }
+  const html = window.marked.parse(text, { gfm: true, breaks: false, async: false });
+  return P.sanitize(html, {
+    RETURN_DOM_FRAGMENT: true,
+    FORBID_TAGS: ["style", "img", "svg", "math", "form", "input", "button", "textarea", "select", "iframe", "object", "embed", "video", "audio", "picture", "source", "link", "meta", "base"],
+    FORBID_ATTR: ["style", "id", "class", "srcset", "action", "formaction", "xlink:href"],
+    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
+  });
+}
+
+// ---------- sources ----------
+
+function sourceKey(c) {
+  return (c.chunk_id || c.doc_id || c.path || c.id || "") + "|" + (c.quote || "");
+}
+
+/**
+ * The numbered sources of an answer and where their markers go: the
+ * model's markers (resolved by `citations`, else parsed), the citations
+ * the engine attached to claims, and the spans of unsupported claims.
+ */
+export function analyse(ans) {
+  const text = String(ans.answer || "");
+  const cits = Array.isArray(ans.citations) ? ans.citations : null;
+  const claims = Array.isArray(ans.claims) ? ans.claims : [];
+  const offsets = [];
+  for (const c of cits || []) offsets.push(c.answer_offset);
+  for (const c of claims) offsets.push(c.start, c.end);
+  const at = byteToIndex(text, offsets);
+
+  const edits = []; // {start, end, prio, insert: (numbers) => string, cit}
+  const taken = [];
+  const overlaps = (s, e) => taken.some(([a, b]) => s < b && e > a);
+  for (const c of cits || []) {
+    if (!c || !c.marker || c.origin === "engine") continue;
+    let s = at.get(c.answer_offset);
+    if (s === undefined || !text.startsWith(c.marker, s)) s = text.indexOf(c.marker);
+    if (s < 0 || overlaps(s, s + c.marker.length)) continue;
+    taken.push([s, s + c.marker.length]);
+    edits.push({ start: s, end: s + c.marker.length, prio: 1, cit: c });
+  }
+  for (const m of text.matchAll(MARKER_RE)) {
+    const s = m.index, e = s + m[0].length;
+    if (overlaps(s, e)) continue;
+    taken.push([s, e]);
+    const doc = m[5] !== undefined;
+    edits.push({
+      start: s, end: e, prio: 1,
+      cit: {
+        marker: m[0], kind: doc ? "document_header" : m[1], id: doc ? m[5] : m[2],
+        quote: m[3] !== undefined ? m[3].replace(/\\(.)/g, "$1") : (m[4] !== undefined ? m[4] : null),
+        chunk_id: m[1] === "chunk" ? m[2] : null, path: doc ? (m[6] || "").trim() : null,
+        status: cits ? "unchecked" : "unchecked",
+        detail: cits ? "the server did not report this citation" : "not checked here",
+      },
+    });
+  }
+  const unsupported = [];
+  claims.forEach((claim, k) => {
+    let e = at.get(claim.end);
+    if (e === undefined) return;
+    for (const c of claim.citations || []) {
+      if (c.origin === "engine") edits.push({ start: e, end: e, prio: 1, cit: c });
+    }
+    const marks = /[\p{L}\p{N}]/u.test(String(claim.text || "").replace(MARKER_RE, ""));
+    if (marks && (claim.support === "unsupported" || claim.verdict === "unsupported" || claim.verdict === "contradicted")) {
+      let s = at.get(claim.start);
+      // Past the Markdown that starts a line (list, quote, table), before
+      // the pipe that ends a table row, so the structure stays intact.
+      const lead = /^[ \t]*(?:(?:[-*+]|\d+[.)])[ \t]+|>[ \t]*|\|[ \t]*)*/.exec(text.slice(s, e));
+      if (lead) s += lead[0].length;
+      while (e > s && /[\s|]/.test(text[e - 1])) e--;
+      if (e <= s) return;
+      unsupported.push({ k, claim });
+      edits.push({ start: s, end: s, prio: 2, claimStart: k });
+      edits.push({ start: e, end: e, prio: 0, claimEnd: k });
+    }
+  });
+  // An insertion inside a replaced marker goes after it.
+  for (const ed of edits) {
+    if (ed.start !== ed.end) continue;
+    for (const [a, b] of taken) if (ed.start > a && ed.start < b) { ed.start = b; ed.end = b; }
+  }
+  edits.sort((a, b) => a.start - b.start || a.prio - b.prio);
+
+  // Sources numbered by first appearance; one number per place and quote.
+  const sources = [];
+  const byKey = new Map();
+  for (const ed of edits) {
+    if (!ed.cit) continue;
+    const key = sourceKey(ed.cit);
+    let src = byKey.get(key);
+    if (!src) {
+      src = Object.assign({}, ed.cit, { n: sources.length + 1 });
+      byKey.set(key, src);
+      sources.push(src);
+    } else if (src.status !== "verified" && ed.cit.status === "verified") {
+      Object.assign(src, ed.cit, { n: src.n });
+    }
+    ed.n = src.n;
+  }
+  let out = "";
+  let pos = 0;
+  for (const ed of edits) {
+    if (ed.start < pos) continue;
+    out += text.slice(pos, ed.start);
+    if (ed.cit) out += MARK(ed.n);
+    else if (ed.claimStart !== undefined) out += CLAIM_START(ed.claimStart);
+    else if (ed.claimEnd !== undefined) out += CLAIM_END(ed.claimEnd);
+    pos = ed.end;
+  }
+  out += text.slice(pos);
+  return { marked: out, sources, unsupported };
+}
+
+/** The answer as Markdown for the clipboard: markers as [n], sources listed. */
+export function plainAnswer(ans) {
+  const { marked: m, sources } = analyse(ans);
+  let text = m.replace(TOKENS, (_, n) => (n ? "[" + n + "]" : ""));
+  if (sources.length) {
+    text += "\n\nSources:\n" + sources.map((s) => "[" + s.n + "] " + place(s) + (s.quote ? " “" + s.quote + "”" : "") + (s.status === "verified" ? "" : " (" + (s.status || "unchecked") + ")")).join("\n");
+  }
+  return text;
+}
+
+export function place(s) {
+  const path = s.path || (s.kind === "doc" ? "document " + s.id : s.chunk_id || s.id || "?");
+  return path + (s.line ? ", line " + s.line : s.page ? ", page " + s.page : "");
+}
+
+/** The rendered answer body, its sources list and warnings. */
+export function renderAnswer(ans, opts) {
+  const { marked: m, sources, unsupported } = analyse(ans);
+  const body = el("div", { class: "md" });
+  body.appendChild(markdown(m));
+  replaceTokens(body, sources, unsupported);
+  // Wide code and tables scroll sideways: focusable, so the keyboard can too.
+  for (const e of body.querySelectorAll("pre, table")) e.setAttribute("tabindex", "0");
+  const box = el("div", { class: "answer-body" }, body);
+
+  const verified = sources.filter((s) => s.status === "verified");
+  if (!verified.length) {
+    const n = sources.length;
+    box.appendChild(el("div", { class: "warn-box", role: "note" },
+      el("strong", { text: "⚠ No verified sources. " }),
+      n ? "None of this answer's " + plural(n, "citation") + " could be checked against the documents; treat it as unsupported."
+        : "The answer cites no passage of the documents; check it before relying on it."));
+  }
+  if (sources.length) {
+    const list = el("ol", { class: "sources", "aria-label": "Sources" });
+    for (const s of sources) list.appendChild(sourceItem(s, opts));
+    box.appendChild(el("h3", { class: "sources-title", text: "Sources" }));
+    box.appendChild(list);
+  }
+  const cov = ans.grounded && ans.grounded.coverage;
+  if (cov && Array.isArray(cov.uncited) && cov.uncited.length) {
+    box.appendChild(el("h3", { class: "sources-title", text: "Matching the question, not cited (" + cov.cited + " of " + cov.matching + " cited)" }));
+    const list = el("ul", { class: "uncited" });
+    for (const p of cov.uncited.slice(0, 20)) list.appendChild(el("li", { text: p }));
+    if (cov.uncited.length > 20) list.appendChild(el("li", { text: "… and " + (cov.uncited.length - 20) + " more" }));
+    box.appendChild(list);
+  }
+  if (unsupported.length) {
+    box.appendChild(el("h3", { class: "sources-title unsupported-title", text: "Not supported by any passage found" }));
+    const list = el("ul", { class: "unsupported-list" });
+    for (const { claim } of unsupported) {
+      const li = el("li", null, inlineMarkdown(stripMarkers(claim.text)));
+      if (!li.textContent.trim()) continue; // nothing left once sanitized (raw HTML)
+      if (claim.verdict === "contradicted") li.append(" (contradicted by its source)");
+      list.appendChild(li);
+    }
+    box.appendChild(list);
+  }
+  return { node: box, sources, verified: verified.length, unsupported: unsupported.length };
+}
+
+// A claim's text without its markers and the Markdown that starts its line.
+function stripMarkers(t) {
+  return String(t || "").replace(MARKER_RE, "").replace(/\s+([.,;!?])/g, "$1").trim()
+    .replace(/^(?:(?:[-*+]|\d+[.)])\s+|>\s*|\|\s*)+/, "").replace(/\s*\|$/, "");
+}
+
+/** One line of Markdown (bold, code, links), sanitized, as a fragment. */
+function inlineMarkdown(text) {
+  const P = purify();
+  if (!window.marked || !P) return document.createTextNode(text);
+  return P.sanitize(window.marked.parseInline(text), { RETURN_DOM_FRAGMENT: true, ALLOWED_TAGS: ["strong", "em", "code", "a", "del", "b", "i"], ALLOWED_ATTR: ["href"], ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i });
+}
+
+function sourceItem(s, opts) {
+  const status = s.status || "unchecked";
+  const li = el("li", { class: "source", dataset: { n: s.n, status } });
+  const open = el("button", { type: "button", class: "source-open", "aria-label": "Open source " + s.n + ": " + place(s) },
+    el("span", { class: "path", text: place(s) }));
+  open.addEventListener("click", () => openSource(s, opts));
+  li.appendChild(open);
+  li.appendChild(el("span", { class: "cit-status", dataset: { status }, text: statusIcon(status) + " " + (status === "verified" ? "verified" : status.replace(/_/g, " ")) }));
+  if (s.origin === "engine") li.appendChild(el("span", { class: "muted small", text: " found by the engine" }));
+  if (s.quote) li.appendChild(el("blockquote", { class: "quote", text: "“" + short(s.quote, 400) + "”" }));
+  if (status !== "verified" && s.detail) li.appendChild(el("div", { class: "muted small", text: s.detail }));
+  return li;
+}
+
+function replaceTokens(root, sources, unsupported) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) if (/[\uE000\uE002\uE004]/.test(walker.currentNode.data)) nodes.push(walker.currentNode);
+  for (const node of nodes) {
+    const frag = document.createDocumentFragment();
+    let pos = 0;
+    const data = node.data;
+    for (const m of data.matchAll(TOKENS)) {
+      if (m.index > pos) frag.appendChild(document.createTextNode(data.slice(pos, m.index)));
+      if (m[1]) frag.appendChild(markerButton(sources[Number(m[1]) - 1]));
+      else if (m[2]) frag.appendChild(el("span", { dataset: { claimStart: m[2] } }));
+      else frag.appendChild(el("span", { dataset: { claimEnd: m[3] } }));
+      pos = m.index + m[0].length;
+    }
+    if (pos < data.length) frag.appendChild(document.createTextNode(data.slice(pos)));
+    node.replaceWith(frag);
+  }
+  for (const { k } of unsupported) {
+    const s = root.querySelector('[data-claim-start="' + k + '"]');
+    const e = root.querySelector('[data-claim-end="' + k + '"]');
+    if (s && e) {
+      // Every text node between the bounds is wrapped (a claim may span
+      // bold text or links); markers inside stay as they are.
+      const w = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+      w.currentNode = s;
+      const inside = [];
+      while (w.nextNode()) {
+        const n = w.currentNode;
+        if (e.compareDocumentPosition(n) & Node.DOCUMENT_POSITION_FOLLOWING) break;
+        if (n.parentElement && n.parentElement.closest(".cite")) continue;
+        if (n.data.trim()) inside.push(n);
+      }
+      for (const n of inside) {
+        const wrap = el("span", { class: "claim-unsupported" });
+        n.replaceWith(wrap);
+        wrap.appendChild(n);
+      }
+      if (inside.length) e.after(el("span", { class: "badge-unsupported", title: "No passage of the documents supports this", text: "unsupported" }));
+    }
+    if (s) s.remove();
+    if (e) e.remove();
+  }
+}
+
+function markerButton(s) {
+  if (!s) return document.createTextNode("");
+  const status = s.status || "unchecked";
+  const b = el("button", {
+    type: "button", class: "cite", dataset: { n: s.n, status },
+    "aria-label": "Source " + s.n + " (" + (status === "verified" ? "verified" : "not verified") + "): " + place(s),
+  }, String(s.n));
+  b.addEventListener("click", () => openSource(s));
+  b.addEventListener("mouseenter", () => showTip(b, s));
+  b.addEventListener("focus", () => showTip(b, s));
+  b.addEventListener("mouseleave", hideTip);
+  b.addEventListener("blur", hideTip);
+  return b;
+}
+
+// ---------- preview ----------
+
+function showTip(anchor, s) {
+  const tip = $("cite-tip");
+  const status = s.status || "unchecked";
+  tip.replaceChildren(
+    el("div", { class: "tip-path", text: s.n + ". " + place(s) }),
+    el("div", { class: "cit-status", dataset: { status }, text: statusIcon(status) + " " + (STATUS_TEXT[status] || status) }),
+    s.quote ? el("div", { class: "tip-quote", text: "“" + short(s.quote, 300) + "”" }) : el("div", { class: "muted", text: "no quote" }),
+    el("div", { class: "muted small", text: "Enter or click opens the passage" }));
+  tip.hidden = false;
+  anchor.setAttribute("aria-describedby", "cite-tip");
+  const r = anchor.getBoundingClientRect();
+  const w = Math.min(360, window.innerWidth - 16);
+  tip.style.width = w + "px";
+  tip.style.left = Math.max(8, Math.min(r.left, window.innerWidth - w - 8)) + "px";
+  const below = r.bottom + 6;
+  const h = tip.offsetHeight;
+  tip.style.top = (below + h > window.innerHeight && r.top - h - 6 > 0 ? r.top - h - 6 : below) + "px";
+}
+function hideTip() {
+  const tip = $("cite-tip");
+  tip.hidden = true;
+  for (const a of document.querySelectorAll('[aria-describedby="cite-tip"]')) a.removeAttribute("aria-describedby");
+}
+document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") hideTip(); });
+window.addEventListener("scroll", hideTip, true);
+
+// ---------- source viewer ----------
+
+function normWithMap(s) {
+  // Lowercased text with whitespace runs collapsed, and for each code unit
+  // of it the index in `s`.
+  let out = "";
+  const map = [];
+  let inWs = false;
+  for (let i = 0; i < s.length;) {
+    const ch = String.fromCodePoint(s.codePointAt(i));
+    if (/\s/.test(ch)) {
+      if (!inWs) { out += " "; map.push(i); inWs = true; }
+    } else {
+      inWs = false;
+      const lc = ch.toLowerCase();
+      for (let k = 0; k < lc.length; k++) { out += lc[k]; map.push(i); }
+    }
+    i += ch.length;
+  }
+  map.push(s.length);
+  return { out, map };
+}
+export function findQuote(text, quote) {
+  const q = String(quote || "").replace(/\s+/g, " ").trim().toLowerCase();
+  if (!q) return null;
+  const { out, map } = normWithMap(text);
+  const idx = out.indexOf(q);
+  if (idx < 0) return null;
+  const last = map[idx + q.length - 1];
+  return [map[idx], last + String.fromCodePoint(text.codePointAt(last)).length];
+}
+
+let openDocument = null;
+/** Lets the document list offer "open the whole document" from a source. */
+export function setDocumentOpener(fn) { openDocument = fn; }
+
+/** Opens a source: its passage with the quote marked, path, lines, status. */
+export async function openSource(s) {
+  hideTip();
+  const dialog = $("source-dialog");
+  const status = s.status || "unchecked";
+  $("source-title").textContent = (s.n ? s.n + ". " : "") + (s.path || (s.kind === "doc" ? "document " + s.id : s.chunk_id || s.id || "source"));
+  $("source-meta").textContent = s.chunk_id ? "loading passage " + s.chunk_id + "…" : "";
+  $("source-status").replaceChildren(
+    el("span", { class: "cit-status", dataset: { status }, text: statusIcon(status) + " " + (STATUS_TEXT[status] || status) }),
+    s.origin === "engine" ? el("span", { class: "muted", text: " · found by the engine" }) : "",
+    s.detail && status !== "verified" ? el("div", { class: "muted", text: s.detail }) : "");
+  const pre = $("source-text");
+  pre.replaceChildren();
+  const docBtn = $("source-open-doc");
+  docBtn.hidden = true;
+  openDialog(dialog, $("source-close"));
+  if (!s.chunk_id) {
+    pre.textContent = "This citation does not point at a passage of the store" + (s.quote ? "; it quotes: “" + s.quote + "”" : ".");
+    return;
+  }
+  try {
+    const ch = await api("GET", "/api/chunks/" + encodeURIComponent(s.chunk_id));
+    $("source-title").textContent = (s.n ? s.n + ". " : "") + (ch.path || s.path || "");
+    const meta = [];
+    if (ch.page != null) meta.push("page " + ch.page);
+    if (ch.line_start != null) meta.push("lines " + ch.line_start + (ch.line_end != null && ch.line_end !== ch.line_start ? "–" + ch.line_end : ""));
+    if (ch.heading) meta.push("§ " + ch.heading);
+    meta.push("passage " + (ch.ordinal ?? "?") + " (" + ch.id + ")");
+    $("source-meta").textContent = meta.join(" · ");
+    const text = String(ch.text || "");
+    const hit = findQuote(text, s.quote);
+    if (hit) {
+      const mark = el("mark", { text: text.slice(hit[0], hit[1]) });
+      pre.replaceChildren(document.createTextNode(text.slice(0, hit[0])), mark, document.createTextNode(text.slice(hit[1])));
+      mark.scrollIntoView({ block: "center" });
+    } else {
+      pre.replaceChildren(document.createTextNode(text));
+      if (s.quote) $("source-status").appendChild(el("div", { class: "muted", text: "The quote is not in this passage: “" + short(s.quote, 200) + "”" }));
+    }
+    if (openDocument && ch.doc_id) {
+      docBtn.hidden = false;
+      docBtn.onclick = () => { dialog.close(); openDocument({ id: ch.doc_id, path: ch.path }); };
+    }
+  } catch (e) {
+    $("source-meta").textContent = "";
+    pre.textContent = "Could not load the passage: " + e.message;
+  }
+}
