@@ -7,7 +7,11 @@ use common::interpreter_with;
 
 /// Runs `code` with `context` and returns what it printed; a Python error fails the test.
 async fn printed(context: &str, code: &str) -> String {
-    let (mut s, h) = interpreter_with(context).await;
+    // Scans of megabytes in a debug build on a busy machine: room beyond the
+    // default 5 s of the test config.
+    let mut config = common::config();
+    config.cell_time_limit = std::time::Duration::from_secs(60);
+    let (mut s, h) = common::start_with(&config, context).await;
     let r = s.run_cell(code, &h).await.expect("the interpreter runs");
     assert!(r.error.is_none(), "{code}: {:?}", r.error);
     r.stdout
@@ -51,8 +55,8 @@ async fn word_boundary_scan_of_a_large_text_without_a_match() {
 
 #[tokio::test]
 async fn backtracking_patterns_scan_large_texts() {
-    // Lookbehind needs the backtracking VM: about one backtrack per position,
-    // so a 2 MB scan passed the old limit of 1,000,000.
+    // Lookbehind and backreferences need the backtracking VM: about one
+    // backtrack per position, so a 2 MB scan passed the old limit of 1,000,000.
     let mut text = "filler text without the label ".repeat(70_000);
     text.push_str("Name: Ada");
     let out = printed(
