@@ -315,17 +315,19 @@ export async function ask(question) {
   const run = { id: null, question: q, sessionId, pending, bubble, steps, started: Date.now(), ctrl: new AbortController(), traceErrors: [] };
   state.run = run;
   setRunning(true);
-  run.timer = setInterval(() => {
+  const tick = () => {
     const t = pending.querySelector(".pending-text");
     const secs = Math.round((Date.now() - run.started) / 1000);
     if (t) t.textContent = (run.id ? "Working" : "Sending") + "… " + secs + " s · " + plural(steps.events, "step") + (run.retrying ? " · model retrying" : "");
-  }, 1000);
+  };
+  run.timer = setInterval(tick, 1000);
 
   let view = null;
   let failure = null;
   try {
     const started = await api("POST", "/api/runs", Object.assign({ question: q, session: sessionId }, opts));
     run.id = started.id;
+    tick();
     const url = started.events || "/api/runs/" + encodeURIComponent(started.id) + "/events";
     await readEvents(url, (ev) => {
       if (ev.event === "trace") {
