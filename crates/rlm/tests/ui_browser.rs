@@ -504,6 +504,55 @@ fn chats_are_titled_renamed_switched_linked_and_survive_reload() {
     b.wait_text("#chat-title", "Run: ");
     b.wait_text("#steps", "re.findall");
     assert!(b.text("#messages").contains(QUESTION));
+
+    // Delete the other chat: a dialog asks first (focus on Cancel).
+    b.click("#tab-chats");
+    let other = b
+        .js("return Array.from(document.querySelectorAll('#sessions li[data-session]')).map(l => l.dataset.session).find(id => id !== arguments[0]);", json!([first]))
+        .as_str()
+        .expect("the other chat")
+        .to_string();
+    b.click(&format!("#sessions li[data-session=\"{other}\"] .delete"));
+    b.wait_for("the delete dialog", |b| {
+        (b.count("#confirm-dialog[open]") > 0).then_some(())
+    });
+    assert_eq!(b.focused(), "confirm-no");
+    b.click("#confirm-yes");
+    b.wait_for("one chat left", |b| {
+        (b.count("#sessions li[data-session]") == 1).then_some(())
+    });
+    let sessions = server.get("/api/sessions", None);
+    assert_eq!(
+        sessions["sessions"].as_array().map(Vec::len),
+        Some(1),
+        "{sessions}"
+    );
+}
+
+#[test]
+fn budget_exhausted_is_named() {
+    browser_or_skip!(b);
+    let endless = Script::new().on(
+        root(),
+        Reply::text("Still looking.\n```repl\nprint('looking')\n```"),
+    );
+    let setup = serve(endless, &[]);
+    let server = &setup.server;
+    b.viewport(1440, 900);
+    open(b, server, "/#/");
+    b.click("#tab-settings");
+    b.js(
+        "const i = document.querySelector('#max-llm-calls'); i.value = ''; i.focus();",
+        json!([]),
+    );
+    b.type_into("#max-llm-calls", "2");
+    ask(b, QUESTION);
+    let head = b.wait_for("the budget headline", |b| {
+        let t = b.text(".msg.answer .partial-head, .msg.error .err-head");
+        (!t.is_empty()).then_some(t)
+    });
+    assert!(head.starts_with("Budget exhausted"), "{head}");
+    b.screenshot("budget-1440x900");
 }
 
 #[test]

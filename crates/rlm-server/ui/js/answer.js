@@ -214,14 +214,19 @@ export function renderAnswer(ans, opts) {
   }
   if (unsupported.length) {
     box.appendChild(el("h3", { class: "sources-title unsupported-title", text: "Not supported by any passage found" }));
-    const list = el("ul", { class: "unsupported-list" });
+    const items = [];
     for (const { claim } of unsupported) {
       const li = el("li", null, inlineMarkdown(stripMarkers(claim.text)));
       if (!li.textContent.trim()) continue; // nothing left once sanitized (raw HTML)
       if (claim.verdict === "contradicted") li.append(" (contradicted by its source)");
-      list.appendChild(li);
+      items.push(li);
     }
-    box.appendChild(list);
+    // A long list (a partial answer's gathered output) shows its first lines.
+    box.appendChild(el("ul", { class: "unsupported-list" }, ...items.slice(0, 8)));
+    if (items.length > 8) {
+      box.appendChild(el("details", { class: "more-claims" }, el("summary", { text: "Show " + (items.length - 8) + " more" }),
+        el("ul", { class: "unsupported-list" }, ...items.slice(8))));
+    }
   }
   return { node: box, sources, verified: verified.length, unsupported: unsupported.length };
 }

@@ -270,7 +270,10 @@ export function describeFailure(err, view, traceErrors) {
   if (/rate limiting/.test(text)) return { headline: "The model provider is rate limiting", detail };
   if (view && view.status === "cancelled") return { headline: "Stopped: the question was cancelled", detail };
   if (/^interrupted/m.test(text)) return { headline: "The server stopped while this question ran", detail };
-  if (/budget|max_llm_calls|iterations|wall|cost|deadline/i.test(text)) return { headline: "Budget exhausted: " + short((view && view.answer && view.answer.partial_reason) || text.split("\n")[0], 140), detail };
+  if (/budget|max_llm_calls|iterations|wall|cost|deadline/i.test(text)) {
+    const reason = ((view && view.answer && view.answer.partial_reason) || text.split("\n")[0]).replace(/\s*budget exhausted\s*/i, " ").trim();
+    return { headline: "Budget exhausted: " + short(reason, 140), detail };
+  }
   return { headline: "The question failed: " + short(text.split("\n")[0] || (view && view.status) || "no answer", 160), detail };
 }
 
