@@ -14,7 +14,7 @@ mod common;
 mod ui;
 
 use ui::server::{Gate, Server};
-use ui::webdriver::{Browser, WAIT};
+use ui::webdriver::Browser;
 
 const SIZES: [(u32, u32); 3] = [(390, 844), (768, 1024), (1440, 900)];
 const QUESTION: &str = "What is the secret code?";
@@ -342,6 +342,11 @@ fn hostile_markdown_runs_no_script_and_unsupported_claims_are_marked() {
         "4721",
         "the table is a table"
     );
+    assert!(
+        b.text(md)
+            .contains("<script>window.__pwned='script'</script>"),
+        "raw HTML is shown as text"
+    );
     // The hostile document's text is shown as text in the source viewer.
     b.js(
         "Array.from(document.querySelectorAll('.msg.answer .source-open')).find(e => e.textContent.includes('d_hostile.txt')).click();",
@@ -389,6 +394,11 @@ fn hostile_markdown_runs_no_script_and_unsupported_claims_are_marked() {
     );
     assert!(b.visible(".msg.answer:last-of-type .warn-box"));
     b.screenshot("no-sources-1440x900");
+    // Raw HTML never became elements: no handler was even refused by the CSP.
+    let errors = b.console_errors();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let errors = b.console_errors();
+    assert!(errors.is_empty(), "{errors:#?}");
 }
 
 #[test]
@@ -827,6 +837,7 @@ fn page_weight_and_first_paint_are_measured() {
     let setup = serve(needle_script(0), &[]);
     let server = &setup.server;
     b.viewport(1440, 900);
+    b.console_errors(); // what earlier tests logged
     let mut paints = Vec::new();
     let mut weight = Value::Null;
     for _ in 0..5 {
@@ -864,5 +875,13 @@ fn page_weight_and_first_paint_are_measured() {
         files.iter().all(|f| f["decoded"].as_u64().unwrap_or(0) > 0),
         "{weight}"
     );
-    let _ = WAIT;
+    // No console error in five loads (a script or style the CSP refused would
+    // be one); the log is read for real: a probe shows up in it.
+    assert_eq!(b.console_errors(), Vec::<String>::new());
+    b.js("console.error('probe from the test');", json!([]));
+    let probe = b.console_errors();
+    assert!(
+        probe.iter().any(|m| m.contains("probe from the test")),
+        "{probe:?}"
+    );
 }

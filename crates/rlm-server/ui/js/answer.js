@@ -26,10 +26,16 @@ export function statusIcon(s) { return STATUS_ICON[s] || "✗"; }
 
 // ---------- Markdown ----------
 
+// Raw HTML in an answer is shown as text, except a few tags without
+// attributes that carry no behaviour (a model's <br> in a table cell).
+const HARMLESS_TAG = /^<\/?(?:br|sup|sub|kbd|b|i|em|strong|u|s|del|mark|small)\s*\/?>$/i;
+function escapeHtml(t) { return String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
+
 let purifyReady = false;
 function purify() {
   const P = window.DOMPurify;
-  if (!purifyReady && P) {
+  if (!purifyReady && P && window.marked) {
+    window.marked.use({ renderer: { html(token) { return HARMLESS_TAG.test(token.text.trim()) ? token.text : escapeHtml(token.text); } } });
     // Links open elsewhere and leak nothing; nothing else may load.
     P.addHook("afterSanitizeAttributes", (node) => {
       if (node.tagName === "A") {

@@ -377,6 +377,8 @@ export async function ask(question) {
     }
     pending.replaceWith(card);
     if ($("question").value.trim() === q) { $("question").value = ""; $("question").dispatchEvent(new Event("input")); }
+    // The model answered: a health dot still saying otherwise is re-checked.
+    if ($("health").dataset.state !== "ok") document.dispatchEvent(new Event("rlm:health"));
     announce((ans.partial ? "Partial answer: " : "Answer ready: ") + short(String(ans.answer || "").replace(/\[\[[^\]]*\]\]/g, ""), 200));
   }
   scrollThread();
