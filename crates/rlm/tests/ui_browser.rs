@@ -618,11 +618,31 @@ fn stop_cancels_a_running_question_on_a_phone() {
         root(),
         Reply::text("FINAL(too late)").with_latency_ms(30_000),
     );
-    let setup = serve(slow, &[]);
+    let setup = serve(slow, &["--max-runs", "1"]);
     let server = &setup.server;
     b.viewport(390, 844);
     open(b, server, "/#/");
+
+    // Another client holds the only run slot: the page says the server is busy.
+    let (status, held) = ui::server::api(
+        server.port,
+        "POST",
+        "/api/runs",
+        Some(&json!({"question": "hold the slot"})),
+    );
+    assert_eq!(status, 202, "{held}");
     ask(b, QUESTION);
+    b.wait_text(".msg.error .err-head", "Server busy");
+    let held = held["id"].as_str().expect("a run id");
+    let (status, _) = ui::server::api(server.port, "DELETE", &format!("/api/runs/{held}"), None);
+    assert_eq!(status, 202);
+    b.wait_for("the slot to be free", |_| {
+        let runs = server.get("/api/runs", None);
+        (runs["runs"][0]["status"] == "cancelled").then_some(())
+    });
+
+    // Retry starts it; Stop cancels it.
+    b.click(".msg.error .retry");
     b.wait_for("the root agent's first request", |b| {
         b.text("#steps").contains("asks the model").then_some(())
     });
