@@ -46,7 +46,7 @@ export async function refreshDocuments(more) {
     }
     offset += docs.length;
     const total = data.total ?? offset;
-    $("documents-count").textContent = query ? plural(total, "document") + " match “" + short(query, 40) + "”" : plural(total, "document");
+    $("documents-count").textContent = query ? plural(total, "document") + (total === 1 ? " matches “" : " match “") + short(query, 40) + "”" : plural(total, "document");
     if (!docs.length && !more) list.appendChild(el("li", { class: "empty", text: query ? "No document matches." : "The store has no documents yet." }));
     if (offset < total) {
       const b = el("button", { type: "button", class: "small-btn", text: "Show more (" + fmtInt(total - offset) + " left)" });
