@@ -117,6 +117,14 @@ fn js_bool(b: &Browser, script: &str) -> bool {
     b.js(script, json!([])) == true
 }
 
+/// Elements that stick out of the viewport on the right (at most 5).
+fn overflowing(b: &Browser) -> Value {
+    b.js(
+        "return Array.from(document.querySelectorAll('body *')).filter(e => e.getBoundingClientRect().right > innerWidth + 1 && getComputedStyle(e).visibility !== 'hidden').slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));",
+        json!([]),
+    )
+}
+
 /// Opens the Steps pane (a drawer below 1200 px).
 fn show_steps(b: &Browser) {
     if b.visible("#open-right") {
@@ -142,10 +150,11 @@ fn close_drawer(b: &Browser) {
 #[test]
 fn ask_sources_and_steps_at_phone_tablet_and_desktop() {
     browser_or_skip!(b);
-    let setup = serve(needle_script(4), &[]);
+    let setup = serve(needle_script(5), &[]);
     let server = &setup.server;
 
-    for (w, h) in SIZES {
+    // 360 px: the narrowest phones in use.
+    for (w, h) in [(360, 740)].into_iter().chain(SIZES) {
         b.viewport(w, h);
         b.color_scheme(if w == 768 { "dark" } else { "light" });
         open(b, server, "/#/");
@@ -161,11 +170,7 @@ fn ask_sources_and_steps_at_phone_tablet_and_desktop() {
         let min = if w < 800 { f64::from(w) - 1.0 } else { 500.0 };
         assert!(chat_w >= min, "chat column {chat_w} px wide at {w}x{h}");
         assert!(b.visible("#question") && b.visible("#send"));
-        let wider = b.js(
-            "return Array.from(document.querySelectorAll('body *')).filter(e => e.getBoundingClientRect().right > innerWidth + 1 && getComputedStyle(e).visibility !== 'hidden').slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));",
-            json!([]),
-        );
-        assert_eq!(wider, json!([]), "no sideways scroll at {w}x{h}");
+        assert_eq!(overflowing(b), json!([]), "no sideways scroll at {w}x{h}");
 
         ask(b, QUESTION);
         let answer = b.wait_text(".msg.answer .md", "4721");
@@ -203,6 +208,7 @@ fn ask_sources_and_steps_at_phone_tablet_and_desktop() {
             0,
             "a verified source is no warning"
         );
+        assert_eq!(overflowing(b), json!([]), "the answer fits at {w}x{h}");
 
         // Preview on focus; the passage on click; Escape returns focus.
         b.js(
