@@ -7,7 +7,7 @@
 //! `RLM_REQUIRE_BROWSER=1` (CI), where they fail. `scripts/install-browser`
 //! installs both. One browser serves every test (they take turns).
 
-use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
+use rlm_llm::testing::{Fault, Matcher, Reply, Script, ScriptedServer};
 use serde_json::{Value, json};
 
 mod common;
@@ -548,10 +548,13 @@ fn chats_are_titled_renamed_switched_linked_and_survive_reload() {
 #[test]
 fn budget_exhausted_is_named() {
     browser_or_skip!(b);
-    let endless = Script::new().on(
-        root(),
-        Reply::text("Still looking.\n```repl\nprint('looking')\n```"),
-    );
+    // The first model call fails once (500) and is retried.
+    let endless = Script::new()
+        .on_sequence(root(), [Reply::fault(Fault::ServerError)])
+        .on(
+            root(),
+            Reply::text("Still looking.\n```repl\nprint('looking')\n```"),
+        );
     let setup = serve(endless, &[]);
     let server = &setup.server;
     b.viewport(1440, 900);
@@ -568,6 +571,8 @@ fn budget_exhausted_is_named() {
         (!t.is_empty()).then_some(t)
     });
     assert!(head.starts_with("Budget exhausted"), "{head}");
+    // The retry shows in the steps.
+    b.wait_text("#steps", "reply after 2 attempts");
     b.screenshot("budget-1440x900");
 }
 

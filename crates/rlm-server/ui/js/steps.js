@@ -126,7 +126,7 @@ export class StepsView {
         if (!a.live || a.live.classList.contains("done")) this.live(a, 0);
         a.live.classList.add("done");
         a.live.classList.remove("retry");
-        a.live.firstChild.textContent = "reply · " + fmtInt(rec.input_tokens) + " in / " + fmtInt(rec.output_tokens) + " out tokens · " + fmtSecs(rec.latency_ms || 0);
+        a.live.firstChild.textContent = "reply" + (a.attempt > 1 ? " after " + a.attempt + " attempts" : "") + " · " + fmtInt(rec.input_tokens) + " in / " + fmtInt(rec.output_tokens) + " out tokens · " + fmtSecs(rec.latency_ms || 0);
         a.liveText.data = prose(rec.text);
         break;
       }
