@@ -181,6 +181,7 @@ static SHARED: Mutex<Option<Browser>> = Mutex::new(None);
 /// (driver port, session, driver pid) of the shared browser, for the exit hook.
 static FOR_EXIT: Mutex<Option<(u16, String, u32)>> = Mutex::new(None);
 
+#[cfg(unix)]
 extern "C" fn close_at_exit() {
     let Ok(mut guard) = FOR_EXIT.try_lock() else {
         return;
@@ -218,12 +219,16 @@ pub fn browser() -> Option<MutexGuard<'static, Option<Browser>>> {
             .unwrap_or_else(|e| e.into_inner())
             .replace((b.port, b.session.clone(), b.driver.id()))
             .is_none();
+        // Closed when the test process exits (statics are never dropped).
+        #[cfg(unix)]
         if first {
             // SAFETY: registers a plain function, run once by exit(3).
             unsafe {
                 libc::atexit(close_at_exit);
             }
         }
+        #[cfg(not(unix))]
+        let _ = first;
         *guard = Some(b);
     }
     Some(guard)
