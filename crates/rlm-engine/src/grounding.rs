@@ -581,6 +581,14 @@ const STOP_WORDS: &[&str] = &[
     "states",
     "says",
     "said",
+    // How models refer to their material, not what it says.
+    "passage",
+    "passages",
+    "information",
+    "provided",
+    "based",
+    "mentioned",
+    "mentions",
 ];
 
 /// The words of a claim that a supporting passage must share: numbers and
@@ -611,7 +619,8 @@ fn is_short(claim: &str) -> bool {
 
 /// The chunk and sentence that back `claim`. A claim of several terms is
 /// backed by the first sentence that holds every number of the claim and at
-/// least 60% of its content words (at least two). A one-term claim (an
+/// least 60% of its content words (at least two), else by two adjacent
+/// sentences that do together. A one-term claim (an
 /// answer like "Tromso") is backed by a sentence that holds the term and one
 /// of the question's content words, and whose window (the sentence and its
 /// neighbours: questions paraphrase the sentence their answer is read from,
@@ -665,17 +674,49 @@ fn support_from(
                 }
                 continue;
             }
-            let needed = ((words.len() as f64) * 0.6).ceil() as usize;
-            if matched + numbers.len() >= 2 && matched >= needed {
+            if backs(&numbers, words.len(), matched) {
                 let (offset, quote) = quote_window(sentence, &terms);
                 return Some((chunk.clone(), start + offset, quote.to_string()));
             }
+        }
+        // A claim that joins two adjacent sentences ("the event, held on
+        // Opening Night, featured a replica of the bridge"): the pair backs
+        // it when together they do and each holds some of it; the quote is
+        // the verbatim span of both.
+        if short {
+            continue;
+        }
+        for i in 1..sents.len() {
+            let (a, b) = (&tokens[i - 1], &tokens[i]);
+            if !numbers.iter().all(|n| a.contains(n) || b.contains(n)) {
+                continue;
+            }
+            let in_a = words.iter().filter(|w| a.contains(*w)).count();
+            let in_b = words.iter().filter(|w| b.contains(*w)).count();
+            let matched = words
+                .iter()
+                .filter(|w| a.contains(*w) || b.contains(*w))
+                .count();
+            if in_a == 0 || in_b == 0 || !backs(&numbers, words.len(), matched) {
+                continue;
+            }
+            let (start, end) = (sents[i - 1].0, sents[i].0 + sents[i].1.len());
+            let (offset, quote) = quote_window(&chunk.text[start..end], &terms);
+            return Some((chunk.clone(), start + offset, quote.to_string()));
         }
     }
     let (_, chunk, start, sentence) = best?;
     terms.extend(question_words.iter().map(String::as_str));
     let (offset, quote) = quote_window(sentence, &terms);
     Some((chunk.clone(), start + offset, quote.to_string()))
+}
+
+/// True when a passage holding `matched` of a claim's `words` content words
+/// (and every one of its `numbers`) backs it: at least 60% of the words, and
+/// two terms at least.
+fn backs(numbers: &[String], words: usize, matched: usize) -> bool {
+    let needed = ((words as f64) * 0.6).ceil() as usize;
+    matched + numbers.len() >= 2 && matched >= needed
 }
 
 /// Sentences of `text` with their byte offsets: split after `.`, `!`, `?`
@@ -927,6 +968,23 @@ mod tests {
         assert_eq!(year_quote, "The Broncos won their third title in 2015.");
         assert_eq!(&year_chunk.text[at..at + year_quote.len()], year_quote);
         assert!(support_from("2015", "When did the club move?", &c[1..]).is_none());
+        // A claim joining two adjacent sentences, quoted as their span.
+        let c = [chunk(
+            "Media day was re-branded as Super Bowl Opening Night. It featured player introductions on a replica of the Golden Gate Bridge. Tickets sold out.",
+        )];
+        let claim = "According to the passage, a replica of the Golden Gate Bridge was at Super Bowl Opening Night.";
+        let (pair_chunk, at, pair_quote) = support_from(claim, "", &c).unwrap();
+        assert_eq!(
+            pair_quote,
+            "Media day was re-branded as Super Bowl Opening Night. It featured player introductions on a replica of the Golden Gate Bridge."
+        );
+        assert_eq!(&pair_chunk.text[at..at + pair_quote.len()], pair_quote);
+        // Neither sentence alone backs it, and one holding nothing of it
+        // does not join.
+        let c = [chunk(
+            "Tickets sold out. It featured a replica of the Golden Gate Bridge.",
+        )];
+        assert!(support_from(claim, "", &c).is_none());
         let cite = engine_citation(0, &found, offset, quote);
         assert_eq!(cite.byte_start, Some(100 + 15));
         assert_eq!(cite.origin, CitationOrigin::Engine);
