@@ -25,6 +25,11 @@ Policy, per question (the root agent's turns):
   other    any later root turn commits the same answer; a sub-call, a
            synthesis or any other request gets the answer as plain text.
 
+--replay DIR replaces the gold answer by the answer a real model committed in
+an earlier pass (DIR/answers/ID.json, written by run.py), returned as plain
+text to every request: with the `rag` flow (one answer call) this re-grounds
+another model's answers with the current engine, without the model.
+
 Semantic check requests (the prompt of `--verify semantic`) get a lexical
 verdict per claim: "supported" when every word of the claim (lower case,
 letters and digits) occurs in its quotes, "partly" when at least half do,
@@ -32,6 +37,7 @@ else "unsupported".
 
 Usage:
     python3 scripted_model.py QUESTIONS.jsonl [--policy plain|cited] [--port 0]
+                              [--replay DIR]
 
 The first line on stdout is `listening on http://127.0.0.1:PORT/v1`. Point
 rlm at it with RLM_PROVIDER=openai RLM_BASE_URL=that RLM_API_KEY=dummy.
@@ -41,6 +47,7 @@ runs are only comparable with each other.
 
 import argparse
 import json
+import os
 import re
 import sys
 import threading
@@ -69,9 +76,10 @@ def sentence_with(text, needle):
 
 
 class Policy:
-    def __init__(self, questions, policy):
+    def __init__(self, questions, policy, replay=None):
         self.by_question = {q["question"]: q for q in questions}
         self.policy = policy
+        self.replay = replay
         self.lock = threading.Lock()
         self.log = []
 
@@ -94,6 +102,8 @@ class Policy:
             return self.semantic(last), "semantic"
         q = self.gold_for(messages)
         answer = q["answers"][0] if q else "I do not know."
+        if self.replay is not None:
+            return self.replayed(q), "replay"
         system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
         is_root = system.startswith("You are answering a question about a collection of documents")
         turns = sum(1 for m in messages if m.get("role") == "assistant")
@@ -126,6 +136,15 @@ class Policy:
                     final = f'{answer} [[chunk:{chunk_id} "{quote}"]]'
                     break
         return "```repl\nFINAL(" + json.dumps(final) + ")\n```", "final"
+
+    def replayed(self, q):
+        if q is None:
+            return "I do not know."
+        try:
+            with open(os.path.join(self.replay, "answers", q["id"] + ".json")) as f:
+                return json.load(f).get("answer") or ""
+        except (OSError, ValueError):
+            return "I do not know."
 
     def semantic(self, prompt):
         verdicts = []
@@ -215,9 +234,10 @@ def main():
     ap.add_argument("questions")
     ap.add_argument("--policy", choices=["plain", "cited"], default="plain")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--replay", metavar="DIR", help="answer with the answers saved in DIR/answers/ by an earlier run.py pass")
     args = ap.parse_args()
     questions = [json.loads(l) for l in open(args.questions, encoding="utf-8") if l.strip()]
-    policy = Policy(questions, args.policy)
+    policy = Policy(questions, args.policy, args.replay)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(policy))
     print(f"listening on http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
     try:
