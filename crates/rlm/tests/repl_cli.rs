@@ -288,3 +288,39 @@ fn crashed_interpreter_is_replaced_in_jsonl_mode() {
     assert!(t == "MemoryError" || t == "SandboxError", "{}", out[1]);
     assert_eq!(out[2]["value"], "4");
 }
+
+#[test]
+fn sandbox_flag_picks_the_back_end_or_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let out = rlm()
+        .arg("repl")
+        .arg("--store")
+        .arg(&store)
+        .args(["--jsonl", "--sandbox", "jail"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr.trim_end(),
+        "error: --sandbox: unknown sandbox \"jail\": use monty (the default) or cpython"
+    );
+    // The CPython back-end where bubblewrap runs (CI requires it).
+    if let Err(e) = rlm_sandbox::cpython::launcher(None) {
+        assert!(
+            std::env::var_os("RLM_REQUIRE_CPYTHON_SANDBOX").is_none(),
+            "the CPython sandbox cannot start: {e}"
+        );
+        eprintln!("skipped the cpython half: {e}");
+        return;
+    }
+    let code = "import random, sys\nprint(sys.version_info[0], next(d['name'] for d in documents if 'cargo' in d['text']).endswith('guide.md'))";
+    let replies = jsonl(
+        &store,
+        &["--sandbox", "cpython"],
+        &[serde_json::json!({ "code": code })],
+    );
+    assert_eq!(replies[0]["error"], Value::Null, "{replies:?}");
+    assert_eq!(replies[0]["stdout"], "3 True\n", "{replies:?}");
+}
