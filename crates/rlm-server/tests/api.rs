@@ -273,6 +273,10 @@ async fn bad_requests_get_one_line_errors() {
         (json!({"question": "q", "inspector": "magic"}), "inspector:"),
         (json!({"question": "q", "citations": "loose"}), "citations:"),
         (
+            json!({"question": "q", "sandbox": "jail"}),
+            "sandbox: unknown sandbox \"jail\": use monty (the default) or cpython",
+        ),
+        (
             json!({"question": "q", "session": "a/b"}),
             "invalid session name",
         ),
