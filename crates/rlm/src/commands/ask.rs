@@ -104,6 +104,17 @@ pub(crate) fn worker_command() -> anyhow::Result<WorkerCommand> {
     Ok(WorkerCommand::rlm_subcommand(exe))
 }
 
+/// The sandbox workers of a command: this binary's worker subcommand (or
+/// `$RLM_SANDBOX_WORKER`) and the configured back-end (`RLM_SANDBOX`,
+/// `[engine] sandbox`, `--sandbox`), so the pool keeps that back-end warm.
+pub(crate) fn sandbox_config(
+    backend: rlm_sandbox::SandboxBackend,
+) -> anyhow::Result<SandboxConfig> {
+    let mut sandbox = SandboxConfig::new(worker_command()?);
+    sandbox.backend = backend;
+    Ok(sandbox)
+}
+
 /// The question's flags as the engine's per-question settings.
 fn question_settings(args: &AskArgs) -> QuestionSettings {
     QuestionSettings {
@@ -255,7 +266,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
     let cancel = CancelToken::new();
     let answer = runtime.block_on(async {
         let corpus = Arc::new(Corpus::load(store)?);
-        let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), 1).await?;
+        let pool = WorkerPool::new(sandbox_config(config.sandbox)?, 1).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
         let progress =
             (!args.quiet).then(|| tokio::spawn(render_progress(trace.subscribe(), args.stream)));

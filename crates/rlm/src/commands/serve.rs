@@ -7,10 +7,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use rlm_engine::{Engine, SettingsFile};
-use rlm_sandbox::{SandboxConfig, WorkerPool};
+use rlm_sandbox::WorkerPool;
 use rlm_server::{App, Limits, ServerOptions};
 
-use super::ask::{query_embedder, read_briefing, worker_command};
+use super::ask::{query_embedder, read_briefing, sandbox_config};
 use super::corpus::StoreArg;
 use super::llm::LlmFlags;
 use super::shutdown_signal;
@@ -191,7 +191,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), args.max_runs).await?;
+        let pool = WorkerPool::new(sandbox_config(config.sandbox)?, args.max_runs).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
         let app = Arc::new(
             App::new(engine, store, limits, embedder.clone(), briefing).and_then(|a| a.with_options(options))

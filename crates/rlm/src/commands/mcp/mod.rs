@@ -25,10 +25,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use rlm_engine::{Engine, SettingsFile};
-use rlm_sandbox::{SandboxConfig, WorkerPool};
+use rlm_sandbox::WorkerPool;
 use rmcp::ServiceExt;
 
-use crate::commands::ask::{read_briefing, worker_command};
+use crate::commands::ask::{read_briefing, sandbox_config};
 use crate::commands::corpus::StoreArg;
 use crate::commands::llm::LlmFlags;
 pub use http::http_service;
@@ -106,7 +106,7 @@ pub fn mcp(args: McpArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let outcome = runtime.block_on(async {
-        let pool = WorkerPool::new(SandboxConfig::new(worker_command()?), args.max_runs).await?;
+        let pool = WorkerPool::new(sandbox_config(config.sandbox)?, args.max_runs).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
         let state = Arc::new(McpState {
             store_dir: dir.clone(),
