@@ -138,9 +138,15 @@ impl FullText {
             .map(|n| n.get())
             .unwrap_or(1)
             .clamp(1, 4);
+        self.writer_with(threads, WRITER_HEAP_BYTES)
+    }
+
+    /// A writer with `threads` indexing threads sharing `heap_bytes` (tantivy
+    /// needs at least 15 MB a thread).
+    pub fn writer_with(&self, threads: usize, heap_bytes: usize) -> Result<FtsWriter, CorpusError> {
         let writer = self
             .index
-            .writer_with_num_threads(threads, WRITER_HEAP_BYTES)
+            .writer_with_num_threads(threads, heap_bytes)
             .map_err(CorpusError::index)?;
         Ok(FtsWriter {
             writer,
