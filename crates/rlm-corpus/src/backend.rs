@@ -59,7 +59,7 @@ pub trait CorpusStore: Send + Sync + std::fmt::Debug {
     fn chunk(&self, chunk_id: &str) -> Result<Option<Chunk>, CorpusError>;
 
     /// The `k` best chunks for `query` by the back-end's full-text ranking
-    /// (BM25 locally; `ts_rank_cd` in PostgreSQL). An empty query is
+    /// (BM25 locally; `ts_rank` in PostgreSQL). An empty query is
     /// [`CorpusError::EmptyQuery`].
     fn search(&self, query: &str, k: usize) -> Result<Vec<SearchHit>, CorpusError>;
 

@@ -182,7 +182,7 @@ fn main() {
     println!("|---|---|---|---|");
     for (name, store) in [
         ("local (tantivy BM25)", &local as &dyn CorpusStore),
-        ("PostgreSQL (ts_rank_cd)", &pg),
+        ("PostgreSQL (ts_rank)", &pg),
     ] {
         let (p50, p99, mean) = search_latency(store, &queries);
         println!("| {name} | {p50:.2} ms | {p99:.2} ms | {mean:.2} ms |");

@@ -21,7 +21,7 @@
 //!
 //! - `schema.rs`: the tables as versioned migrations, applied by `rlm`.
 //! - `write.rs`: an indexing run as one transaction, rows bulk-loaded by `COPY`.
-//! - `read.rs`: lookups and PostgreSQL full-text search (`ts_rank_cd`).
+//! - `read.rs`: lookups and PostgreSQL full-text search (`ts_rank`).
 //! - `vectors.rs`: embeddings (stored as bytes, searched exactly in process).
 //! - `db.rs`: the connection, with a blocking API safe from any thread.
 

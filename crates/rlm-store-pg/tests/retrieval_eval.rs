@@ -1,4 +1,4 @@
-//! Full-text ranking quality of PostgreSQL (`ts_rank_cd` over OR-ed English
+//! Full-text ranking quality of PostgreSQL (`ts_rank` over OR-ed English
 //! lexemes) against the local store's BM25 (tantivy) on rlm-corpus's
 //! labelled set (`crates/rlm-corpus/tests/data/retrieval_eval.json`, 43
 //! questions over a made-up handbook, chunks of 200 characters). Prints the
@@ -47,7 +47,7 @@ fn postgres_full_text_against_local_bm25_on_the_labelled_set() {
             "BM25 (tantivy)",
             &local as &dyn rlm_corpus::CorpusStore,
         ),
-        ("PostgreSQL", "ts_rank_cd(…, 1), OR of lexemes", &pg),
+        ("PostgreSQL", "ts_rank(…, 1), OR of lexemes", &pg),
     ] {
         let at10 = evaluate(store, &set, RetrievalMode::Bm25, 10, None).unwrap();
         let at3 = evaluate(store, &set, RetrievalMode::Bm25, 3, None).unwrap();
