@@ -58,6 +58,19 @@ pub trait CorpusStore: Send + Sync + std::fmt::Debug {
     /// The chunk with this id, with its text.
     fn chunk(&self, chunk_id: &str) -> Result<Option<Chunk>, CorpusError>;
 
+    /// The 1-based document line on which `quote` starts in chunk
+    /// `chunk_id`: `None` for an empty quote, an unknown chunk or a quote
+    /// the chunk does not hold verbatim. (A model's citation resolves to its
+    /// chunk, not to the line its quote is on.)
+    fn quote_line(&self, chunk_id: &str, quote: &str) -> Option<u32> {
+        if quote.is_empty() {
+            return None;
+        }
+        let chunk = self.chunk(chunk_id).ok()??;
+        let at = chunk.text.find(quote)?;
+        Some(chunk.line_start + chunk.text[..at].matches('\n').count() as u32)
+    }
+
     /// The `k` best chunks for `query` by the back-end's full-text ranking
     /// (BM25 locally; `ts_rank` in PostgreSQL). An empty query is
     /// [`CorpusError::EmptyQuery`].

@@ -102,17 +102,8 @@ impl Corpus {
     /// citation resolves to its chunk, not to the line its quote is on.
     pub fn fill_source_lines(&self, sources: &mut [crate::citations::Source]) {
         for s in sources.iter_mut().filter(|s| s.line.is_none()) {
-            let Some(id) = &s.chunk_id else { continue };
-            let Ok(Some(chunk)) = self.store.chunk(id) else {
-                continue;
-            };
-            if let Some(at) = chunk
-                .text
-                .find(s.quote.as_str())
-                .filter(|_| !s.quote.is_empty())
-            {
-                let before = chunk.text[..at].matches('\n').count() as u32;
-                s.line = Some(chunk.line_start + before);
+            if let Some(id) = &s.chunk_id {
+                s.line = self.store.quote_line(id, &s.quote);
             }
         }
     }

@@ -261,19 +261,8 @@ fn sources(answer: &Answer) -> Vec<Source> {
 /// own citation resolves to its chunk, not to the quote's line).
 fn fill_lines(store: &rlm_corpus::Store, sources: &mut [Source]) {
     for s in sources.iter_mut().filter(|s| s.line.is_none()) {
-        let (Some(id), Some(quote)) = (&s.chunk_id, &s.quote) else {
-            continue;
-        };
-        let Ok(Some(chunk)) = store.chunk(id) else {
-            continue;
-        };
-        if let Some(at) = chunk
-            .text
-            .find(quote.as_str())
-            .filter(|_| !quote.is_empty())
-        {
-            let before = chunk.text[..at].matches('\n').count() as u32;
-            s.line = Some(chunk.line_start + before);
+        if let (Some(id), Some(quote)) = (&s.chunk_id, &s.quote) {
+            s.line = rlm_corpus::CorpusStore::quote_line(store, id, quote);
         }
     }
 }
