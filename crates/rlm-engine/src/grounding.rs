@@ -300,8 +300,20 @@ pub fn ground(
             .filter(|x| x.answer_offset >= c.start && x.answer_offset < c.end)
             .cloned()
             .collect();
+        // Source references in prose ("the passage from chunk:ab12-0 says",
+        // a path, a malformed marker) name where the model read the claim,
+        // not what it says: they are no terms to match, and the chunks they
+        // name are looked at first.
+        let (claim_text, named) = without_source_refs(&strip_markers(&text), corpus);
+        let (numbers, words) = claim_terms(&claim_text);
+        if numbers.is_empty()
+            && words.is_empty()
+            && !own.iter().any(|x| x.status == CitationStatus::Verified)
+        {
+            // Punctuation, a stray `]]`, "see [[chunk:ID]]": nothing to back.
+            continue;
+        }
         grounded.claims += 1;
-        let claim_text = strip_markers(&text);
         if own.iter().any(|x| x.status == CitationStatus::Verified) {
             grounded.supported += 1;
             reports.push(ClaimReport {
@@ -321,7 +333,11 @@ pub fn ground(
         } else {
             claim_text.clone()
         };
-        let attached = support_from(&claim_text, question, &ledger_chunks)
+        let looked_at: Vec<SourceChunk> = named
+            .into_iter()
+            .chain(ledger_chunks.iter().cloned())
+            .collect();
+        let attached = support_from(&claim_text, question, &looked_at)
             .or_else(|| support_from(&claim_text, question, &search_chunks(corpus, &query)))
             .map(|(chunk, offset, quote)| {
                 let mut cite = engine_citation(c.start, &chunk, offset, quote);
@@ -349,6 +365,35 @@ pub fn ground(
         });
     }
     (reports, grounded)
+}
+
+/// The sentences of `passages` (chunk id, text) that share the most content
+/// words with `question`: at least two, and a third of them; best first
+/// (the earlier passage on a tie), at most `n`, each with its chunk id.
+pub(crate) fn question_sentences(
+    question: &str,
+    passages: &[(&str, &str)],
+    n: usize,
+) -> Vec<(String, String)> {
+    let (numbers, mut wanted) = claim_terms(question);
+    wanted.extend(numbers);
+    let mut scored: Vec<(usize, usize, String, String)> = Vec::new();
+    for (id, passage) in passages {
+        for (_, sentence) in sentences(passage) {
+            let here: HashSet<String> = text::words(sentence).collect();
+            let shared = wanted.iter().filter(|w| here.contains(*w)).count();
+            if shared >= 2 && shared * 3 >= wanted.len() {
+                let order = scored.len();
+                scored.push((shared, order, id.to_string(), sentence.to_string()));
+            }
+        }
+    }
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored
+        .into_iter()
+        .take(n)
+        .map(|(_, _, id, sentence)| (id, sentence))
+        .collect()
 }
 
 /// Documents that match the question's words but back no claim (opt-in,
@@ -513,12 +558,36 @@ fn strip_markers(text: &str) -> String {
     out
 }
 
+/// `text` without the references to sources it holds (chunk ids, with or
+/// without `chunk:` and brackets; document paths), and the chunks it names
+/// that exist.
+fn without_source_refs(text: &str, corpus: &Corpus) -> (String, Vec<SourceChunk>) {
+    let mut named: Vec<SourceChunk> = Vec::new();
+    let mut kept: Vec<&str> = Vec::new();
+    for token in text.split_whitespace() {
+        let bare = token.trim_matches(|c: char| !c.is_alphanumeric() && c != ':');
+        let (prefixed, id) = match bare.strip_prefix("chunk:") {
+            Some(id) => (true, id.trim_matches(|c: char| !c.is_alphanumeric())),
+            None => (false, bare),
+        };
+        let chunk = corpus.chunk(id);
+        let is_path = token.matches('/').count() >= 2;
+        if prefixed || chunk.is_some() || is_path {
+            if let Some(c) = chunk
+                && !named.iter().any(|n| n.id == c.id)
+            {
+                named.push(c);
+            }
+            continue;
+        }
+        kept.push(token);
+    }
+    (kept.join(" "), named)
+}
+
 fn search_chunks(corpus: &Corpus, claim: &str) -> Vec<SourceChunk> {
-    let query: String = claim
-        .split_whitespace()
-        .take(40)
-        .collect::<Vec<_>>()
-        .join(" ");
+    // Words only: quotes and colons in a claim are not query syntax.
+    let query: String = text::words(claim).take(40).collect::<Vec<_>>().join(" ");
     corpus
         .store()
         .search(&query, 5)
@@ -527,69 +596,6 @@ fn search_chunks(corpus: &Corpus, claim: &str) -> Vec<SourceChunk> {
         .filter_map(|h| corpus.chunk(&h.chunk_id))
         .collect()
 }
-
-const STOP_WORDS: &[&str] = &[
-    "the",
-    "and",
-    "for",
-    "are",
-    "was",
-    "were",
-    "with",
-    "that",
-    "this",
-    "from",
-    "its",
-    "has",
-    "have",
-    "had",
-    "but",
-    "not",
-    "all",
-    "any",
-    "can",
-    "will",
-    "our",
-    "their",
-    "they",
-    "them",
-    "his",
-    "her",
-    "she",
-    "him",
-    "who",
-    "what",
-    "which",
-    "when",
-    "where",
-    "there",
-    "here",
-    "into",
-    "than",
-    "then",
-    "also",
-    "been",
-    "being",
-    "does",
-    "did",
-    "per",
-    "about",
-    "answer",
-    "document",
-    "documents",
-    "according",
-    "states",
-    "says",
-    "said",
-    // How models refer to their material, not what it says.
-    "passage",
-    "passages",
-    "information",
-    "provided",
-    "based",
-    "mentioned",
-    "mentions",
-];
 
 /// The words of a claim that a supporting passage must share: numbers and
 /// content words (three letters or more, not stop words).
@@ -602,7 +608,7 @@ fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
                 numbers.push(lower);
             }
         } else if lower.chars().count() >= 3
-            && !STOP_WORDS.contains(&lower.as_str())
+            && !text::STOP_WORDS.contains(&lower.as_str())
             && !words.contains(&lower)
         {
             words.push(lower);
@@ -617,12 +623,36 @@ fn is_short(claim: &str) -> bool {
     numbers.len() + words.len() == 1
 }
 
+/// A chunk's sentences (with their byte offsets) and the words of each.
+struct Sentences<'a> {
+    chunk: &'a SourceChunk,
+    sents: Vec<(usize, &'a str)>,
+    tokens: Vec<HashSet<String>>,
+}
+
+impl<'a> Sentences<'a> {
+    fn of(chunk: &'a SourceChunk) -> Self {
+        let sents = sentences(&chunk.text);
+        let tokens = sents
+            .iter()
+            .map(|(_, sentence)| text::words(sentence).collect())
+            .collect();
+        Sentences {
+            chunk,
+            sents,
+            tokens,
+        }
+    }
+}
+
 /// The chunk and sentence that back `claim`. A claim of several terms is
 /// backed by the first sentence that holds every number of the claim and at
-/// least 60% of its content words (at least two), else by two adjacent
-/// sentences that do together. A one-term claim (an
-/// answer like "Tromso") is backed by a sentence that holds the term and one
-/// of the question's content words, and whose window (the sentence and its
+/// least 60% of its content words (at least two); failing that, by two,
+/// then three, neighbouring sentences that do together, the first and the
+/// last each holding some of it (a claim often joins a sentence naming its
+/// subject with the next one stating the fact). A one-term claim (an answer
+/// like "Tromso") is backed by a sentence that holds the term and one of
+/// the question's content words, and whose window (the sentence and its
 /// neighbours: questions paraphrase the sentence their answer is read from,
 /// and its subject is often named one sentence earlier) shares at least two
 /// of the question's content words and a third of them; of those, the one
@@ -641,22 +671,19 @@ fn support_from(
     let (_, question_words) = claim_terms(question);
     let mut terms: Vec<&str> = numbers.iter().map(String::as_str).collect();
     terms.extend(words.iter().map(String::as_str));
-    // The best one-term candidate: (question words shared, chunk, start, sentence).
-    let mut best: Option<(usize, &SourceChunk, usize, &str)> = None;
-    for chunk in chunks {
-        let sents = sentences(&chunk.text);
-        let tokens: Vec<HashSet<String>> = sents
-            .iter()
-            .map(|(_, sentence)| text::words(sentence).collect())
-            .collect();
-        for (i, (start, sentence)) in sents.iter().enumerate() {
-            let here = &tokens[i];
-            if !numbers.iter().all(|n| here.contains(n)) {
-                continue;
-            }
-            let matched = words.iter().filter(|w| here.contains(*w)).count();
-            if short {
-                if matched != words.len() {
+    let split: Vec<Sentences> = chunks.iter().map(Sentences::of).collect();
+    if short {
+        // The best candidate: (question words shared, chunk, start, sentence).
+        let mut best: Option<(usize, &SourceChunk, usize, &str)> = None;
+        for Sentences {
+            chunk,
+            sents,
+            tokens,
+        } in &split
+        {
+            for (i, (start, sentence)) in sents.iter().enumerate() {
+                let here = &tokens[i];
+                if !terms.iter().all(|t| here.contains(*t)) {
                     continue;
                 }
                 let window = &tokens[i.saturating_sub(1)..(i + 2).min(tokens.len())];
@@ -672,43 +699,45 @@ fn support_from(
                 {
                     best = Some((shared, chunk, *start, sentence));
                 }
-                continue;
-            }
-            if backs(&numbers, words.len(), matched) {
-                let (offset, quote) = quote_window(sentence, &terms);
-                return Some((chunk.clone(), start + offset, quote.to_string()));
             }
         }
-        // A claim that joins two adjacent sentences ("the event, held on
-        // Opening Night, featured a replica of the bridge"): the pair backs
-        // it when together they do and each holds some of it; the quote is
-        // the verbatim span of both.
-        if short {
-            continue;
-        }
-        for i in 1..sents.len() {
-            let (a, b) = (&tokens[i - 1], &tokens[i]);
-            if !numbers.iter().all(|n| a.contains(n) || b.contains(n)) {
-                continue;
+        let (_, chunk, start, sentence) = best?;
+        terms.extend(question_words.iter().map(String::as_str));
+        let (offset, quote) = quote_window(sentence, &terms);
+        return Some((chunk.clone(), start + offset, quote.to_string()));
+    }
+    let holds_some = |t: &HashSet<String>| {
+        words.iter().any(|w| t.contains(w)) || numbers.iter().any(|n| t.contains(n))
+    };
+    for span in 1..=3 {
+        for Sentences {
+            chunk,
+            sents,
+            tokens,
+        } in &split
+        {
+            for i in (span - 1)..sents.len() {
+                let window = &tokens[i + 1 - span..=i];
+                if span > 1 && (!holds_some(&window[0]) || !holds_some(&window[span - 1])) {
+                    continue;
+                }
+                if !numbers.iter().all(|n| window.iter().any(|t| t.contains(n))) {
+                    continue;
+                }
+                let matched = words
+                    .iter()
+                    .filter(|w| window.iter().any(|t| t.contains(*w)))
+                    .count();
+                if !backs(&numbers, words.len(), matched) {
+                    continue;
+                }
+                let (start, end) = (sents[i + 1 - span].0, sents[i].0 + sents[i].1.len());
+                let (offset, quote) = quote_window(&chunk.text[start..end], &terms);
+                return Some(((*chunk).clone(), start + offset, quote.to_string()));
             }
-            let in_a = words.iter().filter(|w| a.contains(*w)).count();
-            let in_b = words.iter().filter(|w| b.contains(*w)).count();
-            let matched = words
-                .iter()
-                .filter(|w| a.contains(*w) || b.contains(*w))
-                .count();
-            if in_a == 0 || in_b == 0 || !backs(&numbers, words.len(), matched) {
-                continue;
-            }
-            let (start, end) = (sents[i - 1].0, sents[i].0 + sents[i].1.len());
-            let (offset, quote) = quote_window(&chunk.text[start..end], &terms);
-            return Some((chunk.clone(), start + offset, quote.to_string()));
         }
     }
-    let (_, chunk, start, sentence) = best?;
-    terms.extend(question_words.iter().map(String::as_str));
-    let (offset, quote) = quote_window(sentence, &terms);
-    Some((chunk.clone(), start + offset, quote.to_string()))
+    None
 }
 
 /// True when a passage holding `matched` of a claim's `words` content words
@@ -914,6 +943,102 @@ mod tests {
         let mut claims = vec![claim(0, 7, None), claim(8, 15, Some(Verdict::Contradicted))];
         flag_by_verdict(&mut text, &mut claims, true);
         assert_eq!(text, "A is 1.  C is 3.");
+    }
+
+    #[test]
+    fn source_references_in_prose_are_no_terms_and_quotes_are_no_query_syntax() {
+        let event = "Media day was re-branded as Super Bowl Opening Night. \
+            The event was held on February 1, 2016 at SAP Center. \
+            It featured player introductions on a replica of the Golden Gate Bridge.";
+        let corpus = Corpus::in_memory(
+            &[
+                rlm_corpus::MemoryDocument::new(
+                    "notes/harbour.txt",
+                    "The harbour opened in 1840. Ships came from the north.",
+                ),
+                rlm_corpus::MemoryDocument::new("notes/event.txt", event),
+            ],
+            2000,
+        )
+        .unwrap();
+        let id = rlm_corpus::chunk_id(&rlm_corpus::document_id("notes/event.txt"), 0);
+        let answer = format!(
+            "The passage from chunk:{id} says: \"The event was held on February 1, 2016 at SAP Center.\"\n\
+             [[chunk:{id}] A replica of the Golden Gate Bridge was present at Super Bowl Opening Night. ]]\n\
+             According to corpus/notes/event.txt, the media day was re-branded as Super Bowl Opening Night.\n"
+        );
+        let report = crate::citations::verify(&answer, &corpus);
+        let (claims, grounded) = ground(&answer, "", &report, &Ledger::default(), &corpus);
+        // The stray `]]` is no claim; the three sentences are, each backed by
+        // the event note although no search for the claim as typed finds it
+        // (a quote is a phrase query, an id or a path holds no word of it).
+        assert_eq!(grounded.claims, 3, "{claims:#?}");
+        assert_eq!(grounded.supported, 3, "{claims:#?}");
+        for c in &claims {
+            let cite = c
+                .citations
+                .iter()
+                .find(|x| x.origin == CitationOrigin::Engine)
+                .unwrap();
+            assert_eq!(cite.chunk_id.as_deref(), Some(id.as_str()), "{c:#?}");
+            assert!(event.contains(cite.quote.as_deref().unwrap()), "{c:#?}");
+        }
+        // The claim joining the first and third sentences is quoted over all three.
+        assert!(
+            claims[1].citations[0]
+                .quote
+                .as_deref()
+                .unwrap()
+                .starts_with("Media day")
+        );
+        // A reference does not back what the passage does not say.
+        let wrong =
+            format!("The passage chunk:{id} says the replica was of the Eiffel Tower in Paris.");
+        let report = crate::citations::verify(&wrong, &corpus);
+        let (_, grounded) = ground(&wrong, "", &report, &Ledger::default(), &corpus);
+        assert_eq!((grounded.claims, grounded.supported), (1, 0));
+    }
+
+    #[test]
+    fn a_number_in_the_next_sentence_completes_a_claim() {
+        let c = [chunk(
+            "The Broncos defeated the Panthers to earn their third Super Bowl title. The game was played on February 7, 2016. Tickets sold out.",
+        )];
+        let claim = "The Denver Broncos secured a Super Bowl title for the third time in 2016.";
+        let (_, _, quote) = support_from(claim, "", &c).unwrap();
+        assert!(quote.ends_with("February 7, 2016."), "{quote}");
+        assert!(
+            support_from(
+                "The Broncos won their third Super Bowl title in 2019.",
+                "",
+                &c
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn sentences_sharing_the_question_words_come_first() {
+        let passages = [
+            (
+                "a-0",
+                "Newcastle keeps a medieval street layout. Stairs lead to the Castle Keep.",
+            ),
+            (
+                "b-0",
+                "Close, Sandhill and Quayside contain modern buildings. The towns grew.",
+            ),
+        ];
+        let q = "What kind of buildings are in the towns of Close, Sandhill and Quayside?";
+        let found = question_sentences(q, &passages, 3);
+        assert_eq!(
+            found,
+            [(
+                "b-0".to_string(),
+                "Close, Sandhill and Quayside contain modern buildings.".to_string()
+            )]
+        );
+        assert!(question_sentences("Who won the cup in 1999?", &passages, 3).is_empty());
     }
 
     #[test]

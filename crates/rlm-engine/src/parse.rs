@@ -492,7 +492,25 @@ pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
     if answer_words.is_empty() {
         return Some("it holds no answer text, only citation markers or punctuation".into());
     }
-    if let Some(id) = chunk_id.find(&text) {
+    // An id named as a source ("the passage chunk:ab12-0 says …") is no
+    // fault; one standing in for the fact (nothing else new is said) is.
+    let says_little_else = || {
+        let rest = chunk_id.replace_all(&text, " ");
+        let asked = words(question);
+        words(&rest)
+            .iter()
+            .filter(|w| {
+                w.chars().count() >= 3
+                    && w.as_str() != "chunk"
+                    && !crate::text::STOP_WORDS.contains(&w.as_str())
+                    && !asked.contains(w)
+            })
+            .count()
+            < 2
+    };
+    if let Some(id) = chunk_id.find(&text)
+        && says_little_else()
+    {
         return Some(format!(
             "it gives the internal chunk id {} as if it were a fact; chunk ids belong only inside [[chunk:ID \"quote\"]] markers after the fact they support",
             id.as_str()
@@ -510,9 +528,47 @@ pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
     None
 }
 
+/// True when a short answer says the material does not answer the question
+/// ("The passages do not answer the question.", "No information about it
+/// is provided."): an abstention, not a claim.
+pub fn abstains(answer: &str) -> bool {
+    static ABSTENTION: OnceLock<regex::Regex> = OnceLock::new();
+    let re = ABSTENTION.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)\b(do|does|did)(\s+not|n't)\s+(directly\s+|explicitly\s+|specifically\s+|clearly\s+)?(answer|mention|contain|provide|say|state|specify|include|address|give|discuss)\b|\bno\s+(relevant\s+|specific\s+)?information\b|\bnot\s+(explicitly\s+|directly\s+)?(mentioned|stated|found|provided|specified|given)\b|\b(cannot|can't|could\s+not|unable\s+to)\s+(be\s+)?(determined|answered|find|determine|answer)\b",
+        )
+        .expect("valid regex")
+    });
+    answer.chars().count() <= 400 && re.is_match(answer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn abstentions_are_told_from_answers() {
+        for a in [
+            "The passages do not answer the question.",
+            "The passages do not directly answer the question \"What makes X different?\".",
+            "There is no information about the treatise in the passages.",
+            "The year is not mentioned in the passages provided.",
+            "I cannot determine this from the passages.",
+            "The passages don't say.",
+        ] {
+            assert!(abstains(a), "{a}");
+        }
+        for a in [
+            "Luther wrote the treatise in 1543.",
+            "The Broncos did not lose: they won their third title in 2016.",
+            &format!(
+                "{} The passages do not answer the rest.",
+                "A long answer. ".repeat(40)
+            ),
+        ] {
+            assert!(!abstains(a), "{a}");
+        }
+    }
 
     #[test]
     fn lints_catch_capitals_compared_with_lowercased_text() {
@@ -705,6 +761,16 @@ mod tests {
         );
         let why = not_an_answer("The planted number is 12495df8814cacdd-1", q).unwrap();
         assert!(why.contains("chunk id 12495df8814cacdd-1"), "{why}");
+        let why = not_an_answer("The value is chunk:12495df8814cacdd-1.", q).unwrap();
+        assert!(why.contains("chunk id"), "{why}");
+        // An id in prose, naming where a stated fact was read, is an answer.
+        assert!(
+            not_an_answer(
+                "The passage from chunk:12495df8814cacdd-1 states: \"The planted number in the essay is 7731.\"",
+                q
+            )
+            .is_none()
+        );
         assert!(
             not_an_answer("[[chunk:12495df8814cacdd-1]]", q)
                 .unwrap()

@@ -1141,3 +1141,66 @@ async fn rag_reply_that_is_not_an_answer_is_sent_back_once() {
     );
     assert!(has_fallback(&trace, "rag_answer", "not an answer"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rag_abstention_gets_one_second_look_at_the_best_sentences() {
+    // Small models say "the passages do not answer" while one of them does:
+    // the sentences sharing most of the question's words are shown once.
+    let ts = resume_store();
+    let server = ScriptedServer::start(Script::new().respond_with(move |r| {
+        let last = r.last_message();
+        if last.contains("Read them again") {
+            // Answer from the first sentence shown, with its marker.
+            let line = last.lines().find(|l| l.starts_with("[chunk:"))?;
+            let (id, sentence) = line.trim_start_matches("[chunk:").split_once("] ")?;
+            Some(Reply::text(format!(
+                "{sentence} [[chunk:{id} \"{}\"]]",
+                sentence.trim_end_matches('.')
+            )))
+        } else {
+            Some(Reply::text("The passages do not answer the question."))
+        }
+    }))
+    .await;
+    let e = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = AskRequest::new("Where is Alexis Torres based?");
+    req.flow = Flow::Rag;
+    let (answer, trace) = run(&e, &ts, req).await;
+    assert_eq!(server.request_count(), 2);
+    let look = server.requests()[1].last_message().to_string();
+    assert!(look.contains("Alexis"), "{look}");
+    assert!(has_fallback(&trace, "rag_answer", "do not answer"));
+    assert!(!answer.partial, "{:?}", answer.partial_reason);
+    assert!(
+        answer.grounded.as_ref().is_some_and(|g| g.supported >= 1),
+        "{}\n{:?}",
+        answer.answer,
+        answer.claims
+    );
+
+    // A second abstention is the answer; nothing is partial.
+    let server = ScriptedServer::start(
+        Script::new()
+            .respond_with(|_| Some(Reply::text("The passages do not answer the question."))),
+    )
+    .await;
+    let e = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = AskRequest::new("Where is Alexis Torres based?");
+    req.flow = Flow::Rag;
+    let (answer, _) = run(&e, &ts, req).await;
+    assert_eq!(server.request_count(), 2);
+    assert!(!answer.partial);
+    assert_eq!(answer.answer, "The passages do not answer the question.");
+
+    // No sentence shares the question's words: no second look.
+    let server = ScriptedServer::start(
+        Script::new()
+            .respond_with(|_| Some(Reply::text("The passages do not answer the question."))),
+    )
+    .await;
+    let e = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = AskRequest::new("Which hobbies does Kevin Zyxwvut enjoy?");
+    req.flow = Flow::Rag;
+    let (_, _) = run(&e, &ts, req).await;
+    assert_eq!(server.request_count(), 1);
+}

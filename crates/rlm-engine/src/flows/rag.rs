@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::answer::{Answer, FlowReport, RetrievalReport, RouteDecision};
 use crate::citations::CitationPolicy;
+use crate::grounding;
 use crate::parse;
 use crate::prompts::render;
 use crate::request::AskRequest;
@@ -18,6 +19,12 @@ use crate::trace::CallPurpose;
 pub const RAG_PROMPT: &str = include_str!("../../prompts/pipeline/rag_answer.md");
 /// The one retry after a reply that is not an answer.
 pub const RAG_RETRY: &str = include_str!("../../prompts/pipeline/rag_retry.md");
+
+/// The one second look after a reply that says the passages do not answer.
+pub const RAG_LOOK_AGAIN: &str = include_str!("../../prompts/pipeline/rag_look_again.md");
+
+/// Sentences shown in the second look.
+const LOOK_AGAIN_SENTENCES: usize = 5;
 
 /// Characters of each passage in the prompt.
 const PASSAGE_CHARS: usize = 4000;
@@ -95,16 +102,7 @@ pub(crate) async fn run(
         &[("question", &req.question), ("chunks", &listing)],
     );
     let mut messages = vec![Message::user(prompt)];
-    let mut r = fx
-        .call(
-            ROOT_AGENT,
-            0,
-            ModelRole::Root,
-            &messages,
-            None,
-            CallPurpose::Answer,
-        )
-        .await;
+    let mut r = answer_call(fx, &messages).await;
     // A reply that is not an answer (only markers, an internal id, a
     // placeholder, the question again) is sent back once with what was
     // wrong; if the second is no better, it is committed as partial.
@@ -117,20 +115,53 @@ pub(crate) async fn run(
             RAG_RETRY,
             &[("why", &why), ("question", &req.question)],
         )));
-        r = fx
-            .call(
-                ROOT_AGENT,
-                0,
-                ModelRole::Root,
-                &messages,
-                None,
-                CallPurpose::Answer,
-            )
-            .await;
+        r = answer_call(fx, &messages).await;
         not_answer = r
             .as_ref()
             .ok()
             .and_then(|reply| parse::not_an_answer(reply, &req.question));
+    }
+    // A reply that says the passages do not answer, when some of their
+    // sentences share most of the question's words, gets one second look at
+    // those sentences (small models overlook a fact in a long passage); a
+    // second abstention is committed as the answer.
+    if let Ok(reply) = &r
+        && not_answer.is_none()
+        && parse::abstains(reply)
+    {
+        let passages: Vec<(&str, &str)> = hits
+            .iter()
+            .map(|h| (h.chunk_id.as_str(), h.text.as_str()))
+            .collect();
+        let best = grounding::question_sentences(&req.question, &passages, LOOK_AGAIN_SENTENCES);
+        if !best.is_empty() {
+            fx.fallback(
+                ROOT_AGENT,
+                "rag_answer",
+                &format!(
+                    "the reply says the passages do not answer; shown again the {} sentences sharing most of the question's words",
+                    best.len()
+                ),
+            );
+            let listing = best
+                .iter()
+                .map(|(id, sentence)| format!("[chunk:{id}] {sentence}"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            messages.push(Message::assistant(reply.clone()));
+            messages.push(Message::user(render(
+                RAG_LOOK_AGAIN,
+                &[("sentences", &listing), ("question", &req.question)],
+            )));
+            let second = answer_call(fx, &messages).await;
+            // The first reply stands when the second fails or is no answer.
+            if let Ok(t) = &second
+                && !t.trim().is_empty()
+                && parse::not_an_answer(t, &req.question).is_none()
+            {
+                r = second;
+            }
+        }
     }
     let (text, partial) = match r {
         Ok(t) if !t.trim().is_empty() => {
@@ -160,6 +191,19 @@ pub(crate) async fn run(
         }
     };
     finish(fx, text, partial, report).await
+}
+
+/// One answer call of the root, on the conversation so far.
+async fn answer_call(fx: &Run, messages: &[Message]) -> Result<String, crate::run::CallError> {
+    fx.call(
+        ROOT_AGENT,
+        0,
+        ModelRole::Root,
+        messages,
+        None,
+        CallPurpose::Answer,
+    )
+    .await
 }
 
 async fn finish(
