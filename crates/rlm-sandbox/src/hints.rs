@@ -24,20 +24,12 @@ const MODULE_HINTS: &[(&str, &str)] = &[
         "files are not available; the data is in your variables (e.g. `context`)",
     ),
     (
-        "io",
-        "files are not available; work on the strings in your variables directly",
-    ),
-    (
         "textwrap",
         "use slicing: [s[i:i+n] for i in range(0, len(s), n)]",
     ),
     (
         "string",
         "write the characters out, e.g. 'abcdefghijklmnopqrstuvwxyz' or '0123456789'",
-    ),
-    (
-        "random",
-        "randomness is not available; pick items deterministically (e.g. every k-th item)",
     ),
     (
         "statistics",
@@ -65,10 +57,6 @@ const MODULE_HINTS: &[(&str, &str)] = &[
     (
         "itertools",
         "itertools is partial here; write nested loops or comprehensions instead",
-    ),
-    (
-        "csv",
-        "split lines yourself: [line.split(',') for line in text.splitlines()]",
     ),
     (
         "numpy",
@@ -179,7 +167,7 @@ pub fn add_hint(exc_type: &str, message: &str) -> String {
             }
             return format!(
                 "{message} (sandbox: available modules are re, json, math, collections, itertools, functools, asyncio, \
-                 datetime, typing, dataclasses, base64, unicodedata; write the logic with built-ins instead)"
+                 datetime, typing, dataclasses, base64, unicodedata, csv, io, random; write the logic with built-ins instead)"
             );
         }
     }

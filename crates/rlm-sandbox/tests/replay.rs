@@ -7,8 +7,8 @@ use rlm_sandbox::SandboxConfig;
 use rlm_sandbox::replay::{ReplayReport, run_replay};
 
 /// Share of the cells CPython runs that must also run on monty with the same
-/// stdout (the rest need `csv`, `random` or `sympy`, which monty lacks).
-const TARGET_PASS_RATE: f64 = 0.95;
+/// stdout (289 of 291: one needs `sympy`, one prints an unseeded random number).
+const TARGET_PASS_RATE: f64 = 0.98;
 /// The same on the CPython back-end (one cell prints an unseeded random number).
 const TARGET_CPYTHON_PASS_RATE: f64 = 0.99;
 

@@ -141,6 +141,8 @@ macro_rules! heap_payloads {
             Time(inline $crate::types::time::Time),
             /// A `functools.partial` object.
             Partial(boxed $crate::types::Partial),
+            /// rlm patch: an `io.StringIO` object.
+            StringIo(boxed $crate::types::string_io::StringIo),
         }
     };
 }
@@ -238,7 +240,8 @@ impl HeapData {
             | Self::DateTime(_)
             | Self::Time(_)
             | Self::TimeDelta(_)
-            | Self::TimeZone(_) => false,
+            | Self::TimeZone(_)
+            | Self::StringIo(_) => false,
         }
     }
 
@@ -275,6 +278,7 @@ impl HeapData {
             Self::NamedTupleClass(_) => Type::Type,
             Self::Dict(_) => Type::Dict,
             Self::Partial(_) => Type::Partial,
+            Self::StringIo(_) => Type::StringIo,
             Self::DictKeysView(_) => Type::DictKeys,
             Self::DictItemsView(_) => Type::DictItems,
             Self::DictValuesView(_) => Type::DictValues,
@@ -476,6 +480,7 @@ macro_rules! heap_read_output_py_trait_forward {
             Self::CallableIterator($value) => $body,
             Self::Itertools($value) => $body,
             Self::Partial($value) => $body,
+            Self::StringIo($value) => $body,
             Self::Tuple($value) => $body,
             Self::NamedTuple($value) => $body,
             Self::NamedTupleClass($value) => $body,
@@ -991,6 +996,7 @@ impl<'h> PyTrait<'h> for HeapReadOutput<'h> {
             Self::Time(value) => value.py_iter(vm),
             Self::TimeDelta(value) => value.py_iter(vm),
             Self::TimeZone(value) => value.py_iter(vm),
+            Self::StringIo(value) => value.py_iter(vm),
             Self::NamedTupleClass(_)
             | Self::Closure(_)
             | Self::FunctionDefaults(_)
@@ -1049,6 +1055,7 @@ impl<'h> PyTrait<'h> for HeapReadOutput<'h> {
             Self::Time(value) => value.py_next(vm),
             Self::TimeDelta(value) => value.py_next(vm),
             Self::TimeZone(value) => value.py_next(vm),
+            Self::StringIo(value) => value.py_next(vm),
             other => Err(ExcType::type_error_not_iterator(&other.py_type_name(vm))),
         }
     }

@@ -1159,6 +1159,119 @@ pub enum StaticStrings {
     Batched,
     /// `itertools.zip_longest()` function.
     ZipLongest,
+
+    // ==========================
+    // rlm patch: the `csv`, `io` and `random` modules and `sys.maxsize`.
+    // Appended at the enum end like every block before it.
+    /// `csv` module.
+    Csv,
+    /// `io` module.
+    Io,
+    /// `random` module and `random.random()`.
+    Random,
+    /// `io.StringIO` class.
+    #[strum(serialize = "StringIO")]
+    StringIo,
+    /// `StringIO.getvalue()`.
+    Getvalue,
+    /// `StringIO.truncate()`.
+    Truncate,
+    /// `StringIO(initial_value=...)` keyword.
+    InitialValue,
+    /// `whence` parameter of `seek()`.
+    Whence,
+    /// `size` parameter of `read()` / `truncate()`.
+    Size,
+    /// `csv.reader()`.
+    Reader,
+    /// `csv.writer()`.
+    Writer,
+    /// `csv.DictReader`.
+    #[strum(serialize = "DictReader")]
+    DictReader,
+    /// `csv.DictWriter`.
+    #[strum(serialize = "DictWriter")]
+    DictWriter,
+    /// `csv.field_size_limit()`.
+    FieldSizeLimit,
+    /// `csv.QUOTE_MINIMAL`.
+    #[strum(serialize = "QUOTE_MINIMAL")]
+    QuoteMinimal,
+    /// `csv.QUOTE_ALL`.
+    #[strum(serialize = "QUOTE_ALL")]
+    QuoteAll,
+    /// `csv.QUOTE_NONNUMERIC`.
+    #[strum(serialize = "QUOTE_NONNUMERIC")]
+    QuoteNonnumeric,
+    /// `csv.QUOTE_NONE`.
+    #[strum(serialize = "QUOTE_NONE")]
+    QuoteNone,
+    /// `dialect` parameter of the csv functions.
+    Dialect,
+    /// csv format parameter.
+    Delimiter,
+    /// csv format parameter.
+    Quotechar,
+    /// csv format parameter.
+    Escapechar,
+    /// csv format parameter.
+    Doublequote,
+    /// csv format parameter.
+    Skipinitialspace,
+    /// csv format parameter.
+    Lineterminator,
+    /// csv format parameter.
+    Quoting,
+    /// `DictReader` / `DictWriter` parameter.
+    Fieldnames,
+    /// `DictReader` parameter.
+    Restkey,
+    /// `DictReader` / `DictWriter` parameter.
+    Restval,
+    /// `DictWriter` parameter.
+    Extrasaction,
+    /// csv writer method.
+    Writerow,
+    /// csv writer method.
+    Writerows,
+    /// `DictWriter.writeheader()`.
+    Writeheader,
+    /// `csv.reader(csvfile, ...)` / `csv.writer(csvfile, ...)` parameter.
+    Csvfile,
+    /// `random.seed()`.
+    Seed,
+    /// `random.randint()`.
+    Randint,
+    /// `random.randrange()`.
+    Randrange,
+    /// `random.choice()`.
+    Choice,
+    /// `random.choices()`.
+    Choices,
+    /// `random.shuffle()`.
+    Shuffle,
+    /// `random.sample()`.
+    Sample,
+    /// `random.uniform()`.
+    Uniform,
+    /// `random.gauss()`.
+    Gauss,
+    /// `random.getrandbits()`.
+    Getrandbits,
+    /// `random.choices(weights=...)`.
+    Weights,
+    /// `random.choices(cum_weights=...)`.
+    CumWeights,
+    /// `random.sample(population, ...)`.
+    Population,
+    /// `random.gauss(mu=...)`.
+    Mu,
+    /// `random.gauss(sigma=...)`.
+    Sigma,
+    /// `random.choice(seq)`.
+    Seq,
+    /// `sys.maxsize`.
+    Maxsize,
 }
 
 /// Computes an FNV-1a hash over static-string identities and serialization.

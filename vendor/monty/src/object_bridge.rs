@@ -773,6 +773,8 @@ impl MontyTypeExt for MontyType {
             Type::ItertoolsCount => Self::ItertoolsCount,
             Type::ItertoolsRepeat => Self::ItertoolsRepeat,
             Type::Partial => Self::Partial,
+            // rlm patch: no host-side StringIO type; it crosses as a text stream.
+            Type::StringIo => Self::TextIOWrapper,
             Type::Tuple => Self::Tuple,
             Type::NamedTuple => Self::NamedTuple,
             Type::Dict => Self::Dict,

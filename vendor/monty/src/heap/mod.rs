@@ -952,6 +952,10 @@ pub(crate) struct Heap {
     /// `boundary_index` because host and sandbox uuids are distinct namespaces.
     /// Weak like the others: cleared on free, rebuilt on restore.
     host_type_index: BTreeMap<MontyUuid, HeapId>,
+    /// rlm patch: per-interpreter state of the `random` and `csv` modules (the
+    /// generator, the field size limit). Not serialized: a restored heap starts
+    /// with a freshly seeded generator and the default limit.
+    pub(crate) module_state: crate::modules::ModuleState,
 }
 
 impl serde::Serialize for Heap {
@@ -997,6 +1001,7 @@ impl<'de> serde::Deserialize<'de> for Heap {
             ext_function_cache,
             boundary_index,
             host_type_index,
+            module_state: crate::modules::ModuleState::default(),
         })
     }
 }
@@ -1151,6 +1156,7 @@ impl Heap {
             ext_function_cache: BTreeMap::new(),
             boundary_index: BTreeMap::new(),
             host_type_index: BTreeMap::new(),
+            module_state: crate::modules::ModuleState::default(),
         };
 
         // The empty-tuple singleton starts with refcount = 1 — that single ref *is* the

@@ -19,6 +19,7 @@ pub(crate) mod asyncio;
 pub(crate) mod base64;
 pub(crate) mod binascii;
 pub(crate) mod collections;
+pub(crate) mod csv;
 pub(crate) mod dataclasses;
 pub(crate) mod datetime;
 pub(crate) mod functools;
@@ -28,11 +29,14 @@ pub(crate) mod itertools;
 pub(crate) mod json;
 pub(crate) mod math;
 pub(crate) mod os;
+pub(crate) mod random;
 pub(crate) mod pathlib;
 pub(crate) mod re;
 pub(crate) mod sys;
 pub(crate) mod typing;
 pub(crate) mod unicodedata;
+
+pub(crate) use random::ModuleState;
 
 /// Built-in modules that can be imported.
 #[repr(u8)]
@@ -73,6 +77,12 @@ pub(crate) enum StandardLib {
     /// The `binascii` module providing binary-to-ASCII conversions, CRC32,
     /// and the `Error` class used by `base64`.
     Binascii,
+    /// rlm patch: the `csv` module (readers; see [`csv`]).
+    Csv,
+    /// rlm patch: the `io` module (`StringIO`).
+    Io,
+    /// rlm patch: the `random` module (see [`random`]).
+    Random,
     /// The `gc` module exposing a single `collect()` for tests. Only present
     /// under the `test-hooks` feature so production sandboxes never see it.
     ///
@@ -104,6 +114,9 @@ impl StandardLib {
             StaticStrings::Functools => Some(Self::Functools),
             StaticStrings::Base64 => Some(Self::Base64),
             StaticStrings::Binascii => Some(Self::Binascii),
+            StaticStrings::Csv => Some(Self::Csv),
+            StaticStrings::Io => Some(Self::Io),
+            StaticStrings::Random => Some(Self::Random),
             #[cfg(feature = "test-hooks")]
             StaticStrings::Gc => Some(Self::Gc),
             _ => None,
@@ -133,6 +146,9 @@ impl StandardLib {
             Self::Functools => functools::create_module(vm),
             Self::Base64 => base64::create_module(vm),
             Self::Binascii => binascii::create_module(vm),
+            Self::Csv => csv::create_module(vm),
+            Self::Io => create_io_module(vm),
+            Self::Random => random::create_module(vm),
             #[cfg(feature = "test-hooks")]
             Self::Gc => gc::create_module(vm),
         }
@@ -160,6 +176,10 @@ pub(crate) enum ModuleFunctions {
     Functools(functools::FunctoolsFunctions),
     Base64(base64::Base64Functions),
     Binascii(binascii::BinasciiFunctions),
+    /// rlm patch: `csv` module functions.
+    Csv(csv::CsvFunctions),
+    /// rlm patch: `random` module functions.
+    Random(random::RandomFunctions),
     /// `gc` module functions — only present under the `test-hooks` feature.
     /// See [`gc`] for why it is gated; as in [`StandardLib`], the gated block
     /// goes last and new variants are appended ahead of it.
@@ -188,6 +208,8 @@ impl fmt::Display for ModuleFunctions {
             Self::Functools(func) => write!(f, "{func}"),
             Self::Base64(func) => write!(f, "{func}"),
             Self::Binascii(func) => write!(f, "{func}"),
+            Self::Csv(func) => write!(f, "{func}"),
+            Self::Random(func) => write!(f, "{func}"),
             #[cfg(feature = "test-hooks")]
             Self::Gc(func) => write!(f, "{func}"),
             #[cfg(feature = "test-hooks")]
@@ -215,6 +237,8 @@ impl ModuleFunctions {
             Self::Functools(functions) => functools::call(vm, functions, args).map(CallResult::Value),
             Self::Base64(functions) => base64::call(vm, functions, args).map(CallResult::Value),
             Self::Binascii(functions) => binascii::call(vm, functions, args).map(CallResult::Value),
+            Self::Csv(functions) => csv::call(vm, functions, args).map(CallResult::Value),
+            Self::Random(functions) => random::call(vm, functions, args).map(CallResult::Value),
             #[cfg(feature = "test-hooks")]
             Self::Gc(functions) => gc::call(vm, functions, args).map(CallResult::Value),
             #[cfg(feature = "test-hooks")]
@@ -226,4 +250,15 @@ impl ModuleFunctions {
     pub fn py_repr_fmt<W: Write>(self, f: &mut W, py_id: impl fmt::LowerHex) -> fmt::Result {
         write!(f, "<function {self} at 0x{py_id:x}>")
     }
+}
+
+/// rlm patch: the `io` module: `StringIO` only.
+fn create_io_module(vm: &mut VM<'_>) -> HeapId {
+    let mut module = crate::types::Module::new(StaticStrings::Io);
+    module.set_attr(
+        StaticStrings::StringIo,
+        crate::value::Value::Builtin(crate::builtins::Builtins::Type(crate::types::Type::StringIo)),
+        vm,
+    );
+    vm.heap.allocate(crate::heap::HeapData::Module(Box::new(module)))
 }

@@ -78,6 +78,9 @@ pub fn create_module(vm: &mut VM<'_>) -> HeapId {
     let version_info_id = vm.heap.allocate(HeapData::NamedTuple(Box::new(version_info)));
     module.set_attr(StaticStrings::VersionInfo, Value::Ref(version_info_id), vm);
 
+    // rlm patch: sys.maxsize (csv.field_size_limit(sys.maxsize) is common).
+    module.set_attr(StaticStrings::Maxsize, Value::Int(i64::MAX), vm);
+
     // Test-only callables — see the module-level docs and the
     // [`test-hooks`] feature gate.
     #[cfg(feature = "test-hooks")]

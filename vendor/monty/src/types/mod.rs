@@ -33,6 +33,8 @@ pub mod re_pattern;
 pub mod set;
 pub mod slice;
 pub mod str;
+// rlm patch: `io.StringIO`.
+pub mod string_io;
 pub mod time;
 pub mod timedelta;
 pub mod timezone;

@@ -236,6 +236,9 @@ pub enum Type {
     ItertoolsBatched,
     #[strum(serialize = "itertools.zip_longest")]
     ItertoolsZipLongest,
+    /// rlm patch: `io.StringIO`.
+    #[strum(serialize = "_io.StringIO")]
+    StringIo,
 }
 
 /// Writes the canonical static name of every non-[`Instance`](Type::Instance)
@@ -560,6 +563,7 @@ impl Type {
             Self::Iterator => super::iter::init(vm, args),
             Self::Path => Path::init(vm, args),
             Self::Partial => Partial::init(vm, args),
+            Self::StringIo => super::string_io::StringIo::init(vm, args),
 
             // Primitive types - inline implementation
             Self::Int => int_init(vm, args),
