@@ -401,6 +401,13 @@ fn tools_answers_with_progress_and_a_reindexed_corpus_over_http() {
     let bad = mcp.tool("ask", json!({"question": "q", "max_depth": "deep"}));
     assert_eq!(bad["isError"], true, "{bad}");
     assert!(text_of(&bad).contains("max_depth"), "{bad}");
+    // The sandbox is checked by the server as for its API.
+    let bad = mcp.tool("ask", json!({"question": "q", "sandbox": "jail"}));
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert!(
+        text_of(&bad).contains("unknown sandbox \"jail\": use monty (the default) or cpython"),
+        "{bad}"
+    );
     let unknown = mcp.call("tools/call", json!({"name": "index", "arguments": {}}));
     assert!(
         unknown["error"]["message"]

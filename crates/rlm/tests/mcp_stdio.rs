@@ -411,6 +411,16 @@ fn bad_arguments_are_errors_that_say_what_to_do() {
         ("ask", json!({"question": "q", "flow": "magic"}), "magic"),
         (
             "ask",
+            json!({"question": "q", "sandbox": "jail"}),
+            "sandbox: unknown sandbox \"jail\": use monty (the default) or cpython",
+        ),
+        (
+            "ask",
+            json!({"question": "q", "sandbox": 3}),
+            "`sandbox` must be a string",
+        ),
+        (
+            "ask",
             json!({"question": "q", "max_wall_secs": {"s": 1}}),
             "must be a number",
         ),
@@ -478,6 +488,52 @@ fn bad_arguments_are_errors_that_say_what_to_do() {
     assert_eq!(found["isError"], json!(false), "{found}");
     let status = mcp.close();
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn ask_runs_the_models_code_on_the_sandbox_it_names() {
+    // The model's cell prints the platform: monty names itself, CPython says linux.
+    let dir = common::indexed_docs(DOCS);
+    let model = ScriptedServer::spawn(
+        Script::new()
+            .on(
+                Matcher::any_contains("platform=monty"),
+                "FINAL(ran on monty [[doc:1 \"The secret code is 4721\"]])",
+            )
+            .on(
+                Matcher::any_contains("platform=linux"),
+                "FINAL(ran on cpython [[doc:1 \"The secret code is 4721\"]])",
+            )
+            .otherwise("```repl\nimport sys\nprint('platform=' + sys.platform)\n```"),
+    );
+    let mut mcp = Mcp::initialized(dir.path(), &model, &[]);
+    let tools = mcp.call("tools/list", json!({}));
+    assert_eq!(
+        tools["result"]["tools"][0]["inputSchema"]["properties"]["sandbox"]["enum"],
+        json!(["monty", "cpython"])
+    );
+    let r = mcp.tool("ask", json!({"question": "Which Python?"}));
+    assert!(text_of(&r).contains("ran on monty"), "{r}");
+    let r = mcp.tool(
+        "ask",
+        json!({"question": "Which Python?", "sandbox": "monty"}),
+    );
+    assert!(text_of(&r).contains("ran on monty"), "{r}");
+    // The CPython back-end where bubblewrap runs (CI requires it).
+    if let Err(e) = rlm_sandbox::cpython::launcher(None) {
+        assert!(
+            std::env::var_os("RLM_REQUIRE_CPYTHON_SANDBOX").is_none(),
+            "the CPython sandbox cannot start: {e}"
+        );
+        eprintln!("skipped the cpython half: {e}");
+        return;
+    }
+    let r = mcp.tool(
+        "ask",
+        json!({"question": "Which Python?", "sandbox": "cpython"}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert!(text_of(&r).contains("ran on cpython"), "{r}");
 }
 
 #[test]

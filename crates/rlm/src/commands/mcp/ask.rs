@@ -63,7 +63,7 @@ pub(super) fn read_question(state: &McpState, args: &ToolArgs) -> Result<Questio
         max_depth: args.number_text("max_depth")?,
         max_cost_usd: args.number_text("max_cost_usd")?,
         max_wall_secs: args.number_text("max_wall_secs")?,
-        sandbox: None,
+        sandbox: args.string("sandbox")?,
         high_recall: None,
         expand_files: None,
         rlm_summarize: None,

@@ -159,6 +159,7 @@ fn ask_body(question: Question) -> Result<AskBody, BadArgs> {
         session: question.session,
         flow: s.flow,
         inspector: s.inspector,
+        sandbox: s.sandbox,
         citations: s.citations,
         coverage: s.coverage.map(|c| c == "true"),
         max_llm_calls: number("max_llm_calls", s.max_llm_calls)?,
