@@ -166,7 +166,7 @@ pub fn cap_findings(findings: &[Finding]) -> (Vec<Finding>, usize) {
 
 /// The citations of a turn as stored: the first ones whose JSON fits
 /// [`MAX_TURN_CITATIONS_BYTES`].
-fn cap_citations(citations: &[crate::Citation]) -> Result<String, String> {
+pub fn cap_citations(citations: &[crate::Citation]) -> Result<String, String> {
     let mut parts = Vec::new();
     let mut bytes = 2;
     for c in citations {
@@ -178,6 +178,44 @@ fn cap_citations(citations: &[crate::Citation]) -> Result<String, String> {
         parts.push(json);
     }
     Ok(format!("[{}]", parts.join(",")))
+}
+
+/// The newest of a page's turns (`rows` oldest first: a turn, where it
+/// came from, the bytes it holds as stored) that fit
+/// [`MAX_PAGE_TURN_BYTES`], at least one; oldest first. Every session
+/// back-end pages turns this way.
+pub fn newest_turns_within_page(rows: Vec<(Turn, TurnMeta, usize)>) -> (Vec<Turn>, Vec<TurnMeta>) {
+    let mut history = Vec::new();
+    let mut turn_meta = Vec::new();
+    let mut bytes = 0;
+    for (turn, meta, size) in rows.into_iter().rev() {
+        bytes += size;
+        if bytes > MAX_PAGE_TURN_BYTES && !history.is_empty() {
+            break;
+        }
+        history.push(turn);
+        turn_meta.push(meta);
+    }
+    history.reverse();
+    turn_meta.reverse();
+    (history, turn_meta)
+}
+
+/// The findings a session shows: of `newest_first` (at most
+/// [`MAX_SESSION_FINDINGS`]), the newest within
+/// [`MAX_SESSION_FINDINGS_BYTES`]; oldest first.
+pub fn newest_findings_within_cap(newest_first: Vec<Finding>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let mut bytes = 0;
+    for f in newest_first.into_iter().take(MAX_SESSION_FINDINGS) {
+        bytes += finding_bytes(&f);
+        if bytes > MAX_SESSION_FINDINGS_BYTES {
+            break;
+        }
+        findings.push(f);
+    }
+    findings.reverse();
+    findings
 }
 
 /// One line of [`SessionStore::list`].
@@ -401,20 +439,7 @@ impl SessionStore {
             .map_err(err)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(err)?;
-        // The newest turns that fit the page, at least one.
-        let mut history = Vec::new();
-        let mut turn_meta = Vec::new();
-        let mut bytes = 0;
-        for (turn, meta, size) in rows.into_iter().rev() {
-            bytes += size;
-            if bytes > MAX_PAGE_TURN_BYTES && !history.is_empty() {
-                break;
-            }
-            history.push(turn);
-            turn_meta.push(meta);
-        }
-        history.reverse();
-        turn_meta.reverse();
+        let (history, turn_meta) = newest_turns_within_page(rows);
         let first = end - history.len() as u64;
 
         let mut st = self
@@ -445,16 +470,7 @@ impl SessionStore {
             .map_err(err)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(err)?;
-        let mut findings = Vec::new();
-        let mut bytes = 0;
-        for f in newest {
-            bytes += finding_bytes(&f);
-            if bytes > MAX_SESSION_FINDINGS_BYTES {
-                break;
-            }
-            findings.push(f);
-        }
-        findings.reverse();
+        let findings = newest_findings_within_cap(newest);
         Ok(SessionPage {
             name: name.to_string(),
             turns_total,

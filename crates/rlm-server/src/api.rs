@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, AskBody, Run};
 use crate::error::ApiError;
-use crate::storage::TraceReader;
+use crate::state::EventCursor;
 use crate::{documents, indexing, sessions};
 
 /// The web UI's page (`ui/index.html`); the files it loads are under
@@ -173,7 +173,7 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
             "reindex": !app.indexer.sources().is_empty(),
         },
         "store": {
-            "path": app.store().dir().display().to_string(),
+            "path": app.store().location(),
             "documents": stats.documents,
             "chunks": stats.chunks,
             "bytes": stats.bytes,
@@ -289,9 +289,11 @@ struct Cursor {
     run: Option<Arc<Run>>,
     /// Next sequence number to send.
     next: usize,
-    /// A finished run's trace file, read a batch at a time as the client
-    /// takes them (never whole: a client that stops reading holds one batch).
-    saved: Option<TraceReader>,
+    /// A run not in this process's memory (finished, or answered by another
+    /// node over a shared store): its saved events, read a batch at a time
+    /// as the client takes them (never whole: a client that stops reading
+    /// holds one batch).
+    saved: Option<Box<dyn EventCursor>>,
     id: String,
     done: bool,
 }
@@ -312,7 +314,7 @@ async fn run_events(
         Some(_) => None,
         None => {
             app.run_view(&id)?; // 404 for an unknown run, 410 for one cut short
-            Some(TraceReader::open(app.saved_trace(&id).as_deref()))
+            Some(app.saved_events(&id))
         }
     };
     let cursor = Cursor {
@@ -337,21 +339,31 @@ async fn run_events(
 /// Events of a saved trace read (and held) at once for one client.
 const SAVED_BATCH: usize = 256;
 
+/// How often the stream of a run another node answers looks for new
+/// events (a shared store; see the README's "Several nodes").
+const REMOTE_POLL: Duration = Duration::from_millis(50);
+
 /// The next events to send: new trace events, or the closing `end` event.
 async fn next_batch(c: &mut Cursor) -> Vec<Event> {
     if let Some(saved) = &mut c.saved {
-        // Events before Last-Event-ID are read and skipped a batch at a time.
-        let mut batch = saved.next_batch(SAVED_BATCH);
-        while !batch.is_empty() && batch.last().is_some_and(|r| (r.seq as usize) < c.next) {
-            batch = saved.next_batch(SAVED_BATCH);
+        loop {
+            // The status is read before the events: a run seen finished
+            // has all its events saved already.
+            let view = c.app.run_view(&c.id).ok();
+            let batch = saved.next_batch(c.next as u64, SAVED_BATCH);
+            if let Some(last) = batch.last() {
+                c.next = last.seq as usize + 1;
+                return batch.into_iter().map(trace_event).collect();
+            }
+            let running = view
+                .as_ref()
+                .is_some_and(|v| v.run.status == crate::app::RunStatus::Running);
+            if !running {
+                c.done = true;
+                return vec![end_event(view)];
+            }
+            tokio::time::sleep(REMOTE_POLL).await;
         }
-        batch.retain(|r| r.seq as usize >= c.next);
-        if let Some(last) = batch.last() {
-            c.next = last.seq as usize + 1;
-            return batch.into_iter().map(trace_event).collect();
-        }
-        c.done = true;
-        return vec![end_event(c.app.run_view(&c.id).ok())];
     }
     let Some(run) = c.run.clone() else {
         c.done = true;
@@ -392,8 +404,8 @@ fn end_event(view: Option<crate::app::RunView>) -> Event {
 }
 
 async fn get_chunk(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let chunk = app
-        .store()
+    let store = app.store();
+    let chunk = store
         .chunk(&id)
         .map_err(|e| ApiError::internal(e.to_string()))?
         .ok_or_else(|| {
@@ -401,8 +413,7 @@ async fn get_chunk(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiRe
                 "no chunk {id:?} in this store; chunk ids look like <document id>-<n>"
             ))
         })?;
-    let path = app
-        .store()
+    let path = store
         .document(&chunk.doc_id)
         .map_err(|e| ApiError::internal(e.to_string()))?
         .map(|d| d.path);

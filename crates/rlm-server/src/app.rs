@@ -4,21 +4,21 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use rlm_corpus::{Embedder, Store};
+use rlm_corpus::{CorpusStore, Embedder, Store};
 use rlm_engine::session::{cap_findings, validate_session_name};
 use rlm_engine::trace::{Trace, now_rfc3339};
 use rlm_engine::{AskRequest, CancelToken, QuestionSettings, ResolvedQuestion, Surface};
-use rlm_engine::{Corpus, Engine, SessionState, SessionStore, Turn};
+use rlm_engine::{Corpus, Engine, SessionState, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::options::ServerOptions;
-use crate::storage::{TraceFile, last_event, remove_stale_temporaries, write_atomic};
+pub use crate::run_record::{RUNS_DIR, RunInfo, RunStatus, RunSummary, RunView};
+use crate::state::{EventLog, ServerState};
 
 /// Limits the server enforces on every request.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,76 +141,6 @@ pub struct AskBody {
     pub history: Vec<Turn>,
 }
 
-/// Where a run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Being answered.
-    Running,
-    /// Answered (possibly partially: see the answer's `partial`).
-    Done,
-    /// No answer could be attempted, or the server stopped before it was
-    /// (see `error`).
-    Failed,
-    /// Stopped by `DELETE /api/runs/{id}`; the answer is what was gathered.
-    Cancelled,
-}
-
-/// What every view of a run says about it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunInfo {
-    /// Run id.
-    pub id: String,
-    /// The question.
-    pub question: String,
-    /// Its session, if any.
-    pub session: Option<String>,
-    /// The flow asked for (`configured` when the server's default applies).
-    pub flow: String,
-    /// Where it is.
-    pub status: RunStatus,
-    /// RFC 3339 UTC.
-    pub started_at: String,
-    /// RFC 3339 UTC, once finished.
-    pub finished_at: Option<String>,
-}
-
-/// A run as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunView {
-    /// Id, question, status, times.
-    #[serde(flatten)]
-    pub run: RunInfo,
-    /// The answer (as `rlm ask --json` prints it), once finished.
-    pub answer: Option<Value>,
-    /// Why no answer could be attempted, or what of an answered run could
-    /// not be saved and why.
-    pub error: Option<String>,
-}
-
-/// A run's line in `GET /api/runs`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunSummary {
-    /// Id, question, status, times.
-    #[serde(flatten)]
-    pub run: RunInfo,
-    /// Whether the answer is partial (once finished).
-    pub partial: Option<bool>,
-}
-
-impl RunView {
-    fn summary(&self) -> RunSummary {
-        RunSummary {
-            run: self.run.clone(),
-            partial: self
-                .answer
-                .as_ref()
-                .and_then(|a| a.get("partial"))
-                .and_then(Value::as_bool),
-        }
-    }
-}
-
 /// A question being answered or answered, with its live trace.
 #[derive(Debug)]
 pub struct Run {
@@ -218,8 +148,14 @@ pub struct Run {
     pub trace: Arc<Trace>,
     cancel: CancelToken,
     view: Mutex<RunView>,
-    file: Mutex<TraceFile>,
+    file: Mutex<Box<dyn EventLog>>,
     not_saved: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for dyn EventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventLog")
+    }
 }
 
 impl Run {
@@ -263,8 +199,8 @@ pub struct App {
     /// The store and its documents, swapped together when an indexing job
     /// re-opens the store.
     corpus: Mutex<Arc<Corpus>>,
-    runs_dir: PathBuf,
-    pub(crate) sessions: Mutex<SessionStore>,
+    /// Sessions and runs: the store folder's files, or PostgreSQL.
+    pub(crate) state: ServerState,
     runs: Mutex<Runs>,
     limits: Limits,
     embedder: Option<Arc<dyn Embedder>>,
@@ -289,14 +225,11 @@ struct Runs {
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("App")
-            .field("store", &self.store().dir())
+            .field("store", &self.store().location())
             .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
-
-/// The name of the folder inside the store that keeps finished runs.
-pub const RUNS_DIR: &str = "runs";
 
 impl App {
     /// A server over the store at `store`'s folder, answering with `engine`.
@@ -308,13 +241,22 @@ impl App {
         embedder: Option<Arc<dyn Embedder>>,
         briefing: Option<String>,
     ) -> Result<Self, String> {
-        let dir = store.dir().to_path_buf();
+        let state = crate::local_state::folder_state(store.dir())?;
         let corpus = Arc::new(Corpus::load(store).map_err(|e| e.to_string())?);
-        let sessions = SessionStore::open(&dir)?;
-        let runs_dir = dir.join(RUNS_DIR);
-        std::fs::create_dir_all(&runs_dir)
-            .map_err(|e| format!("cannot create {}: {e}", runs_dir.display()))?;
-        remove_stale_temporaries(&runs_dir);
+        Self::with_state(engine, corpus, state, limits, embedder, briefing)
+    }
+
+    /// A server over `corpus` (any store) keeping its sessions and runs in
+    /// `state` (the store folder's files, or a shared database: several
+    /// servers over one database answer and stream each other's runs).
+    pub fn with_state(
+        engine: Engine,
+        corpus: Arc<Corpus>,
+        state: ServerState,
+        limits: Limits,
+        embedder: Option<Arc<dyn Embedder>>,
+        briefing: Option<String>,
+    ) -> Result<Self, String> {
         if limits.max_concurrent_runs == 0 {
             return Err("the server must allow at least one run at a time".into());
         }
@@ -324,11 +266,11 @@ impl App {
         if limits.max_connections == 0 {
             return Err("the server must accept at least one connection at a time".into());
         }
+        let dir = corpus.local_store().map(|s| s.dir().to_path_buf());
         let app = App {
             engine,
             corpus: Mutex::new(corpus),
-            runs_dir,
-            sessions: Mutex::new(sessions),
+            state,
             runs: Mutex::new(Runs::default()),
             limits,
             embedder,
@@ -337,7 +279,7 @@ impl App {
             store_gate: tokio::sync::RwLock::new(()),
             bound: OnceLock::new(),
             health: crate::sync::Cached::default(),
-            indexer: crate::jobs::Indexer::new(&dir),
+            indexer: crate::jobs::Indexer::new(dir.as_deref()),
         };
         app.recover_interrupted();
         Ok(app)
@@ -347,11 +289,11 @@ impl App {
     /// recorded as failed: interrupted. A failure to write (a full disk) is
     /// left alone: reading such a run says the same.
     fn recover_interrupted(&self) {
-        for (id, _) in saved_run_files(&self.runs_dir) {
-            if let Ok(Some(view)) = self.read_saved_run(&id)
+        for id in self.state.runs.orphaned_at_start() {
+            if let Ok(Some(view)) = self.state.runs.read(&id)
                 && view.run.status == RunStatus::Running
             {
-                let _ = self.save_view(&self.interrupted(view));
+                let _ = self.state.runs.save(&self.interrupted(view));
             }
         }
     }
@@ -359,27 +301,13 @@ impl App {
     /// A run saved as running that no process is answering any more.
     fn interrupted(&self, mut view: RunView) -> RunView {
         let id = view.run.id.clone();
-        let last = self
-            .saved_trace(&id)
-            .and_then(|p| last_event(&p))
-            .map(|e| e.ts);
+        let last = self.state.runs.last_event_ts(&id);
         view.run.status = RunStatus::Failed;
         view.run.finished_at = Some(last.unwrap_or_else(|| view.run.started_at.clone()));
         view.error = Some(format!(
             "interrupted: the server stopped (killed, crashed or out of disk space) before this run finished; its steps up to then are kept (GET /api/runs/{id}/events)"
         ));
         view
-    }
-
-    fn record_path(&self, id: &str) -> PathBuf {
-        self.runs_dir.join(format!("{id}.json"))
-    }
-
-    /// Saves a run's record atomically: the old record stays whole if this fails.
-    fn save_view(&self, view: &RunView) -> Result<(), String> {
-        let path = self.record_path(&view.run.id);
-        let text = serde_json::to_vec_pretty(view).map_err(|e| e.to_string())?;
-        write_atomic(&path, &text).map_err(|e| format!("the run record {} ({e})", path.display()))
     }
 
     /// The limits in force.
@@ -417,12 +345,19 @@ impl App {
     }
 
     /// The store (the one re-opened by the last indexing job).
-    pub fn store(&self) -> Arc<Store> {
-        // The server opens store folders only (`App::new` takes a `Store`,
-        // indexing jobs re-open folders), so the corpus is always local.
-        self.corpus()
-            .local_store()
-            .expect("rlm serve's corpus is a store folder")
+    pub fn store(&self) -> Arc<dyn CorpusStore> {
+        self.corpus().store().clone()
+    }
+
+    /// The store's folder, when the store is one (not PostgreSQL).
+    pub fn local_store(&self) -> Option<Arc<Store>> {
+        self.corpus().local_store()
+    }
+
+    /// Where the server keeps sessions and runs (the store's `runs/`
+    /// folder, or a database), for messages.
+    pub fn state_location(&self) -> String {
+        self.state.runs.location()
     }
 
     /// The engine with the server's default settings.
@@ -445,61 +380,50 @@ impl App {
     pub fn start_run(self: &Arc<Self>, body: AskBody) -> Result<Arc<Run>, ApiError> {
         let prepared = self.prepare(&body)?;
         let id = new_run_id();
-        let trace_path = self.runs_dir.join(format!("{id}.jsonl"));
-        let file = TraceFile::create(trace_path.clone()).map_err(|e| {
-            ApiError::insufficient_storage(format!(
-                "cannot start the run: cannot create its trace {} ({e}); free space in the store's folder",
-                trace_path.display()
-            ))
-        })?;
-        let run = Arc::new(Run {
-            trace: Arc::new(Trace::new().with_history()),
-            cancel: CancelToken::new(),
-            file: Mutex::new(file),
-            not_saved: Mutex::new(None),
-            view: Mutex::new(RunView {
-                run: RunInfo {
-                    id: id.clone(),
-                    question: body.question.clone(),
-                    session: body.session.clone(),
-                    flow: prepared.flow.as_str().to_string(),
-                    status: RunStatus::Running,
-                    started_at: now_rfc3339(),
-                    finished_at: None,
-                },
-                answer: None,
-                error: None,
-            }),
-        });
+        let view = RunView {
+            run: RunInfo {
+                id: id.clone(),
+                question: body.question.clone(),
+                session: body.session.clone(),
+                flow: prepared.flow.as_str().to_string(),
+                status: RunStatus::Running,
+                started_at: now_rfc3339(),
+                finished_at: None,
+            },
+            answer: None,
+            error: None,
+        };
         {
-            // Checked and registered under one lock: two requests cannot both
-            // take the last free place.
-            let mut runs = lock(&self.runs);
+            // Checked under one lock: two requests cannot both take the
+            // last free place.
+            let runs = lock(&self.runs);
             let running = runs.by_id.values().filter(|r| !r.finished()).count();
             if running >= self.limits.max_concurrent_runs {
-                let _ = std::fs::remove_file(&trace_path);
                 return Err(ApiError::busy(format!(
                     "the server is answering {running} questions already (limit {}); try again when one finishes, or raise RLM_SERVE_MAX_RUNS",
                     self.limits.max_concurrent_runs
                 )));
             }
-            runs.by_id.insert(id.clone(), run.clone());
-            runs.order.push_back(id.clone());
-            self.forget_old_runs(&mut runs);
         }
         // Saved as running before any model call: after a crash the run is
         // listed as interrupted instead of lost. Without room for that, no
         // model budget is spent on an answer that could not be kept.
-        if let Err(e) = self.save_view(&run.view()) {
-            {
-                let mut runs = lock(&self.runs);
-                runs.by_id.remove(&id);
-                runs.order.retain(|x| x != &id);
-            }
-            let _ = std::fs::remove_file(&trace_path);
-            return Err(ApiError::insufficient_storage(format!(
-                "cannot start the run: {e}; free space in the store's folder"
-            )));
+        let file =
+            self.state.runs.create(&view).map_err(|e| {
+                ApiError::insufficient_storage(format!("cannot start the run: {e}"))
+            })?;
+        let run = Arc::new(Run {
+            trace: Arc::new(Trace::new().with_history()),
+            cancel: CancelToken::new(),
+            file: Mutex::new(file),
+            not_saved: Mutex::new(None),
+            view: Mutex::new(view),
+        });
+        {
+            let mut runs = lock(&self.runs);
+            runs.by_id.insert(id.clone(), run.clone());
+            runs.order.push_back(id.clone());
+            self.forget_old_runs(&mut runs);
         }
         let app = self.clone();
         let task_run = run.clone();
@@ -565,7 +489,7 @@ impl App {
     /// Runs the engine and records the outcome.
     async fn answer(self: Arc<Self>, run: Arc<Run>, body: AskBody, prepared: ResolvedQuestion) {
         let session = match &body.session {
-            Some(name) => match lock(&self.sessions).load(name) {
+            Some(name) => match self.state.sessions.load(name) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     self.finish(&run, RunStatus::Failed, None, Some(e), Vec::new());
@@ -610,12 +534,10 @@ impl App {
                         citations: answer.citations.clone(),
                     };
                     let run_id = run.view().run.id;
-                    let saved = lock(&self.sessions).append_run(
-                        name,
-                        &turn,
-                        &answer.findings,
-                        Some(&run_id),
-                    );
+                    let saved =
+                        self.state
+                            .sessions
+                            .append_run(name, &turn, &answer.findings, &run_id);
                     if let Err(e) = saved {
                         not_saved.push(format!("the session turn ({e})"));
                     }
@@ -660,7 +582,7 @@ impl App {
         view.run.finished_at = Some(now_rfc3339());
         view.answer = answer;
         view.error = outcome_error(&error, &not_saved);
-        if let Err(e) = self.save_view(&view) {
+        if let Err(e) = self.state.runs.save(&view) {
             not_saved.push(e);
             view.error = outcome_error(&error, &not_saved);
         }
@@ -693,19 +615,12 @@ impl App {
     /// Deletes the oldest saved runs beyond [`Limits::saved_runs`], never one
     /// still in memory and running.
     fn prune_saved_runs(&self) {
-        let mut saved = saved_run_files(&self.runs_dir);
-        if saved.len() <= self.limits.saved_runs {
-            return;
-        }
-        saved.sort_by_key(|s| s.1);
-        let excess = saved.len() - self.limits.saved_runs;
-        for (id, _) in saved.into_iter().take(excess) {
-            if self.run(&id).is_some_and(|r| !r.finished()) {
-                continue;
-            }
-            lock(&self.runs).by_id.remove(&id);
-            for ext in ["json", "jsonl"] {
-                let _ = std::fs::remove_file(self.runs_dir.join(format!("{id}.{ext}")));
+        let in_use = |id: &str| self.run(id).is_some_and(|r| !r.finished());
+        let removed = self.state.runs.prune(self.limits.saved_runs, &in_use);
+        if !removed.is_empty() {
+            let mut runs = lock(&self.runs);
+            for id in removed {
+                runs.by_id.remove(&id);
             }
         }
     }
@@ -737,12 +652,17 @@ impl App {
             .ok_or_else(|| ApiError::not_found(unknown_run(id)))
     }
 
-    /// A run no longer in memory, as saved; one saved as running is one
-    /// that an earlier process never finished: interrupted.
+    /// A run no longer in memory, as saved; over a store folder, one saved
+    /// as running is one that an earlier process never finished:
+    /// interrupted (over a shared store another node may be answering it;
+    /// its lease says when it is not).
     fn saved_run(&self, id: &str) -> Result<Option<RunView>, ApiError> {
-        let view = self.read_saved_run(id)?;
+        let view = self.state.runs.read(id)?;
         Ok(view.map(|v| {
-            if v.run.status == RunStatus::Running && self.run(id).is_none() {
+            if v.run.status == RunStatus::Running
+                && self.run(id).is_none()
+                && self.state.runs.single_node()
+            {
                 self.interrupted(v)
             } else {
                 v
@@ -750,42 +670,10 @@ impl App {
         }))
     }
 
-    /// A run's record as saved. A record cut short (0 bytes, torn JSON) or
-    /// missing beside a trace is 410: the run existed but cannot be shown.
-    fn read_saved_run(&self, id: &str) -> Result<Option<RunView>, ApiError> {
-        if !valid_run_id(id) {
-            return Ok(None);
-        }
-        let path = self.record_path(id);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                ApiError::gone(format!(
-                    "run {id} cannot be shown: its record {} is incomplete ({} bytes: {e}), cut short by a crash or a full disk",
-                    path.display(),
-                    bytes.len()
-                ))
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match self.saved_trace(id) {
-                    Some(trace) => Err(ApiError::gone(format!(
-                        "run {id} cannot be shown: its record {} was never saved (only its trace {} was)",
-                        path.display(),
-                        trace.display()
-                    ))),
-                    None => Ok(None),
-                }
-            }
-            Err(e) => Err(ApiError::internal(format!(
-                "cannot read the record of run {id} ({}): {e}",
-                path.display()
-            ))),
-        }
-    }
-
-    /// The trace file of a run that is no longer in memory.
-    pub fn saved_trace(&self, id: &str) -> Option<PathBuf> {
-        let path = self.runs_dir.join(format!("{id}.jsonl"));
-        (valid_run_id(id) && path.is_file()).then_some(path)
+    /// A saved run's events in order (a run no longer in memory, or one
+    /// another node answers).
+    pub(crate) fn saved_events(&self, id: &str) -> Box<dyn crate::state::EventCursor> {
+        self.state.runs.events(id)
     }
 
     /// Runs newest first: those in memory, then saved ones, up to `limit`;
@@ -805,19 +693,19 @@ impl App {
         if out.len() < limit {
             let in_memory: std::collections::HashSet<String> =
                 lock(&self.runs).by_id.keys().cloned().collect();
-            let mut saved = saved_run_files(&self.runs_dir);
-            saved.retain(|(id, _)| !in_memory.contains(id) && !out.iter().any(|r| &r.run.id == id));
-            saved.sort_by_key(|s| std::cmp::Reverse(s.1));
-            for (id, _) in saved {
-                if out.len() >= limit {
-                    break;
-                }
-                if let Ok(Some(v)) = self.saved_run(&id) {
-                    let summary = v.summary();
-                    if wanted(&summary) {
-                        out.push(summary);
+            let skip = |id: &str| in_memory.contains(id);
+            let single = self.state.runs.single_node();
+            for summary in self.state.runs.list(limit - out.len(), session, &skip) {
+                let summary = if single && summary.run.status == RunStatus::Running {
+                    // Saved as running, in no process's memory: interrupted.
+                    match self.saved_run(&summary.run.id) {
+                        Ok(Some(v)) => v.summary(),
+                        _ => continue,
                     }
-                }
+                } else {
+                    summary
+                };
+                out.push(summary);
             }
         }
         out.truncate(limit);
@@ -829,6 +717,13 @@ impl App {
         let run = match self.run(id) {
             Some(r) => r,
             None => {
+                if !self.state.runs.single_node() {
+                    // Another node's run: the request reaches it with its
+                    // next heartbeat.
+                    if let Some(view) = self.state.runs.request_cancel(id)? {
+                        return Ok(view);
+                    }
+                }
                 return match self.saved_run(id)? {
                     Some(_) => Err(ApiError::conflict(format!("run {id} already finished"))),
                     None => Err(ApiError::not_found(unknown_run(id))),
@@ -840,6 +735,43 @@ impl App {
         }
         run.cancel.cancel();
         Ok(run.view())
+    }
+
+    /// Over a shared store: renews the leases of this node's runs, marks
+    /// runs of dead nodes failed, and cancels the runs another node asked
+    /// to cancel (or that this node lost), for as long as the server runs.
+    /// Returns at once over a store folder.
+    pub async fn keep_leases(self: Arc<Self>) {
+        let Some(every) = self.state.runs.heartbeat_every() else {
+            return;
+        };
+        let mut last_error: Option<String> = None;
+        loop {
+            let running: Vec<String> = lock(&self.runs)
+                .by_id
+                .iter()
+                .filter(|(_, r)| !r.finished())
+                .map(|(id, _)| id.clone())
+                .collect();
+            match self.state.runs.heartbeat(&running) {
+                Ok(beat) => {
+                    last_error = None;
+                    for id in beat.cancel.iter().chain(&beat.lost) {
+                        if let Some(run) = self.run(id) {
+                            run.cancel.cancel();
+                        }
+                    }
+                }
+                Err(e) => {
+                    // Said once per outage, not every beat.
+                    if last_error.as_ref() != Some(&e) {
+                        eprintln!("rlm serve: cannot renew this node's leases: {e}");
+                    }
+                    last_error = Some(e);
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
     }
 
     /// Cancels every run in progress (server shutdown).
@@ -874,27 +806,6 @@ fn new_run_id() -> String {
         .unwrap_or_default()
         .as_millis();
     format!("r{ms:x}-{:08x}", fastrand::u32(..))
-}
-
-/// Ids are used as file names: only what [`new_run_id`] makes.
-fn valid_run_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 40 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-}
-
-/// (id, modified time) of the saved runs.
-fn saved_run_files(dir: &Path) -> Vec<(String, std::time::SystemTime)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let id = name.strip_suffix(".json")?.to_string();
-            let modified = e.metadata().ok()?.modified().ok()?;
-            valid_run_id(&id).then_some((id, modified))
-        })
-        .collect()
 }
 
 /// A run's `error`: why it failed, then what of it was not saved.

@@ -61,10 +61,12 @@ async fn check(app: &App) -> (StatusCode, Value) {
 
 fn store_health(app: &App) -> Value {
     let store = app.store();
-    let path = store.dir().display().to_string();
+    let path = store.location();
     // The folder itself is looked at: an open handle keeps reading a store
     // whose files were deleted under it.
-    if let Err(e) = std::fs::metadata(store.dir()) {
+    if let Some(local) = app.local_store()
+        && let Err(e) = std::fs::metadata(local.dir())
+    {
         return json!({"status": "down", "path": path, "message": format!("the store folder cannot be read: {e}")});
     }
     match store.stats() {

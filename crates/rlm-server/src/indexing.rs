@@ -42,6 +42,13 @@ impl App {
         kind: &'static str,
         paths: Vec<PathBuf>,
     ) -> Result<Job, ApiError> {
+        let Some(store) = self.local_store() else {
+            return Err(ApiError::conflict(format!(
+                "this server's store is PostgreSQL ({}): index it with rlm index --store URL PATH (every node sees the new documents when restarted)",
+                self.store().location()
+            )));
+        };
+        let dir = store.dir().to_path_buf();
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         let job = {
             let mut jobs = lock(&self.indexer.jobs);
@@ -83,11 +90,11 @@ impl App {
             job
         };
         let shown = lock(&job).clone();
-        tokio::spawn(self.clone().run_job(job, paths));
+        tokio::spawn(self.clone().run_job(job, dir, paths));
         Ok(shown)
     }
 
-    async fn run_job(self: Arc<Self>, job: SharedJob, paths: Vec<PathBuf>) {
+    async fn run_job(self: Arc<Self>, job: SharedJob, dir: PathBuf, paths: Vec<PathBuf>) {
         let _one_at_a_time = self.indexer.running.lock().await;
         lock(&job).phase = "waiting";
         let _alone = self.store_gate.write().await;
@@ -97,7 +104,6 @@ impl App {
             j.phase = "walking";
             j.started_at = Some(now_rfc3339());
         }
-        let dir = self.store().dir().to_path_buf();
         let (present, missing): (Vec<PathBuf>, Vec<PathBuf>) =
             paths.into_iter().partition(|p| p.exists());
         let progress_job = job.clone();

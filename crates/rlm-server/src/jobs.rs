@@ -41,7 +41,9 @@ pub(crate) type SharedJob = Arc<Mutex<Job>>;
 /// The jobs and the sources.
 #[derive(Debug)]
 pub(crate) struct Indexer {
-    sources_file: PathBuf,
+    /// `None` for a store that is not a folder: the sources are kept in
+    /// memory only.
+    sources_file: Option<PathBuf>,
     sources: Mutex<Vec<PathBuf>>,
     /// Oldest first.
     pub(crate) jobs: Mutex<VecDeque<SharedJob>>,
@@ -51,10 +53,11 @@ pub(crate) struct Indexer {
 
 impl Indexer {
     /// The indexer of the store at `dir`, with the sources saved there.
-    pub(crate) fn new(dir: &Path) -> Self {
-        let sources_file = dir.join(SOURCES_FILE);
-        let sources = std::fs::read(&sources_file)
-            .ok()
+    pub(crate) fn new(dir: Option<&Path>) -> Self {
+        let sources_file = dir.map(|d| d.join(SOURCES_FILE));
+        let sources = sources_file
+            .as_ref()
+            .and_then(|f| std::fs::read(f).ok())
             .and_then(|b| serde_json::from_slice::<Vec<PathBuf>>(&b).ok())
             .unwrap_or_default();
         Indexer {
@@ -75,12 +78,14 @@ impl Indexer {
                 sources.push(p.clone());
             }
         }
-        if sources.len() != before {
+        if sources.len() != before
+            && let Some(file) = &self.sources_file
+        {
             let text = serde_json::to_vec_pretty(&*sources).unwrap_or_default();
-            if let Err(e) = write_atomic(&self.sources_file, &text) {
+            if let Err(e) = write_atomic(file, &text) {
                 eprintln!(
                     "rlm serve: cannot save the sources in {}: {e}",
-                    self.sources_file.display()
+                    file.display()
                 );
             }
         }

@@ -36,11 +36,14 @@ mod error;
 mod health;
 mod indexing;
 mod jobs;
+mod local_state;
 mod mount;
 mod openai;
 mod openapi;
 mod options;
+mod run_record;
 mod sessions;
+pub mod state;
 mod storage;
 mod sync;
 
@@ -48,6 +51,7 @@ pub use api::{INDEX_HTML, router, router_with_mcp};
 pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunInfo, RunStatus, RunSummary, RunView};
 pub use error::ApiError;
 pub use jobs::SOURCES_FILE;
+pub use local_state::folder_state;
 pub use mount::McpService;
 pub use openapi::document as openapi_document;
 pub use options::ServerOptions;
@@ -77,16 +81,19 @@ pub async fn serve_with_mcp(
     if let Ok(addr) = listener.local_addr() {
         app.set_bound_addr(addr);
     }
+    let leases = tokio::spawn(app.clone().keep_leases());
     let on_shutdown = async {
         app.cancel_all();
         app.wait_idle(limits.shutdown_grace).await;
     };
-    conn::serve_connections(
+    let served = conn::serve_connections(
         listener,
         router_with_mcp(app.clone(), mcp),
         &limits,
         shutdown,
         on_shutdown,
     )
-    .await
+    .await;
+    leases.abort();
+    served
 }

@@ -16,13 +16,13 @@ use rlm_engine::session::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::app::{App, lock};
+use crate::app::App;
 use crate::error::ApiError;
 
 impl App {
     /// Sessions, most recently used first.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>, ApiError> {
-        lock(&self.sessions).list().map_err(ApiError::internal)
+        self.state.sessions.list().map_err(ApiError::internal)
     }
 
     /// One bounded page of a session: its newest turns before position
@@ -36,7 +36,7 @@ impl App {
         limit: usize,
     ) -> Result<SessionPage, ApiError> {
         validate_session_name(name).map_err(ApiError::bad_request)?;
-        let sessions = lock(&self.sessions);
+        let sessions = &self.state.sessions;
         let state = sessions
             .page(name, before, limit)
             .map_err(ApiError::internal)?;
@@ -56,7 +56,8 @@ impl App {
     /// One session's summary (title, times, counts), or 404.
     pub fn session_summary(&self, name: &str) -> Result<SessionSummary, ApiError> {
         validate_session_name(name).map_err(ApiError::bad_request)?;
-        lock(&self.sessions)
+        self.state
+            .sessions
             .summary(name)
             .map_err(ApiError::internal)?
             .ok_or_else(|| {
@@ -75,7 +76,9 @@ impl App {
         if let Some(t) = title {
             validate_session_title(t).map_err(ApiError::bad_request)?;
         }
-        let created = lock(&self.sessions)
+        let created = self
+            .state
+            .sessions
             .create(&id, title)
             .map_err(ApiError::internal)?;
         if !created {
@@ -90,7 +93,9 @@ impl App {
     pub fn rename_session(&self, name: &str, title: &str) -> Result<SessionSummary, ApiError> {
         validate_session_name(name).map_err(ApiError::bad_request)?;
         validate_session_title(title).map_err(ApiError::bad_request)?;
-        let renamed = lock(&self.sessions)
+        let renamed = self
+            .state
+            .sessions
             .rename(name, title)
             .map_err(ApiError::internal)?;
         if !renamed {
@@ -104,7 +109,7 @@ impl App {
     /// Deletes a session.
     pub fn delete_session(&self, name: &str) -> Result<(), ApiError> {
         validate_session_name(name).map_err(ApiError::bad_request)?;
-        match lock(&self.sessions).delete(name) {
+        match self.state.sessions.delete(name) {
             Ok(true) => Ok(()),
             Ok(false) => Err(ApiError::not_found(format!("no session {name:?}"))),
             Err(e) => Err(ApiError::internal(e)),

@@ -13,7 +13,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Row};
 
 /// A query parameter that can travel to the runtime's thread.
-pub(crate) type Param = Box<dyn ToSql + Sync + Send>;
+pub type Param = Box<dyn ToSql + Sync + Send>;
 
 /// How long a connection attempt may take when the URL does not say
 /// (`connect_timeout=`).
@@ -48,7 +48,7 @@ pub(crate) fn redacted(config: &Config) -> String {
 }
 
 /// A connection and the runtime that drives it.
-pub(crate) struct Db {
+pub struct Db {
     runtime: Option<tokio::runtime::Runtime>,
     client: Arc<Client>,
     location: String,
@@ -76,7 +76,7 @@ impl Drop for Db {
 impl Db {
     /// Connects to `url`; `application_name` shows in `pg_stat_activity`
     /// (unless the URL sets one).
-    pub(crate) fn connect(url: &str, application_name: &str) -> Result<Db, CorpusError> {
+    pub fn connect(url: &str, application_name: &str) -> Result<Db, CorpusError> {
         let mut config: Config = url.trim().parse().map_err(|e| {
             CorpusError::Backend(format!(
                 "{:?} is not a PostgreSQL URL ({e}): write postgres://USER:PASSWORD@HOST:PORT/DATABASE",
@@ -129,12 +129,12 @@ impl Db {
     }
 
     /// The URL without its password.
-    pub(crate) fn location(&self) -> &str {
+    pub fn location(&self) -> &str {
         &self.location
     }
 
     /// Runs `f` with the client on the store's runtime and waits for it.
-    pub(crate) fn run<T, F, Fut>(&self, f: F) -> Result<T, CorpusError>
+    pub fn run<T, F, Fut>(&self, f: F) -> Result<T, CorpusError>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Client>) -> Fut,
@@ -154,7 +154,7 @@ impl Db {
     }
 
     /// Rows of `sql` with `params`.
-    pub(crate) fn query(
+    pub fn query(
         &self,
         sql: impl Into<String>,
         params: Vec<Param>,
@@ -164,7 +164,7 @@ impl Db {
     }
 
     /// At most one row of `sql`.
-    pub(crate) fn query_opt(
+    pub fn query_opt(
         &self,
         sql: impl Into<String>,
         params: Vec<Param>,
@@ -173,24 +173,20 @@ impl Db {
     }
 
     /// Runs `sql` (no parameters, any number of statements).
-    pub(crate) fn batch(&self, sql: impl Into<String>) -> Result<(), CorpusError> {
+    pub fn batch(&self, sql: impl Into<String>) -> Result<(), CorpusError> {
         let sql = sql.into();
         self.run(move |c| async move { c.batch_execute(&sql).await })
     }
 
     /// Rows changed by `sql` with `params`.
-    pub(crate) fn execute(
-        &self,
-        sql: impl Into<String>,
-        params: Vec<Param>,
-    ) -> Result<u64, CorpusError> {
+    pub fn execute(&self, sql: impl Into<String>, params: Vec<Param>) -> Result<u64, CorpusError> {
         let sql = sql.into();
         self.run(move |c| async move { c.execute(sql.as_str(), &refs(&params)).await })
     }
 
     /// `COPY … FROM STDIN` of `data` (text format rows) into `target`
     /// (`table (columns)`); returns the rows copied.
-    pub(crate) fn copy_in(&self, target: &str, data: Vec<u8>) -> Result<u64, CorpusError> {
+    pub fn copy_in(&self, target: &str, data: Vec<u8>) -> Result<u64, CorpusError> {
         use futures_util::SinkExt;
         let sql = format!("COPY {target} FROM STDIN");
         self.run(move |c| async move {
@@ -202,7 +198,7 @@ impl Db {
     }
 
     /// A one-line message for a failed query, naming the store.
-    pub(crate) fn error(&self, e: &tokio_postgres::Error) -> CorpusError {
+    pub fn error(&self, e: &tokio_postgres::Error) -> CorpusError {
         CorpusError::Backend(format!(
             "PostgreSQL store {}: {}",
             self.location,

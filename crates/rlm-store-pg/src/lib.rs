@@ -27,7 +27,10 @@
 
 #![warn(missing_docs)]
 
-mod db;
+// Public for rlm-cluster (the server state of several `rlm serve` nodes),
+// which shares this connection type; not part of the store's API.
+#[doc(hidden)]
+pub mod db;
 mod read;
 mod schema;
 #[doc(hidden)]

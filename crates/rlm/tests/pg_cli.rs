@@ -102,13 +102,25 @@ fn the_commands_read_a_postgres_store_as_they_read_a_folder() {
         err.contains("no chunk or document with id \"nope\""),
         "{err}"
     );
+    // rlm serve over a PostgreSQL store does not index through its API.
     let out = rlm(
         dir.path(),
-        &["serve", "--store", url, "--addr", "127.0.0.1:0"],
+        &[
+            "serve",
+            "--store",
+            url,
+            "--addr",
+            "127.0.0.1:0",
+            "--allow-upload",
+        ],
         &[],
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("rlm serve reads store folders only"), "{err}");
+    assert!(!out.status.success());
+    assert!(
+        err.contains("index with rlm index PATH --store URL"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 

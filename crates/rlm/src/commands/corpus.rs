@@ -43,17 +43,6 @@ pub(crate) fn open_store(store: &Path) -> anyhow::Result<Arc<dyn CorpusStore>> {
 }
 
 impl StoreArg {
-    /// Opens a store folder; a PostgreSQL URL is refused with a message
-    /// naming `command` (for the commands that need a folder).
-    pub fn open_folder(&self, command: &str) -> anyhow::Result<Store> {
-        if postgres_url(&self.store).is_some() {
-            bail!(
-                "{command} reads store folders only, not PostgreSQL stores yet: give --store a folder (rlm index, search, show, docs, ask and repl take a postgres:// URL)"
-            );
-        }
-        Ok(Store::open(&self.store)?)
-    }
-
     /// Opens the store for reading, whichever back-end `--store` names.
     pub fn open(&self) -> anyhow::Result<Arc<dyn CorpusStore>> {
         open_store(&self.store)

@@ -11,7 +11,7 @@ use rlm_sandbox::WorkerPool;
 use rlm_server::{App, Limits, ServerOptions};
 
 use super::ask::{query_embedder, read_briefing, sandbox_config};
-use super::corpus::StoreArg;
+use super::corpus::{StoreArg, postgres_url};
 use super::llm::LlmFlags;
 use super::shutdown_signal;
 
@@ -92,6 +92,20 @@ pub struct ServeArgs {
     /// Do not serve the Model Context Protocol at /mcp (streamable HTTP; on by default, behind the same token).
     #[arg(long)]
     pub no_mcp: bool,
+    /// With a PostgreSQL store: seconds a node's lease on a run lasts without renewal; a run whose node died is marked failed this long after its last renewal.
+    #[arg(
+        long,
+        env = "RLM_CLUSTER_LEASE_SECS",
+        default_value_t = 10.0,
+        value_name = "SECS"
+    )]
+    pub lease_secs: f64,
+    /// With a PostgreSQL store: model calls at once across every node using the same provider key (default: --max-concurrent, so N nodes make no more calls at once than one); give every node the same value.
+    #[arg(long, env = "RLM_CLUSTER_MAX_CONCURRENT", value_name = "N")]
+    pub cluster_max_concurrent: Option<usize>,
+    /// With a PostgreSQL store: this node's name in the database (default: host:pid:random).
+    #[arg(long, env = "RLM_NODE_ID", value_name = "NAME")]
+    pub node_id: Option<String>,
     #[command(flatten)]
     pub llm: LlmFlags,
 }
@@ -142,7 +156,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
     let mut config = settings.engine_config().map_err(anyhow::Error::msg)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
-    let store = Arc::new(args.store.open_folder("rlm serve")?);
+    let cluster_url = postgres_url(&args.store.store).map(str::to_string);
+    let cluster = match &cluster_url {
+        Some(url) => Some(connect_cluster(&args, url)?),
+        None => None,
+    };
+    let store = args.store.open()?;
     let llm_config = args.llm.load_for_answering()?;
     let embedder = query_embedder(store.as_ref(), &llm_config, args.llm.config.as_deref());
     config.set_models(
@@ -150,8 +169,25 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         &llm_config.sub.model,
         llm_config.provider == rlm_llm::ProviderKind::Local,
     );
-    let client = rlm_llm::LlmClient::from_config(llm_config)?;
-    let upload_dir = if args.allow_upload {
+    let client = rlm_llm::LlmClient::from_config(llm_config.clone())?;
+    let client = match &cluster {
+        Some(cluster) => {
+            let slots = args
+                .cluster_max_concurrent
+                .unwrap_or(llm_config.max_concurrent);
+            let key = rlm_cluster::slot_key(
+                client.provider().name(),
+                client.provider().endpoint(),
+                llm_config.api_key.as_ref().map(|k| k.expose()),
+            );
+            let limited = cluster
+                .limit_model_calls(client.provider().clone(), key, slots)
+                .map_err(anyhow::Error::msg)?;
+            rlm_llm::LlmClient::with_provider(llm_config, limited)
+        }
+        None => client,
+    };
+    let upload_dir = if args.allow_upload && cluster.is_none() {
         let dir = match &args.upload_dir {
             Some(d) => d.clone(),
             None => uploads_beside(&args.store.store),
@@ -193,11 +229,20 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let pool = WorkerPool::new(sandbox_config(config.sandbox)?, args.max_runs).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
+        let corpus = Arc::new(rlm_engine::Corpus::load(store)?);
+        let state = match (&cluster, corpus.local_store()) {
+            (Some(c), _) => c.state(),
+            (None, Some(folder)) => rlm_server::folder_state(folder.dir()).map_err(anyhow::Error::msg)?,
+            (None, None) => anyhow::bail!("rlm serve: the store is neither a folder nor PostgreSQL"),
+        };
         let app = Arc::new(
-            App::new(engine, store, limits, embedder.clone(), briefing).and_then(|a| a.with_options(options))
+            App::with_state(engine, corpus, state, limits, embedder.clone(), briefing)
+                .and_then(|a| a.with_options(options))
                 .map_err(anyhow::Error::msg)?,
         );
-        let mcp = (!args.no_mcp).then(|| super::mcp::http_service(app.clone(), embedder));
+        // MCP over HTTP reads store folders only (for now).
+        let mcp = (!args.no_mcp && cluster.is_none())
+            .then(|| super::mcp::http_service(app.clone(), embedder));
         let listener = tokio::net::TcpListener::bind(&args.addr)
             .await
             .with_context(|| {
@@ -212,6 +257,13 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let mut out = std::io::stdout().lock();
             writeln!(out, "listening on http://{addr}")?;
             out.flush()?;
+        }
+        if let Some(c) = &cluster {
+            eprintln!(
+                "rlm serve: node {} of the cluster at {} (sessions, runs and their events in PostgreSQL; no /mcp, no uploads or indexing through the API)",
+                c.node_id(),
+                app.state_location()
+            );
         }
         eprintln!(
             "rlm serve: web UI at http://{addr}/, API at http://{addr}/api (docs: /api/docs){}{}; Ctrl-C stops",
@@ -232,6 +284,30 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("rlm serve: stopped");
         anyhow::Ok(())
     })
+}
+
+/// Connects to the cluster's state in the PostgreSQL store at `url`,
+/// refusing the flags a node of it does not take.
+fn connect_cluster(args: &ServeArgs, url: &str) -> anyhow::Result<rlm_cluster::Cluster> {
+    if args.allow_upload || args.allow_index_paths || !args.sources.is_empty() {
+        anyhow::bail!(
+            "--allow-upload, --allow-index-paths and --source index through the server, which a PostgreSQL store does not do yet: index with rlm index PATH --store URL, then start the nodes"
+        );
+    }
+    if args.cluster_max_concurrent == Some(0) {
+        anyhow::bail!("--cluster-max-concurrent 0 would refuse every model call; use 1 or more");
+    }
+    if !args.lease_secs.is_finite() || !(0.2..=3600.0).contains(&args.lease_secs) {
+        anyhow::bail!(
+            "--lease-secs {} is out of range: use 0.2 to 3600 seconds",
+            args.lease_secs
+        );
+    }
+    let options = rlm_cluster::ClusterOptions {
+        lease: std::time::Duration::from_secs_f64(args.lease_secs),
+        node_id: args.node_id.clone(),
+    };
+    rlm_cluster::Cluster::connect(url, options).map_err(anyhow::Error::msg)
 }
 
 /// Refuses, in one line, to listen on an address other machines can reach

@@ -27,7 +27,10 @@ pub struct McpEndpoint {
 /// limits; `embedder` is the query embedder the server answers with.
 pub fn http_service(app: Arc<rlm_server::App>, embedder: Option<Arc<dyn Embedder>>) -> McpEndpoint {
     let state = Arc::new(McpState {
-        store_dir: app.store().dir().to_path_buf(),
+        store_dir: app
+            .local_store()
+            .map(|s| s.dir().to_path_buf())
+            .unwrap_or_default(),
         max_question_chars: app.limits().max_question_chars,
         // rlm serve adds documents through its own API (indexing jobs
         // that swap the corpus in between questions), not through MCP.

@@ -113,7 +113,10 @@ impl McpState {
             // The server's store and corpus of the moment (an indexing job
             // swaps them).
             Backend::Served(s) => Ok(StoreView {
-                store: s.app.store(),
+                store: s.app.local_store().ok_or_else(|| {
+                    "rlm serve's MCP endpoint reads store folders only, not PostgreSQL stores"
+                        .to_string()
+                })?,
                 corpus: s.app.corpus(),
                 embedder: s.embedder.clone(),
             }),

@@ -1,0 +1,137 @@
+//! Where a server keeps what outlives a request: sessions (turns, titles,
+//! findings) and runs (records, trace events, leases, cancel requests).
+//!
+//! Two back-ends implement these traits: the store folder
+//! ([`crate::local_state`]: `sessions.sqlite` and `runs/`, one process) and,
+//! in the `rlm-cluster` crate, PostgreSQL (any number of `rlm serve` nodes
+//! over one database). [`crate::App`] holds one [`ServerState`] and never
+//! knows which.
+
+use std::time::Duration;
+
+use rlm_engine::session::{Finding, SessionPage, SessionState, SessionSummary, Turn};
+use rlm_engine::trace::{Trace, TraceRecord};
+
+use crate::error::ApiError;
+use crate::run_record::{RunSummary, RunView};
+
+/// Sessions: conversations with their turns and findings. Every method
+/// takes a validated session name.
+pub trait SessionBackend: Send + Sync {
+    /// A session for a new question (empty if it does not exist yet): its
+    /// newest turns within the page cap and its kept findings.
+    fn load(&self, name: &str) -> Result<SessionState, String>;
+    /// One bounded page of turns before position `before`, plus findings.
+    fn page(&self, name: &str, before: Option<u64>, limit: usize) -> Result<SessionPage, String>;
+    /// Every session, most recently active first.
+    fn list(&self) -> Result<Vec<SessionSummary>, String>;
+    /// One session's summary; `None` if there is no such session.
+    fn summary(&self, name: &str) -> Result<Option<SessionSummary>, String>;
+    /// Creates an empty session; false if one by that name exists.
+    fn create(&self, name: &str, title: Option<&str>) -> Result<bool, String>;
+    /// Gives a session a new title; false if there is no such session.
+    fn rename(&self, name: &str, title: &str) -> Result<bool, String>;
+    /// Deletes a session; false if there was none.
+    fn delete(&self, name: &str) -> Result<bool, String>;
+    /// Appends an answered turn (within the session caps) with the id of
+    /// the run that answered it; a failure changes nothing stored.
+    fn append_run(
+        &self,
+        name: &str,
+        turn: &Turn,
+        findings: &[Finding],
+        run_id: &str,
+    ) -> Result<(), String>;
+}
+
+/// Where a running run's trace events go as they happen.
+pub trait EventLog: Send {
+    /// Writes the events of `trace` not written yet. A failure is kept and
+    /// reported by [`EventLog::finish`]; the run goes on.
+    fn catch_up(&mut self, trace: &Trace);
+    /// Writes the rest and makes it durable; says what was lost, if anything.
+    fn finish(&mut self, trace: &Trace) -> Result<(), String>;
+}
+
+/// Reads a saved run's events in order, a batch at a time.
+pub trait EventCursor: Send {
+    /// The next events with a sequence number of at least `from`, at most
+    /// `max`; empty when there are none (yet).
+    fn next_batch(&mut self, from: u64, max: usize) -> Vec<TraceRecord>;
+}
+
+/// What a node learns when it renews the leases of the runs it answers.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Heartbeat {
+    /// Runs of this node that another node asked to cancel.
+    pub cancel: Vec<String>,
+    /// Runs of this node whose lease was lost (another node marked them
+    /// failed): they are stopped here too.
+    pub lost: Vec<String>,
+}
+
+/// Runs: their records, their events, and (for a shared back-end) leases
+/// and cancel requests between nodes.
+pub trait RunBackend: Send + Sync {
+    /// Records a new run as running (before any model call) and opens
+    /// where its events go. An error means nothing was kept.
+    fn create(&self, view: &RunView) -> Result<Box<dyn EventLog>, String>;
+    /// Replaces a run's record with its outcome. Err when it could not be
+    /// saved, or when the run is no longer this node's (its lease expired
+    /// and another node marked it failed).
+    fn save(&self, view: &RunView) -> Result<(), String>;
+    /// A run's record as saved; `None` when unknown. A record that cannot
+    /// be read is 410.
+    fn read(&self, id: &str) -> Result<Option<RunView>, ApiError>;
+    /// Saved runs, newest first, skipping the ids in `skip`, at most
+    /// `limit`, of `session` only when given.
+    fn list(
+        &self,
+        limit: usize,
+        session: Option<&str>,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> Vec<RunSummary>;
+    /// Reads a run's events from the start.
+    fn events(&self, id: &str) -> Box<dyn EventCursor>;
+    /// The time of a run's last event.
+    fn last_event_ts(&self, id: &str) -> Option<String>;
+    /// Deletes the oldest finished runs beyond `keep` (never one for which
+    /// `in_use` is true); returns the ids deleted.
+    fn prune(&self, keep: usize, in_use: &dyn Fn(&str) -> bool) -> Vec<String>;
+    /// Ids of the runs saved as running by this back-end's earlier
+    /// processes that no process can be answering any more (a store folder
+    /// has one server: all of them; a shared store: none, leases decide).
+    fn orphaned_at_start(&self) -> Vec<String>;
+    /// True when a run saved as running but not in this process's memory
+    /// is one that nobody answers (a store folder); false when another
+    /// node may be answering it.
+    fn single_node(&self) -> bool;
+    /// Asks the node answering run `id` to cancel it (a shared store); the
+    /// run as saved. Folder stores answer `Ok(None)`.
+    fn request_cancel(&self, id: &str) -> Result<Option<RunView>, ApiError>;
+    /// How often [`RunBackend::heartbeat`] must be called; `None` when it
+    /// need not (a store folder).
+    fn heartbeat_every(&self) -> Option<Duration>;
+    /// Renews the leases of `running` (this node's runs in progress),
+    /// marks runs whose lease expired as failed (with a last event saying
+    /// why), and says which of `running` to cancel.
+    fn heartbeat(&self, running: &[String]) -> Result<Heartbeat, String>;
+    /// Where the state is kept, for messages and `GET /api/info`.
+    fn location(&self) -> String;
+}
+
+/// The state a server keeps: sessions and runs of one back-end.
+pub struct ServerState {
+    /// Sessions.
+    pub sessions: Box<dyn SessionBackend>,
+    /// Runs.
+    pub runs: Box<dyn RunBackend>,
+}
+
+impl std::fmt::Debug for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerState")
+            .field("runs", &self.runs.location())
+            .finish_non_exhaustive()
+    }
+}
