@@ -31,7 +31,7 @@ fn turn(i: usize) -> Turn {
     Turn {
         question: format!("Question {i}: what does clause {i} say?"),
         answer: format!("Answer {i}"),
-        partial: i % 2 == 0,
+        partial: i.is_multiple_of(2),
         citations: Vec::new(),
     }
 }
