@@ -171,9 +171,12 @@ impl Run {
         &self.corpus
     }
 
-    /// The sandbox settings (worker command, default limits).
-    pub(crate) fn sandbox_config(&self) -> &rlm_sandbox::SandboxConfig {
-        self.pool.config()
+    /// The sandbox settings (worker command, default limits) on the
+    /// back-end the question chose, which need not be the pool's.
+    pub(crate) fn sandbox_config(&self) -> rlm_sandbox::SandboxConfig {
+        let mut config = self.pool.config().clone();
+        config.backend = self.config.sandbox;
+        config
     }
 
     /// Emits a `fallback` event.

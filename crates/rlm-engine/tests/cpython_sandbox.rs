@@ -1,10 +1,12 @@
 //! A whole question answered on the CPython sandbox back-end (the user's
 //! Python under bubblewrap): the same host functions as on monty (search,
-//! async sub-calls, findings, FINAL_VAR) and the standard library monty lacks.
-//! Skipped (with the reason) where bubblewrap cannot run, unless
+//! async sub-calls, findings, FINAL_VAR) and the standard library monty lacks;
+//! the pipeline flow's inspection programs on the back-end the question
+//! chose. Skipped (with the reason) where bubblewrap cannot run, unless
 //! RLM_REQUIRE_CPYTHON_SANDBOX is set.
 
 mod common;
+mod pipeline_support;
 
 use common::*;
 use rlm_engine::TraceEvent;
@@ -69,4 +71,45 @@ async fn a_question_answered_in_cpython() {
         "{outputs:?}"
     );
     assert_eq!(answer.usage.by_depth[1].calls, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pipeline_programs_run_on_the_sandbox_the_question_chose() {
+    use pipeline_support::{Model, fallbacks, has_fallback, pipeline_req, summary_of, texts};
+    use rlm_engine::{FlowsConfig, Inspector};
+    // Per-chunk programs written with a generator (`yield`), which monty
+    // cannot run; the engine's warm pool is monty's in both runs.
+    let ts = pipeline_support::resume_store();
+    let question = "Which skills does Alexis have?";
+    let model = Model {
+        chunk: "generator",
+        ..Model::default()
+    };
+    let server = pipeline_support::server(model.clone()).await;
+    let monty = pipeline_support::config(FlowsConfig::default());
+    let engine = pipeline_support::engine(&server, monty).await;
+    let (_, trace) =
+        pipeline_support::run(&engine, &ts, pipeline_req(question, Inspector::PerChunk)).await;
+    assert!(
+        has_fallback(&trace, "chunk_program", "the program raised"),
+        "{:?}",
+        fallbacks(&trace)
+    );
+    assert!(has_fallback(&trace, "empty_selection", "first 3"));
+    if !cpython_available() {
+        return;
+    }
+    let server = pipeline_support::server(model).await;
+    let mut cpython = pipeline_support::config(FlowsConfig::default());
+    cpython.sandbox = rlm_sandbox::SandboxBackend::CPython;
+    let engine = pipeline_support::engine(&server, cpython).await;
+    let (answer, trace) =
+        pipeline_support::run(&engine, &ts, pipeline_req(question, Inspector::PerChunk)).await;
+    assert!(fallbacks(&trace).is_empty(), "{:?}", fallbacks(&trace));
+    let selected = texts(
+        &ts,
+        &summary_of(&answer, "alexis_resume.txt").selected_chunk_ids,
+    );
+    assert_eq!(selected.len(), 1, "{selected:?}");
+    assert!(selected[0].starts_with("Skills: Python"), "{selected:?}");
 }

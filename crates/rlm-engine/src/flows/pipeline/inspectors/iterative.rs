@@ -179,7 +179,7 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
         f.question, f.intent.entity, f.intent.attribute
     )));
     let mut runner = ProgramRunner::new(
-        f.fx.sandbox_config(),
+        &f.fx.sandbox_config(),
         cfg.iteration_timeout_ms,
         cfg.iteration_memory_mb,
     );

@@ -77,7 +77,7 @@ pub(crate) async fn evaluate_chunks(
         }
     }
     let mut runner = ProgramRunner::new(
-        f.fx.sandbox_config(),
+        &f.fx.sandbox_config(),
         f.cfg.chunk_eval_timeout_ms,
         f.cfg.chunk_eval_memory_mb,
     );
