@@ -21,12 +21,16 @@
 //!
 //! - `schema.rs`: the tables as versioned migrations, applied by `rlm`.
 //! - `write.rs`: an indexing run as one transaction, rows bulk-loaded by `COPY`.
-//! - `read.rs`: lookups and PostgreSQL full-text search (`ts_rank`).
+//! - `read.rs`: lookups and full-text search.
+//! - `bm25.rs`: BM25 ranking in PostgreSQL over term statistics kept at
+//!   index time, scoring a bounded set of candidates.
 //! - `vectors.rs`: embeddings (stored as bytes, searched exactly in process).
 //! - `db.rs`: the connection, with a blocking API safe from any thread.
 
 #![warn(missing_docs)]
 
+#[doc(hidden)]
+pub mod bm25;
 // Public for rlm-cluster (the server state of several `rlm serve` nodes),
 // which shares this connection type; not part of the store's API.
 #[doc(hidden)]
@@ -47,6 +51,7 @@ use rlm_corpus::{
     IndexOptions, IndexProgress, IndexReport, RetrievalError, SearchHit, StoreStats, VectorStatus,
 };
 
+pub use bm25::{Budget, Ranked};
 pub use db::is_postgres_url;
 pub use schema::SCHEMA_VERSION;
 
@@ -97,6 +102,17 @@ impl PgStore {
             vec![],
         )?;
         Ok(row.map(|r| r.get::<_, i64>(0)).unwrap_or(0) as u64)
+    }
+
+    /// The `k` best chunk ids for `query` by BM25 within `budget` (how
+    /// many chunks may be scored), and whether they are exactly BM25's top
+    /// `k`. [`CorpusStore::search`] is this with [`Budget::default`], plus
+    /// each chunk's row and snippet.
+    pub fn rank(&self, query: &str, k: usize, budget: Budget) -> Result<Ranked, CorpusError> {
+        if query.trim().is_empty() {
+            return Err(CorpusError::EmptyQuery);
+        }
+        bm25::rank(&self.db, &query.replace('\0', " "), k, budget)
     }
 }
 

@@ -1,30 +1,20 @@
 //! Reading a PostgreSQL store: totals, documents, chunks, and full-text
 //! search with PostgreSQL's own text search.
 //!
-//! Ranking: the question is turned into lexemes by the `english` text
-//! search configuration (the same stemming and stop words as the chunks'
-//! `tsv` column), the lexemes are OR-ed (as BM25 ORs terms: a chunk need not
-//! hold every word), the GIN index finds the chunks holding any of them, and
-//! `ts_rank(tsv, query, 1)` orders them: how often the matched lexemes occur
-//! in the chunk, divided by 1 + the logarithm of its length. Unlike BM25 it
-//! has no inverse document frequency: a rare word counts no more than a
-//! common one. On the labelled set it finds what `ts_rank_cd` (cover
-//! density) finds, at half its cost per matched chunk (crate README). Every
-//! chunk holding any of the words is ranked (no top-k pruning as in
-//! tantivy), so the cost grows with how many chunks match. The snippet is
+//! Ranking: BM25 computed by PostgreSQL from the chunks' `tsv` lexemes and
+//! term statistics kept at index time, scoring a bounded set of candidate
+//! chunks picked by the GIN index ([`crate::bm25`]). The snippet is
 //! `ts_headline`'s best fragment with matched words marked `**like this**`.
 
 use rlm_corpus::{Chunk, CorpusError, DocKind, Document, SearchHit, StoreStats};
 use tokio_postgres::Row;
 
-use crate::db::Db;
+use crate::bm25::{self, Budget, Ranked};
+use crate::db::{Db, Param};
 
 const DOC_SELECT: &str =
     "SELECT id, path, kind, size_bytes, chars, hash, title, chunk_count FROM rlm_documents";
 const CHUNK_SELECT: &str = "SELECT id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading, body FROM rlm_chunks";
-
-/// Normalization flag of `ts_rank`: 1 divides the rank by 1 + log(length).
-pub(crate) const RANK_NORMALIZATION: i32 = 1;
 
 /// Totals of the store.
 pub(crate) fn stats(db: &Db) -> Result<StoreStats, CorpusError> {
@@ -103,41 +93,40 @@ pub(crate) fn chunk(db: &Db, chunk_id: &str) -> Result<Option<Chunk>, CorpusErro
     Ok(row.as_ref().map(row_to_chunk))
 }
 
-/// The `k` best chunks for `query` (see the module for the ranking).
+/// The `k` best chunks for `query` by BM25 (see [`crate::bm25`]).
 pub(crate) fn search(db: &Db, query: &str, k: usize) -> Result<Vec<SearchHit>, CorpusError> {
     if query.trim().is_empty() {
         return Err(CorpusError::EmptyQuery);
     }
     // PostgreSQL cannot hold NUL in text; the chunks have none either.
     let query = query.replace('\0', " ");
-    let limit = i64::try_from(k.max(1)).unwrap_or(i64::MAX);
-    // The lexemes of the question, quoted for tsquery input (backslashes and
-    // quotes doubled) and OR-ed; no lexeme (only stop words): no hits.
-    let sql = format!(
-        "WITH q AS (
-            SELECT string_agg(DISTINCT '''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''', ' | ')::tsquery AS tsq
-            FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS l
-         ),
-         top AS (
-            SELECT c.id, ts_rank(c.tsv, q.tsq, {RANK_NORMALIZATION}) AS score
-            FROM rlm_chunks c, q
-            WHERE q.tsq IS NOT NULL AND c.tsv @@ q.tsq
-            ORDER BY score DESC, c.id
-            LIMIT $2
-         )
-         SELECT c.id, c.doc_id, d.path, c.ordinal, top.score,
-                ts_headline('english', c.body, q.tsq,
+    let ranked = bm25::rank(db, &query, k, Budget::default())?;
+    hits(db, &ranked)
+}
+
+/// The rows of ranked chunks, in their order, with snippets:
+/// `ts_headline`'s best fragment, matched words marked `**like this**`.
+pub(crate) fn hits(db: &Db, ranked: &Ranked) -> Result<Vec<SearchHit>, CorpusError> {
+    if ranked.hits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = ranked.hits.iter().map(|(id, _)| id.clone()).collect();
+    let rows = db.query(
+        "SELECT c.id, c.doc_id, d.path, c.ordinal,
+                ts_headline('english', c.body, $2::text::tsquery,
                     'StartSel=**, StopSel=**, MaxWords=35, MinWords=15, ShortWord=2, MaxFragments=1'),
                 c.body
-         FROM top JOIN rlm_chunks c ON c.id = top.id JOIN rlm_documents d ON d.id = c.doc_id, q
-         ORDER BY top.score DESC, c.id"
-    );
-    let rows = db.query(sql, vec![Box::new(query), Box::new(limit)])?;
+         FROM unnest($1::text[]) WITH ORDINALITY AS t(id, n)
+         JOIN rlm_chunks c ON c.id = t.id JOIN rlm_documents d ON d.id = c.doc_id
+         ORDER BY t.n",
+        vec![Box::new(ids) as Param, Box::new(ranked.any_term.clone())],
+    )?;
     Ok(rows
         .iter()
-        .map(|r| {
-            let text: String = r.get(6);
-            let snippet: String = r.get(5);
+        .zip(&ranked.hits)
+        .map(|(r, (_, score))| {
+            let text: String = r.get(5);
+            let snippet: String = r.get(4);
             let snippet = if snippet.contains("**") {
                 snippet
             } else {
@@ -148,7 +137,7 @@ pub(crate) fn search(db: &Db, query: &str, k: usize) -> Result<Vec<SearchHit>, C
                 doc_id: r.get(1),
                 path: r.get(2),
                 ordinal: r.get::<_, i32>(3) as u32,
-                score: r.get(4),
+                score: *score as f32,
                 snippet: snippet.split_whitespace().collect::<Vec<_>>().join(" "),
                 text,
             }

@@ -24,10 +24,11 @@ struct Migration {
 const MIGRATION_LOCK: i64 = 0x726c_6d5f_6d69_6772; // "rlm_migr"
 
 /// The migrations in order; the last one's version is what this build writes.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "documents, chunks with their full-text vectors, embeddings, metadata",
-    sql: "
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "documents, chunks with their full-text vectors, embeddings, metadata",
+        sql: "
 CREATE TABLE rlm_meta (key text PRIMARY KEY, value text NOT NULL);
 INSERT INTO rlm_meta (key, value) VALUES ('generation', '0');
 CREATE TABLE rlm_documents (
@@ -70,7 +71,26 @@ CREATE TABLE rlm_embeddings (
     vector bytea NOT NULL
 );
 ",
-}];
+    },
+    Migration {
+        version: 2,
+        description: "BM25 statistics: chunks per lexeme, chunk count and length; tsv kept in the row",
+        // The lexeme vector stays in the chunk's row (it barely compresses;
+        // out of line, every search read it from the TOAST table: twice the
+        // cost per chunk). Only rows written from now on move. The
+        // statistics are counted once here, then kept by each index run.
+        sql: "
+ALTER TABLE rlm_chunks ALTER COLUMN tsv SET STORAGE MAIN;
+CREATE TABLE rlm_lexemes (lexeme text PRIMARY KEY, chunks bigint NOT NULL);
+INSERT INTO rlm_lexemes (lexeme, chunks)
+    SELECT l, count(*) FROM rlm_chunks, unnest(tsvector_to_array(tsv)) AS l GROUP BY l;
+INSERT INTO rlm_meta (key, value)
+    SELECT 'chunks', count(*)::text FROM rlm_chunks
+    UNION ALL
+    SELECT 'chunk_lexemes', coalesce(sum(length(tsv)), 0)::text FROM rlm_chunks;
+",
+    },
+];
 
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].version;

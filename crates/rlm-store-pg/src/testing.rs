@@ -53,11 +53,7 @@ impl TestDatabase {
     /// The first column of the first row of `query`, as text (`None` for NULL
     /// or no row).
     pub fn scalar(&self, query: &str) -> Result<Option<String>, String> {
-        let db = Db::connect(&self.url, "rlm test").map_err(|e| e.to_string())?;
-        let row = db
-            .query_opt(format!("SELECT ({query})::text"), vec![])
-            .map_err(|e| e.to_string())?;
-        Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
+        scalar(&self.url, query)
     }
 }
 
@@ -70,6 +66,16 @@ impl Drop for TestDatabase {
             ));
         }
     }
+}
+
+/// The first column of the first row of `query` in the database at `url`,
+/// as text (`None` for NULL or no row).
+pub fn scalar(url: &str, query: &str) -> Result<Option<String>, String> {
+    let db = Db::connect(url, "rlm test").map_err(|e| e.to_string())?;
+    let row = db
+        .query_opt(format!("SELECT ({query})::text"), vec![])
+        .map_err(|e| e.to_string())?;
+    Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
 }
 
 /// A connection holding the writer lock; dropping it releases the lock.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use rlm_corpus::ingest::{IndexSink, KnownDocument, NewDocument, check_run, ingest, test_pause};
 use rlm_corpus::{CorpusError, IndexOptions, IndexProgress, IndexReport, chunk_id};
 
+use crate::bm25;
 use crate::db::{Db, Param};
 use crate::schema::migrate;
 
@@ -48,6 +49,11 @@ pub fn index(
         Ok(mut report) => {
             test_pause("before_db_commit");
             db.batch("COMMIT")?;
+            // Fresh planner statistics for the searches (outside the
+            // transaction: losing them to a kill loses nothing).
+            if report.chunks_written > 0 || report.removed > 0 {
+                db.batch("ANALYZE rlm_chunks, rlm_lexemes")?;
+            }
             report.totals = Some(crate::read::stats(&db)?);
             report.elapsed_ms = started.elapsed().as_millis() as u64;
             Ok(report)
@@ -82,6 +88,7 @@ fn lock_for_writing(db: &Db) -> Result<(), CorpusError> {
         .query_opt(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
              WHERE l.locktype = 'advisory' AND l.granted
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                AND ((l.classid::bigint << 32) | l.objid::bigint) = $1",
             vec![Box::new(WRITE_LOCK)],
         )
@@ -112,16 +119,20 @@ fn index_in_transaction(
         .map(|r| r.get(0))
         .unwrap_or(0);
     let known = load_known(db)?;
+    bm25::begin_counting(db)?;
     let mut sink = PgSink {
         db,
         deletes: Vec::new(),
         touches: Vec::new(),
         documents: Vec::new(),
         chunks: Vec::new(),
+        inserted: Vec::new(),
+        totals: Default::default(),
     };
     let ingested = ingest(paths, opts, None, &known, opts.rebuild, &mut sink, progress)?;
     sink.flush()?;
     progress(IndexProgress::Committing);
+    bm25::finish_counting(db, sink.totals)?;
     db.execute(
         "UPDATE rlm_meta SET value = $1 WHERE key = 'generation'",
         vec![Box::new((generation + 1).to_string())],
@@ -161,12 +172,18 @@ struct PgSink<'a> {
     documents: Vec<u8>,
     /// `COPY rlm_chunks` rows (text format).
     chunks: Vec<u8>,
+    /// The documents of this batch's rows (their lexemes are counted once
+    /// their chunks are in).
+    inserted: Vec<String>,
+    /// Chunks and lexemes added by the run so far (BM25's statistics).
+    totals: bm25::Totals,
 }
 
 impl PgSink<'_> {
     fn flush(&mut self) -> Result<(), CorpusError> {
         if !self.deletes.is_empty() {
             let ids = std::mem::take(&mut self.deletes);
+            bm25::count(self.db, &ids, -1, &mut self.totals)?;
             // Chunks go with their document (ON DELETE CASCADE).
             self.db.execute(
                 "DELETE FROM rlm_documents WHERE id = ANY($1)",
@@ -194,6 +211,8 @@ impl PgSink<'_> {
                 std::mem::take(&mut self.chunks),
             )?;
         }
+        let inserted = std::mem::take(&mut self.inserted);
+        bm25::count(self.db, &inserted, 1, &mut self.totals)?;
         Ok(())
     }
 }
@@ -230,6 +249,7 @@ impl IndexSink for PgSink<'_> {
             .raw(if d.lossy { "t" } else { "f" })
             .opt_text((!tiled).then_some(text))
             .end();
+        self.inserted.push(doc.id.to_string());
         for (ordinal, s) in doc.spans.iter().enumerate() {
             let body = text.get(s.byte_start..s.byte_end).ok_or_else(|| {
                 CorpusError::Internal(format!(

@@ -1,5 +1,5 @@
-//! Full-text ranking quality of PostgreSQL (`ts_rank` over OR-ed English
-//! lexemes) against the local store's BM25 (tantivy) on rlm-corpus's
+//! Full-text ranking quality of PostgreSQL (BM25 computed from the chunks'
+//! English lexemes and the term statistics the store keeps) against the local store's BM25 (tantivy) on rlm-corpus's
 //! labelled set (`crates/rlm-corpus/tests/data/retrieval_eval.json`, 43
 //! questions over a made-up handbook, chunks of 200 characters). Prints the
 //! table the README quotes; run with `-- --nocapture` to see it.
@@ -47,7 +47,7 @@ fn postgres_full_text_against_local_bm25_on_the_labelled_set() {
             "BM25 (tantivy)",
             &local as &dyn rlm_corpus::CorpusStore,
         ),
-        ("PostgreSQL", "ts_rank(…, 1), OR of lexemes", &pg),
+        ("PostgreSQL", "BM25 (tsvector, kept term statistics)", &pg),
     ] {
         let at10 = evaluate(store, &set, RetrievalMode::Bm25, 10, None).unwrap();
         let at3 = evaluate(store, &set, RetrievalMode::Bm25, 3, None).unwrap();

@@ -1,0 +1,458 @@
+//! BM25 over PostgreSQL's text search, and the term statistics it needs.
+//!
+//! PostgreSQL's `ts_rank` has no inverse document frequency, and it ranks
+//! every chunk that holds any word of the question: at 29,083 chunks a
+//! question of common words read and ranked all of them (163 ms). Here:
+//!
+//! - **Statistics**: `rlm_lexemes` holds, per lexeme, how many chunks hold
+//!   it; `rlm_meta` holds the number of chunks (`chunks`) and the sum of
+//!   their lengths (`chunk_lexemes`). An indexing run keeps them exact in
+//!   its own transaction: the lexemes of the chunks it deletes and inserts
+//!   are counted into a temporary table, merged once before the commit.
+//! - **Score**: BM25 (k1 = 1.2, b = 0.75, tantivy's defaults) with
+//!   idf = ln(1 + (N − df + 0.5) / (df + 0.5)), tf = the lexeme's positions
+//!   in the chunk (`ts_rank_cd` of the single lexeme with weight 1 counts
+//!   them; PostgreSQL keeps at most 255 per lexeme) and the chunk's length
+//!   = its number of distinct lexemes (`length(tsv)`; tantivy counts tokens).
+//! - **Candidates**: a term contributes at most idf · (k1 + 1), so a chunk
+//!   can reach a score only if the bounds of the terms it holds add up to
+//!   it (MaxScore). The first pass scores the chunks holding the rarest
+//!   terms, as many of them as hold together at most
+//!   [`Budget::first_pass`] chunks (when even the rarest is more common:
+//!   that many chunks holding all the terms); the k-th score found is a
+//!   floor for the true top k. When the terms left out could not reach it
+//!   together, the first pass is already exact. Otherwise the second pass
+//!   scores the chunks whose terms' bounds reach the floor — a boolean
+//!   tsquery the GIN index answers — up to [`Budget::max_candidates`]
+//!   chunks. Only a question whose words are all common (its candidates
+//!   exceed that cap) gets an approximate top k: the best of the first
+//!   chunks found. [`Ranked::exact`] says which.
+
+use rlm_corpus::CorpusError;
+
+use crate::db::{Db, Param};
+
+/// BM25's term-frequency saturation (tantivy's default).
+const K1: f64 = 1.2;
+/// BM25's length normalization (tantivy's default).
+const B: f64 = 0.75;
+/// Most nodes of the second pass's boolean query; past it, the plainer
+/// MaxScore condition (any of the terms that must be present) is used.
+const MAX_QUERY_NODES: usize = 256;
+
+/// How many chunks a search may score.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Chunks the first pass may score (those holding the rarest terms).
+    pub first_pass: u64,
+    /// Chunks the second pass may score; past it the ranking is approximate.
+    pub max_candidates: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            first_pass: 2_000,
+            max_candidates: 10_000,
+        }
+    }
+}
+
+impl Budget {
+    /// No limit: every chunk holding any term is scored (for measuring how
+    /// far the bounded search is from the exhaustive one).
+    pub const EXHAUSTIVE: Budget = Budget {
+        first_pass: u64::MAX / 4,
+        max_candidates: u64::MAX / 4,
+    };
+}
+
+/// The top chunks of a search, best first.
+#[derive(Debug, Clone)]
+pub struct Ranked {
+    /// Chunk ids with their BM25 scores, best first (ties by id).
+    pub hits: Vec<(String, f64)>,
+    /// The OR of the question's lexemes as tsquery text (for snippets).
+    pub any_term: String,
+    /// True when these are exactly the top k of BM25 over all chunks.
+    pub exact: bool,
+    /// Chunks scored, both passes together.
+    pub scored: u64,
+}
+
+/// One lexeme of the question.
+#[derive(Debug, Clone)]
+struct Term {
+    /// The lexeme as tsquery text (quoted, escaped).
+    literal: String,
+    /// Chunks holding it.
+    df: u64,
+    idf: f64,
+    /// Its most a chunk can get from it: idf · (k1 + 1).
+    bound: f64,
+}
+
+/// The `k` best chunks for `question` by BM25 within `budget`.
+pub(crate) fn rank(
+    db: &Db,
+    question: &str,
+    k: usize,
+    budget: Budget,
+) -> Result<Ranked, CorpusError> {
+    let k = k.max(1);
+    let (terms, avgdl) = terms_of(db, question)?;
+    let any_term = or(&terms);
+    if terms.is_empty() {
+        return Ok(Ranked {
+            hits: Vec::new(),
+            any_term,
+            exact: true,
+            scored: 0,
+        });
+    }
+    // Rarest first: the prefix whose chunks fit the first pass.
+    let mut prefix = 0;
+    let mut held = 0u64;
+    while prefix < terms.len() && held.saturating_add(terms[prefix].df) <= budget.first_pass {
+        held += terms[prefix].df;
+        prefix += 1;
+    }
+    let first = if prefix > 0 {
+        score(db, &terms, avgdl, &or(&terms[..prefix]), None, k)?
+    } else {
+        score(db, &terms, avgdl, &and(&terms), Some(budget.first_pass), k)?
+    };
+    if prefix == terms.len() {
+        return Ok(Ranked {
+            hits: first.hits,
+            any_term,
+            exact: true,
+            scored: first.candidates,
+        });
+    }
+    let floor = if first.hits.len() >= k {
+        first.hits[k - 1].1
+    } else {
+        0.0
+    };
+    // A little under the floor, so rounding never drops a tie.
+    let need = floor * (1.0 - 1e-9);
+    let rest: f64 = terms[prefix..].iter().map(|t| t.bound).sum();
+    if prefix > 0 && floor > 0.0 && rest < need {
+        return Ok(Ranked {
+            hits: first.hits,
+            any_term,
+            exact: true,
+            scored: first.candidates,
+        });
+    }
+    let condition = reaching(&terms, need).unwrap_or_else(|| any_term.clone());
+    let second = score(
+        db,
+        &terms,
+        avgdl,
+        &condition,
+        Some(budget.max_candidates),
+        k,
+    )?;
+    let exact = second.candidates < budget.max_candidates;
+    // Both passes' scores are exact: the best of both is never worse than
+    // the first pass alone (which matters when the second was cut short).
+    let mut hits = first.hits;
+    for hit in second.hits {
+        if !hits.iter().any(|(id, _)| *id == hit.0) {
+            hits.push(hit);
+        }
+    }
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    hits.truncate(k);
+    Ok(Ranked {
+        hits,
+        any_term,
+        exact,
+        scored: first.candidates + second.candidates,
+    })
+}
+
+/// The question's distinct lexemes that some chunk holds, rarest first,
+/// with their statistics; and the chunks' average length.
+fn terms_of(db: &Db, question: &str) -> Result<(Vec<Term>, f64), CorpusError> {
+    let stats = db.query_opt(
+        "SELECT (SELECT value::bigint FROM rlm_meta WHERE key = 'chunks'),
+                (SELECT value::bigint FROM rlm_meta WHERE key = 'chunk_lexemes')",
+        vec![],
+    )?;
+    let (chunks, lexemes): (Option<i64>, Option<i64>) =
+        stats.map(|r| (r.get(0), r.get(1))).unwrap_or_default();
+    let n = chunks.unwrap_or(0).max(1) as f64;
+    let avgdl = (lexemes.unwrap_or(0) as f64 / n).max(1.0);
+    let rows = db.query(
+        "SELECT q.l, x.chunks
+         FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS q(l)
+         JOIN rlm_lexemes x ON x.lexeme = q.l
+         WHERE x.chunks > 0
+         ORDER BY x.chunks, q.l",
+        vec![Box::new(question.to_string())],
+    )?;
+    let terms = rows
+        .iter()
+        .map(|r| {
+            let lexeme: String = r.get(0);
+            let df = r.get::<_, i64>(1).max(0) as f64;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            Term {
+                literal: literal(&lexeme),
+                df: df as u64,
+                idf,
+                bound: idf * (K1 + 1.0),
+            }
+        })
+        .collect();
+    Ok((terms, avgdl))
+}
+
+/// A lexeme as tsquery text: quoted, so operators and spaces in it are
+/// characters, never syntax (quotes doubled, backslashes escaped).
+fn literal(lexeme: &str) -> String {
+    format!("'{}'", lexeme.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+fn or(terms: &[Term]) -> String {
+    join(terms, " | ")
+}
+
+fn and(terms: &[Term]) -> String {
+    join(terms, " & ")
+}
+
+fn join(terms: &[Term], op: &str) -> String {
+    terms
+        .iter()
+        .map(|t| t.literal.as_str())
+        .collect::<Vec<_>>()
+        .join(op)
+}
+
+/// A boolean query true of the chunks whose terms' bounds add up to at
+/// least `need`; `None` when it would be too large (then the caller ORs all
+/// terms, a weaker but still complete condition).
+fn reaching(terms: &[Term], need: f64) -> Option<String> {
+    if need <= 0.0 {
+        return None;
+    }
+    // suffix[i]: the most the terms from i on can add.
+    let mut suffix = vec![0.0; terms.len() + 1];
+    for i in (0..terms.len()).rev() {
+        suffix[i] = suffix[i + 1] + terms[i].bound;
+    }
+    let mut nodes = 0;
+    match reach(terms, &suffix, 0, need, &mut nodes)? {
+        Node::True => None,
+        // No chunk can reach the floor: only the first pass's can.
+        Node::False => Some(and(terms)),
+        Node::Query(q) => Some(q),
+    }
+}
+
+enum Node {
+    True,
+    False,
+    Query(String),
+}
+
+/// Terms `i..` holding at least `need` of bounds: (term i and the rest
+/// holding need − its bound) or (the rest holding need).
+fn reach(terms: &[Term], suffix: &[f64], i: usize, need: f64, nodes: &mut usize) -> Option<Node> {
+    if need <= 0.0 {
+        return Some(Node::True);
+    }
+    if suffix[i] < need {
+        return Some(Node::False);
+    }
+    *nodes += 1;
+    if *nodes > MAX_QUERY_NODES {
+        return None;
+    }
+    let t = &terms[i].literal;
+    let with = match reach(terms, suffix, i + 1, need - terms[i].bound, nodes)? {
+        Node::True => Some(t.clone()),
+        Node::False => None,
+        Node::Query(q) => Some(format!("{t} & ({q})")),
+    };
+    let without = match reach(terms, suffix, i + 1, need, nodes)? {
+        Node::True => return Some(Node::True),
+        Node::False => None,
+        Node::Query(q) => Some(q),
+    };
+    Some(match (with, without) {
+        (None, None) => Node::False,
+        (Some(q), None) | (None, Some(q)) => Node::Query(q),
+        (Some(a), Some(b)) => Node::Query(format!("({a}) | ({b})")),
+    })
+}
+
+/// One scoring pass.
+struct Pass {
+    hits: Vec<(String, f64)>,
+    candidates: u64,
+}
+
+/// Scores the chunks matching `condition` (at most `limit` of them, the
+/// first the index finds) with BM25 over all `terms`; the `k` best.
+fn score(
+    db: &Db,
+    terms: &[Term],
+    avgdl: f64,
+    condition: &str,
+    limit: Option<u64>,
+    k: usize,
+) -> Result<Pass, CorpusError> {
+    // Parameters: $1 condition, $2 average length, $3 k, then each term's
+    // tsquery and idf. `ts_rank_cd` of one lexeme with weight 1 is the
+    // number of its positions in the chunk.
+    let mut params: Vec<Param> = vec![
+        Box::new(condition.to_string()),
+        Box::new(avgdl),
+        Box::new(i64::try_from(k).unwrap_or(i64::MAX)),
+    ];
+    let mut tfs = String::new();
+    let mut sum = Vec::new();
+    for (i, t) in terms.iter().enumerate() {
+        let q = params.len() + 1;
+        params.push(Box::new(t.literal.clone()));
+        params.push(Box::new(t.idf));
+        tfs.push_str(&format!(
+            ", ts_rank_cd('{{1,1,1,1}}'::float4[], c.tsv, ${q}::text::tsquery, 0)::float8 AS t{i}"
+        ));
+        sum.push(format!(
+            "${idf}::float8 * x.t{i} * {k1p} / (x.t{i} + {K1} * ({nb} + {B} * x.dl / $2::float8))",
+            idf = q + 1,
+            k1p = K1 + 1.0,
+            nb = 1.0 - B,
+        ));
+    }
+    // OFFSET 0 keeps the inner query a query of its own, so each term's
+    // count is computed once per chunk (inlined, the outer formula's two
+    // uses of it would compute it twice).
+    let limit = match limit {
+        Some(l) => format!("LIMIT {} OFFSET 0", i64::try_from(l).unwrap_or(i64::MAX)),
+        None => "OFFSET 0".to_string(),
+    };
+    let sql = format!(
+        "SELECT id, score, count(*) OVER () FROM (
+            SELECT x.id, {score} AS score FROM (
+                SELECT c.id, length(c.tsv)::float8 AS dl{tfs}
+                FROM rlm_chunks c WHERE c.tsv @@ $1::text::tsquery {limit}
+            ) x
+         ) s ORDER BY score DESC, id LIMIT $3",
+        score = sum.join(" + ")
+    );
+    let rows = db.query(sql, params)?;
+    let candidates = rows.first().map_or(0, |r| r.get::<_, i64>(2).max(0) as u64);
+    Ok(Pass {
+        hits: rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+        candidates,
+    })
+}
+
+/// Starts counting an indexing run's lexemes (in its transaction).
+pub(crate) fn begin_counting(db: &Db) -> Result<(), CorpusError> {
+    db.batch(
+        "CREATE TEMP TABLE rlm_lexeme_delta (lexeme text NOT NULL, chunks bigint NOT NULL) ON COMMIT DROP",
+    )
+}
+
+/// The number of chunks and the sum of their lengths an indexing run
+/// added (negative: removed).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Totals {
+    chunks: i64,
+    lexemes: i64,
+}
+
+/// Counts the lexemes of the documents `doc_ids`' chunks as added
+/// (`sign` 1, after inserting them) or removed (−1, before deleting them).
+pub(crate) fn count(
+    db: &Db,
+    doc_ids: &[String],
+    sign: i64,
+    totals: &mut Totals,
+) -> Result<(), CorpusError> {
+    if doc_ids.is_empty() {
+        return Ok(());
+    }
+    db.execute(
+        "INSERT INTO rlm_lexeme_delta (lexeme, chunks)
+         SELECT l, $2 * count(*) FROM rlm_chunks c, unnest(tsvector_to_array(c.tsv)) AS l
+         WHERE c.doc_id = ANY($1) GROUP BY l",
+        vec![Box::new(doc_ids.to_vec()) as Param, Box::new(sign)],
+    )?;
+    let row = db.query_opt(
+        "SELECT count(*), coalesce(sum(length(tsv)), 0)::bigint FROM rlm_chunks WHERE doc_id = ANY($1)",
+        vec![Box::new(doc_ids.to_vec()) as Param],
+    )?;
+    if let Some(r) = row {
+        totals.chunks += sign * r.get::<_, i64>(0);
+        totals.lexemes += sign * r.get::<_, i64>(1);
+    }
+    Ok(())
+}
+
+/// Merges the run's counts into `rlm_lexemes` and `rlm_meta` (before its
+/// commit).
+pub(crate) fn finish_counting(db: &Db, totals: Totals) -> Result<(), CorpusError> {
+    db.batch(
+        "INSERT INTO rlm_lexemes AS x (lexeme, chunks)
+            SELECT lexeme, sum(chunks) FROM rlm_lexeme_delta GROUP BY lexeme HAVING sum(chunks) <> 0
+            ON CONFLICT (lexeme) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
+         DELETE FROM rlm_lexemes WHERE chunks <= 0 AND lexeme IN
+            (SELECT lexeme FROM rlm_lexeme_delta GROUP BY lexeme HAVING sum(chunks) < 0);
+         DROP TABLE rlm_lexeme_delta",
+    )?;
+    db.execute(
+        "UPDATE rlm_meta SET value = (value::bigint + CASE key WHEN 'chunks' THEN $1::bigint ELSE $2::bigint END)::text
+         WHERE key IN ('chunks', 'chunk_lexemes')",
+        vec![Box::new(totals.chunks), Box::new(totals.lexemes)],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn term(name: &str, bound: f64) -> Term {
+        Term {
+            literal: literal(name),
+            df: 0,
+            idf: bound / (K1 + 1.0),
+            bound,
+        }
+    }
+
+    #[test]
+    fn lexemes_are_quoted_as_characters() {
+        assert_eq!(literal("it's"), "'it''s'");
+        assert_eq!(literal("a\\b"), "'a\\\\b'");
+        assert_eq!(literal("x | y"), "'x | y'");
+    }
+
+    #[test]
+    fn the_second_pass_keeps_only_term_sets_that_can_reach_the_floor() {
+        let terms = [term("r", 5.0), term("m", 3.0), term("c", 1.0)];
+        // 5.5: r and (m or c), or nothing else.
+        assert_eq!(
+            reaching(&terms, 5.5).as_deref(),
+            Some("'r' & (('m') | ('c'))")
+        );
+        // 3.5: r alone, or m and c.
+        assert_eq!(
+            reaching(&terms, 3.5).as_deref(),
+            Some("('r') | ('m' & ('c'))")
+        );
+        // Nothing to reach: no condition beyond holding a term.
+        assert_eq!(reaching(&terms, 0.0), None);
+        // Out of reach for any chunk.
+        assert_eq!(reaching(&terms, 10.0).as_deref(), Some("'r' & 'm' & 'c'"));
+    }
+}
