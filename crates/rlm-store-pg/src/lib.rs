@@ -29,8 +29,7 @@
 
 #![warn(missing_docs)]
 
-#[doc(hidden)]
-pub mod bm25;
+mod bm25;
 // Public for rlm-cluster (the server state of several `rlm serve` nodes),
 // which shares this connection type; not part of the store's API.
 #[doc(hidden)]
