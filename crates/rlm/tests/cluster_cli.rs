@@ -39,6 +39,25 @@ fn node(dir: &Path, db: &TestDatabase, model: &ScriptedServer, extra: &[&str]) -
     Server::start(dir, Path::new(db.url()), model, extra)
 }
 
+/// A store in a fresh database and two nodes over it (`extra` flags on
+/// both); `None` when there is no PostgreSQL. Keep `db` and `dir` bound
+/// (`_db`, not `..`) for the whole test: dropping `db` drops the database.
+struct Cluster {
+    a: Server,
+    b: Server,
+    db: TestDatabase,
+    // Last: the nodes stop before their folder goes.
+    dir: tempfile::TempDir,
+}
+
+fn two_nodes(model: &ScriptedServer, extra: &[&str]) -> Option<Cluster> {
+    let dir = tempfile::tempdir().unwrap();
+    let db = indexed_store(dir.path())?;
+    let a = node(dir.path(), &db, model, extra);
+    let b = node(dir.path(), &db, model, extra);
+    Some(Cluster { a, b, db, dir })
+}
+
 /// One server-sent event.
 #[derive(Debug)]
 struct SseEvent {
@@ -110,13 +129,16 @@ fn status_of(server: &Server, id: &str) -> String {
 
 #[test]
 fn two_nodes_share_sessions_and_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(db) = indexed_store(dir.path()) else {
+    let model = model(0);
+    let Some(Cluster {
+        a,
+        b,
+        db: _db,
+        dir: _dir,
+    }) = two_nodes(&model, &[])
+    else {
         return;
     };
-    let model = model(0);
-    let a = node(dir.path(), &db, &model, &[]);
-    let b = node(dir.path(), &db, &model, &[]);
     let first = serve_support::first_turn(&a);
     // B sees A's session, its turn with the run that answered it, and the run.
     let (status, v) = b.get("/api/sessions/s1");
@@ -170,13 +192,16 @@ fn two_nodes_share_sessions_and_runs() {
 
 #[test]
 fn a_run_started_on_one_node_streams_from_another_and_resumes() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(db) = indexed_store(dir.path()) else {
+    let model = model(1500);
+    let Some(Cluster {
+        a,
+        b,
+        db: _db,
+        dir: _dir,
+    }) = two_nodes(&model, &[])
+    else {
         return;
     };
-    let model = model(1500);
-    let a = node(dir.path(), &db, &model, &[]);
-    let b = node(dir.path(), &db, &model, &[]);
     let id = start_run(&a, r#"{"question": "What is the slow secret code?"}"#);
     // From B while A waits on the model: the first events, then hang up.
     let head = stream(&b.addr, &id, None, Some(2));
@@ -220,13 +245,16 @@ fn a_run_started_on_one_node_streams_from_another_and_resumes() {
 
 #[test]
 fn a_cancel_sent_to_one_node_stops_the_run_on_another() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(db) = indexed_store(dir.path()) else {
+    let model = model(20_000);
+    let Some(Cluster {
+        a,
+        b,
+        db: _db,
+        dir: _dir,
+    }) = two_nodes(&model, &[])
+    else {
         return;
     };
-    let model = model(20_000);
-    let a = node(dir.path(), &db, &model, &[]);
-    let b = node(dir.path(), &db, &model, &[]);
     let id = start_run(&a, r#"{"question": "The slow secret code?"}"#);
     wait_until(20, "the run's model call", || model.request_count() >= 1);
     let (status, v) = exchange(&b.addr, "DELETE", &format!("/api/runs/{id}"), None);
@@ -245,14 +273,16 @@ fn a_cancel_sent_to_one_node_stops_the_run_on_another() {
 
 #[test]
 fn a_run_whose_node_was_killed_ends_failed_on_the_other_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(db) = indexed_store(dir.path()) else {
+    let model = model(60_000);
+    let Some(Cluster {
+        mut a,
+        b,
+        db: _db,
+        dir: _dir,
+    }) = two_nodes(&model, &["--lease-secs", "1"])
+    else {
         return;
     };
-    let model = model(60_000);
-    let lease = ["--lease-secs", "1"];
-    let mut a = node(dir.path(), &db, &model, &lease);
-    let b = node(dir.path(), &db, &model, &lease);
     let done = serve_support::first_turn(&a);
     let before = model.request_count();
     let id = start_run(
@@ -299,10 +329,6 @@ fn a_run_whose_node_was_killed_ends_failed_on_the_other_node() {
 
 #[test]
 fn the_model_call_limit_holds_across_nodes() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(db) = indexed_store(dir.path()) else {
-        return;
-    };
     let model = ScriptedServer::spawn(
         Script::new()
             .on(
@@ -313,8 +339,9 @@ fn the_model_call_limit_holds_across_nodes() {
             .otherwise(Reply::text("```repl\nprint(context[:200])\n```").with_latency_ms(250)),
     );
     let flags = ["--max-runs", "4", "--cluster-max-concurrent", "2"];
-    let a = node(dir.path(), &db, &model, &flags);
-    let b = node(dir.path(), &db, &model, &flags);
+    let Some(Cluster { a, b, db, dir }) = two_nodes(&model, &flags) else {
+        return;
+    };
     let mut ids = Vec::new();
     for i in 0..4 {
         for server in [&a, &b] {
