@@ -44,6 +44,34 @@ print(csv.field_size_limit(sys.maxsize), csv.QUOTE_ALL, csv.QUOTE_NONE)
 }
 
 #[tokio::test]
+async fn csv_writers_format_like_cpython() {
+    let code = r#"import csv, io, sys
+buf = io.StringIO()
+w = csv.writer(buf)
+print(w.writerow(['id', 'name', 'note']))
+w.writerows([[1, 'Ada', 'likes "math", logic'], [2, 'Bob', 'two\nlines'], [3.5, None, '']])
+w.writerow([''])
+print(repr(buf.getvalue()))
+print(list(csv.reader(io.StringIO(buf.getvalue()))))
+out = io.StringIO()
+dw = csv.DictWriter(out, fieldnames=['name', 'score'], restval='?')
+dw.writeheader()
+dw.writerow({'name': 'x,y', 'score': 3})
+dw.writerows([{'name': 'z'}, {'score': True, 'name': 'q'}])
+print(repr(out.getvalue()))
+t = io.StringIO()
+csv.writer(t, delimiter='\t', quoting=csv.QUOTE_NONNUMERIC, lineterminator='\n').writerow(['a', 1, 2.5, 'b\tc'])
+print(repr(t.getvalue()))
+u = io.StringIO()
+csv.writer(u, dialect='unix').writerow(['a', 1])
+print(repr(u.getvalue()))
+csv.writer(sys.stdout, lineterminator='\n').writerow(['to', 'stdout'])
+"#;
+    let expected = "14\n'id,name,note\\r\\n1,Ada,\"likes \"\"math\"\", logic\"\\r\\n2,Bob,\"two\\nlines\"\\r\\n3.5,,\\r\\n\"\"\\r\\n'\n[['id', 'name', 'note'], ['1', 'Ada', 'likes \"math\", logic'], ['2', 'Bob', 'two\\nlines'], ['3.5', '', ''], ['']]\n'name,score\\r\\n\"x,y\",3\\r\\nz,?\\r\\nq,True\\r\\n'\n'\"a\"\\t1\\t2.5\\t\"b\\tc\"\\n'\n'\"a\",\"1\"\\n'\nto,stdout\n";
+    assert_eq!(printed(code).await, expected);
+}
+
+#[tokio::test]
 async fn string_io_reads_writes_and_seeks_like_cpython() {
     let code = r#"import io
 f = io.StringIO('héllo\nworld\nlast')
@@ -116,6 +144,30 @@ async fn bad_input_raises_a_clear_error() {
         (
             "import csv\ntry:\n    csv.field_size_limit(3)\n    list(csv.reader(['abcd']))\nexcept csv.Error as e:\n    raise RuntimeError('caught')",
             "RuntimeError: caught",
+        ),
+        (
+            "import csv, io\ncsv.DictWriter(io.StringIO(), ['a']).writerow({'a': 1, 'b': 2})",
+            "ValueError: dict contains fields not in fieldnames: 'b'",
+        ),
+        (
+            "import csv, io\ncsv.writer(io.StringIO(), quoting=csv.QUOTE_NONE).writerow(['a,b'])",
+            "ValueError: need to escape, but no escapechar set",
+        ),
+        (
+            "import csv, io\ncsv.DictWriter(io.StringIO(), ['a'], extrasaction='skip')",
+            "ValueError: extrasaction (skip) must be 'raise' or 'ignore'",
+        ),
+        (
+            "import csv\ncsv.writer(5)",
+            "TypeError: argument 1 must have a \"write\" method, not 'int' (sandbox: write to an io.StringIO() or sys.stdout)",
+        ),
+        (
+            "import csv, io\ncsv.writer(io.StringIO()).writerow(5)",
+            "ValueError: iterable expected, not int",
+        ),
+        (
+            "import csv, io\nf = io.StringIO()\nw = csv.writer(f)\nf.close()\nw.writerow(['a'])",
+            "ValueError: I/O operation on closed file",
         ),
         (
             "import random\nrandom.choice([])",

@@ -143,6 +143,8 @@ macro_rules! heap_payloads {
             Partial(boxed $crate::types::Partial),
             /// rlm patch: an `io.StringIO` object.
             StringIo(boxed $crate::types::string_io::StringIo),
+            /// rlm patch: a `csv.writer` / `csv.DictWriter` object.
+            CsvWriter(boxed $crate::types::csv_writer::CsvWriter),
         }
     };
 }
@@ -218,7 +220,8 @@ impl HeapData {
             | Self::Coroutine(_)
             | Self::GatherFuture(_)
             | Self::ExternalFuture(_)
-            | Self::Partial(_) => true,
+            | Self::Partial(_)
+            | Self::CsvWriter(_) => true,
             // Leaf types, plus iterators whose heap refs only point at leaves and so
             // cannot close a cycle. Move one up if it gains a container-valued field.
             Self::Str(_)
@@ -279,6 +282,7 @@ impl HeapData {
             Self::Dict(_) => Type::Dict,
             Self::Partial(_) => Type::Partial,
             Self::StringIo(_) => Type::StringIo,
+            Self::CsvWriter(_) => Type::CsvWriter,
             Self::DictKeysView(_) => Type::DictKeys,
             Self::DictItemsView(_) => Type::DictItems,
             Self::DictValuesView(_) => Type::DictValues,
@@ -481,6 +485,7 @@ macro_rules! heap_read_output_py_trait_forward {
             Self::Itertools($value) => $body,
             Self::Partial($value) => $body,
             Self::StringIo($value) => $body,
+            Self::CsvWriter($value) => $body,
             Self::Tuple($value) => $body,
             Self::NamedTuple($value) => $body,
             Self::NamedTupleClass($value) => $body,
@@ -997,6 +1002,7 @@ impl<'h> PyTrait<'h> for HeapReadOutput<'h> {
             Self::TimeDelta(value) => value.py_iter(vm),
             Self::TimeZone(value) => value.py_iter(vm),
             Self::StringIo(value) => value.py_iter(vm),
+            Self::CsvWriter(value) => value.py_iter(vm),
             Self::NamedTupleClass(_)
             | Self::Closure(_)
             | Self::FunctionDefaults(_)

@@ -775,6 +775,7 @@ impl MontyTypeExt for MontyType {
             Type::Partial => Self::Partial,
             // rlm patch: no host-side StringIO type; it crosses as a text stream.
             Type::StringIo => Self::TextIOWrapper,
+            Type::CsvWriter => Self::Object,
             Type::Tuple => Self::Tuple,
             Type::NamedTuple => Self::NamedTuple,
             Type::Dict => Self::Dict,

@@ -1,18 +1,23 @@
 //! rlm patch: the `csv` module's readers.
 //!
+//! rlm patch: the `csv` module.
+//!
 //! `csv.reader(lines, dialect='excel', **fmtparams)` and
 //! `csv.DictReader(lines, fieldnames=None, restkey=None, restval=None, ...)`
 //! over any iterable of strings (an `io.StringIO`, `text.splitlines()`, a
 //! list), with the parser of CPython's `_csv.c` (the same states, so quoted
 //! fields across lines, doubled quotes, escape characters, `skipinitialspace`,
-//! `QUOTE_NONNUMERIC` and `strict` behave alike), `csv.field_size_limit()`
-//! and the `QUOTE_*` constants.
+//! `QUOTE_NONNUMERIC` and `strict` behave alike); `csv.writer(f, ...)` and
+//! `csv.DictWriter(f, fieldnames, restval='', extrasaction='raise', ...)` to
+//! an `io.StringIO` or `sys.stdout` (see [`crate::types::csv_writer`]);
+//! `csv.field_size_limit()` and the `QUOTE_*` constants.
 //!
 //! Differences from CPython: the input is read and parsed when the reader is
 //! created, and the reader is a list iterator over the rows (so it has no
 //! `line_num`, and a `DictReader` no `fieldnames` attribute); `csv.Error` is
 //! `ValueError`; dialects are the names `excel`, `excel-tab` and `unix` (no
-//! `register_dialect`, no `Sniffer`); writers are not provided.
+//! `register_dialect`, no `Sniffer`); writers write to an `io.StringIO` or
+//! `sys.stdout` only.
 
 use crate::{
     args::{ArgValues, FromArgs},
@@ -22,7 +27,12 @@ use crate::{
     heap::{HeapData, HeapId},
     intern::StaticStrings,
     modules::ModuleFunctions,
-    types::{Dict, List, Module, list::ListIterator, str::allocate_string},
+    types::{
+        Dict, List, Module, PyTrait,
+        csv_writer::{CsvWriter, DictFields},
+        list::ListIterator,
+        str::allocate_string,
+    },
     value::Value,
 };
 
@@ -40,6 +50,10 @@ pub(crate) enum CsvFunctions {
     DictReader,
     #[strum(serialize = "field_size_limit")]
     FieldSizeLimit,
+    #[strum(serialize = "writer")]
+    Writer,
+    #[strum(serialize = "DictWriter")]
+    DictWriter,
 }
 
 /// Creates the `csv` module on the heap.
@@ -49,6 +63,8 @@ pub fn create_module(vm: &mut VM<'_>) -> HeapId {
         (StaticStrings::Reader, CsvFunctions::Reader),
         (StaticStrings::DictReader, CsvFunctions::DictReader),
         (StaticStrings::FieldSizeLimit, CsvFunctions::FieldSizeLimit),
+        (StaticStrings::Writer, CsvFunctions::Writer),
+        (StaticStrings::DictWriter, CsvFunctions::DictWriter),
     ] {
         module.set_attr(name, Value::ModuleFunction(ModuleFunctions::Csv(func)), vm);
     }
@@ -74,6 +90,8 @@ pub(super) fn call(vm: &mut VM<'_>, function: CsvFunctions, args: ArgValues) -> 
         CsvFunctions::Reader => reader(vm, args),
         CsvFunctions::DictReader => dict_reader(vm, args),
         CsvFunctions::FieldSizeLimit => field_size_limit(vm, args),
+        CsvFunctions::Writer => writer(vm, args),
+        CsvFunctions::DictWriter => dict_writer(vm, args),
     }
 }
 
@@ -99,16 +117,17 @@ fn field_size_limit(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
     Ok(Value::Int(old))
 }
 
-/// A dialect's reading parameters.
-#[derive(Debug, Clone)]
-struct Dialect {
-    delimiter: char,
-    quotechar: Option<char>,
-    escapechar: Option<char>,
-    doublequote: bool,
-    skipinitialspace: bool,
-    quoting: i64,
-    strict: bool,
+/// A dialect: how fields are delimited and quoted.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Dialect {
+    pub(crate) delimiter: char,
+    pub(crate) quotechar: Option<char>,
+    pub(crate) escapechar: Option<char>,
+    pub(crate) doublequote: bool,
+    pub(crate) skipinitialspace: bool,
+    pub(crate) lineterminator: String,
+    pub(crate) quoting: i64,
+    pub(crate) strict: bool,
 }
 
 impl Dialect {
@@ -119,13 +138,17 @@ impl Dialect {
             escapechar: None,
             doublequote: true,
             skipinitialspace: false,
+            lineterminator: "\r\n".into(),
             quoting: QUOTE_MINIMAL,
             strict: false,
         };
         match name {
             "excel" => {}
             "excel-tab" => d.delimiter = '\t',
-            "unix" => d.quoting = QUOTE_ALL,
+            "unix" => {
+                d.quoting = QUOTE_ALL;
+                d.lineterminator = "\n".into();
+            }
             _ => return Err(csv_error("unknown dialect")),
         }
         Ok(d)
@@ -189,8 +212,11 @@ impl FmtParams {
         if let Value::Bool(b) = self.strict {
             d.strict = b;
         }
-        if !matches!(self.lineterminator, Value::None) && self.lineterminator.to_str(vm).is_err() {
-            return Err(type_error("\"lineterminator\" must be a string"));
+        if !matches!(self.lineterminator, Value::None) {
+            match self.lineterminator.to_str(vm) {
+                Ok(t) => d.lineterminator = t.to_owned(),
+                Err(_) => return Err(type_error("\"lineterminator\" must be a string")),
+            }
         }
         if d.quotechar.is_none() && d.quoting != QUOTE_NONE {
             return Err(type_error("quotechar must be set if quoting enabled"));
@@ -232,56 +258,77 @@ fn one_char(v: &Value, name: &str, vm: &mut VM<'_>) -> RunResult<Option<char>> {
     }
 }
 
-#[derive(FromArgs)]
-#[from_args(name = "reader", style = def)]
-struct ReaderArgs {
+/// The arguments of a csv function: its own (`head`), then `dialect` and the
+/// keyword-only format parameters every csv function takes.
+macro_rules! csv_args {
+    ($name:ident, $py:tt, { $($head:tt)* }) => {
+        #[derive(FromArgs)]
+        #[from_args(name = $py, style = def)]
+        struct $name {
+            $($head)*
+            #[from_args(default = Value::None)]
+            dialect: Value,
+            #[from_args(kw_only, default = Value::None)]
+            delimiter: Value,
+            #[from_args(kw_only, default = Value::None)]
+            quotechar: Value,
+            #[from_args(kw_only, default = Value::None)]
+            escapechar: Value,
+            #[from_args(kw_only, default = Value::None)]
+            doublequote: Value,
+            #[from_args(kw_only, default = Value::None)]
+            skipinitialspace: Value,
+            #[from_args(kw_only, default = Value::None)]
+            lineterminator: Value,
+            #[from_args(kw_only, default = Value::None)]
+            quoting: Value,
+            #[from_args(kw_only, default = Value::None)]
+            strict: Value,
+        }
+
+        impl $name {
+            /// Takes the format parameters out of the arguments.
+            fn fmt_params(&mut self) -> FmtParams {
+                let take = |v: &mut Value| std::mem::replace(v, Value::None);
+                FmtParams {
+                    dialect: take(&mut self.dialect),
+                    delimiter: take(&mut self.delimiter),
+                    quotechar: take(&mut self.quotechar),
+                    escapechar: take(&mut self.escapechar),
+                    doublequote: take(&mut self.doublequote),
+                    skipinitialspace: take(&mut self.skipinitialspace),
+                    lineterminator: take(&mut self.lineterminator),
+                    quoting: take(&mut self.quoting),
+                    strict: take(&mut self.strict),
+                }
+            }
+        }
+    };
+}
+
+/// The dialect `params` describe; they are released either way.
+fn take_dialect(params: FmtParams, vm: &mut VM<'_>) -> RunResult<Dialect> {
+    let dialect = params.dialect(vm);
+    params.drop_with(vm);
+    dialect
+}
+
+csv_args!(ReaderArgs, "reader", {
     #[from_args(pos_only)]
     csvfile: Value,
-    #[from_args(default = Value::None)]
-    dialect: Value,
-    #[from_args(kw_only, default = Value::None)]
-    delimiter: Value,
-    #[from_args(kw_only, default = Value::None)]
-    quotechar: Value,
-    #[from_args(kw_only, default = Value::None)]
-    escapechar: Value,
-    #[from_args(kw_only, default = Value::None)]
-    doublequote: Value,
-    #[from_args(kw_only, default = Value::None)]
-    skipinitialspace: Value,
-    #[from_args(kw_only, default = Value::None)]
-    lineterminator: Value,
-    #[from_args(kw_only, default = Value::None)]
-    quoting: Value,
-    #[from_args(kw_only, default = Value::None)]
-    strict: Value,
-}
+});
 
 /// `csv.reader(csvfile, dialect='excel', **fmtparams)`.
 fn reader(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
-    let a = ReaderArgs::from_args(args, vm)?;
+    let mut a = ReaderArgs::from_args(args, vm)?;
+    let dialect = take_dialect(a.fmt_params(), vm);
     let csvfile = a.csvfile;
     defer_drop!(csvfile, vm);
-    let params = FmtParams {
-        dialect: a.dialect,
-        delimiter: a.delimiter,
-        quotechar: a.quotechar,
-        escapechar: a.escapechar,
-        doublequote: a.doublequote,
-        skipinitialspace: a.skipinitialspace,
-        lineterminator: a.lineterminator,
-        quoting: a.quoting,
-        strict: a.strict,
-    };
-    let dialect = params.dialect(vm);
-    params.drop_with(vm);
     let rows = parse_rows(csvfile, &dialect?, vm)?;
     Ok(list_iterator(rows, vm))
 }
 
-#[derive(FromArgs)]
-#[from_args(name = "DictReader", style = def)]
-struct DictReaderArgs {
+csv_args!(DictReaderArgs, "DictReader", {
     f: Value,
     #[from_args(default = Value::None)]
     fieldnames: Value,
@@ -289,48 +336,18 @@ struct DictReaderArgs {
     restkey: Value,
     #[from_args(default = Value::None)]
     restval: Value,
-    #[from_args(default = Value::None)]
-    dialect: Value,
-    #[from_args(kw_only, default = Value::None)]
-    delimiter: Value,
-    #[from_args(kw_only, default = Value::None)]
-    quotechar: Value,
-    #[from_args(kw_only, default = Value::None)]
-    escapechar: Value,
-    #[from_args(kw_only, default = Value::None)]
-    doublequote: Value,
-    #[from_args(kw_only, default = Value::None)]
-    skipinitialspace: Value,
-    #[from_args(kw_only, default = Value::None)]
-    lineterminator: Value,
-    #[from_args(kw_only, default = Value::None)]
-    quoting: Value,
-    #[from_args(kw_only, default = Value::None)]
-    strict: Value,
-}
+});
 
 /// `csv.DictReader(f, fieldnames=None, restkey=None, restval=None, dialect='excel', **fmtparams)`:
 /// one dict per non-empty row, keyed by the first row unless `fieldnames` is given.
 fn dict_reader(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
-    let a = DictReaderArgs::from_args(args, vm)?;
+    let mut a = DictReaderArgs::from_args(args, vm)?;
+    let dialect = take_dialect(a.fmt_params(), vm);
     let (f, fieldnames, restkey, restval) = (a.f, a.fieldnames, a.restkey, a.restval);
     defer_drop!(f, vm);
     defer_drop!(fieldnames, vm);
     defer_drop!(restkey, vm);
     defer_drop!(restval, vm);
-    let params = FmtParams {
-        dialect: a.dialect,
-        delimiter: a.delimiter,
-        quotechar: a.quotechar,
-        escapechar: a.escapechar,
-        doublequote: a.doublequote,
-        skipinitialspace: a.skipinitialspace,
-        lineterminator: a.lineterminator,
-        quoting: a.quoting,
-        strict: a.strict,
-    };
-    let dialect = params.dialect(vm);
-    params.drop_with(vm);
     let rows = parse_rows(f, &dialect?, vm)?;
     let mut rows = rows.into_iter();
     let names: Vec<Value> = if matches!(fieldnames, Value::None) {
@@ -400,6 +417,109 @@ fn drop_rows(rows: impl Iterator<Item = Vec<Value>>, vm: &mut VM<'_>) {
         for v in row {
             v.drop_with(vm);
         }
+    }
+}
+
+csv_args!(WriterArgs, "writer", {
+    #[from_args(pos_only)]
+    csvfile: Value,
+});
+
+/// `csv.writer(csvfile, dialect='excel', **fmtparams)`.
+fn writer(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
+    let mut a = WriterArgs::from_args(args, vm)?;
+    let dialect = take_dialect(a.fmt_params(), vm);
+    let csvfile = a.csvfile;
+    defer_drop!(csvfile, vm);
+    let dialect = dialect?;
+    let target = writer_target(csvfile, vm)?;
+    let w = CsvWriter::new(target, dialect, None);
+    Ok(Value::Ref(vm.heap.allocate(HeapData::CsvWriter(Box::new(w)))))
+}
+
+csv_args!(DictWriterArgs, "DictWriter", {
+    f: Value,
+    fieldnames: Value,
+    #[from_args(default = Value::None)]
+    restval: Value,
+    #[from_args(default = Value::None)]
+    extrasaction: Value,
+});
+
+/// `csv.DictWriter(f, fieldnames, restval='', extrasaction='raise', dialect='excel', **fmtparams)`.
+fn dict_writer(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
+    let mut a = DictWriterArgs::from_args(args, vm)?;
+    let dialect = take_dialect(a.fmt_params(), vm);
+    let (f, fieldnames, restval, extrasaction) = (a.f, a.fieldnames, a.restval, a.extrasaction);
+    defer_drop!(f, vm);
+    defer_drop!(fieldnames, vm);
+    defer_drop!(extrasaction, vm);
+    let extras_raise = match extrasaction {
+        Value::None => true,
+        v => match v.to_str(vm).map(str::to_lowercase).as_deref() {
+            Ok("raise") => true,
+            Ok("ignore") => false,
+            _ => {
+                let r = v.py_str(vm)?;
+                defer_drop!(r, vm);
+                let shown = r.to_str(vm)?.to_owned();
+                restval.drop_with(vm);
+                return Err(csv_error(format!(
+                    "extrasaction ({shown}) must be 'raise' or 'ignore'"
+                )));
+            }
+        },
+    };
+    let restval = match restval {
+        Value::None => allocate_string("", vm.heap),
+        v => v,
+    };
+    let dialect = match dialect {
+        Ok(d) => d,
+        Err(e) => {
+            restval.drop_with(vm);
+            return Err(e);
+        }
+    };
+    let names = match crate::types::iter::collect_iterable(fieldnames, vm) {
+        Ok(n) => n,
+        Err(e) => {
+            restval.drop_with(vm);
+            return Err(e);
+        }
+    };
+    let target = match writer_target(f, vm) {
+        Ok(t) => t,
+        Err(e) => {
+            restval.drop_with(vm);
+            for n in names {
+                n.drop_with(vm);
+            }
+            return Err(e);
+        }
+    };
+    let fields = DictFields {
+        fieldnames: names,
+        restval,
+        extras_raise,
+    };
+    let w = CsvWriter::new(target, dialect, Some(fields));
+    Ok(Value::Ref(vm.heap.allocate(HeapData::CsvWriter(Box::new(w)))))
+}
+
+/// Where a writer writes: an `io.StringIO` (a new reference to it) or
+/// `sys.stdout` (`None`).
+fn writer_target(f: &Value, vm: &mut VM<'_>) -> RunResult<Option<HeapId>> {
+    match f {
+        Value::Marker(m) if m.0 == StaticStrings::Stdout => Ok(None),
+        Value::Ref(id) if matches!(vm.heap.get(*id), HeapData::StringIo(_)) => {
+            vm.heap.inc_ref(*id);
+            Ok(Some(*id))
+        }
+        other => Err(type_error(format!(
+            "argument 1 must have a \"write\" method, not '{}' (sandbox: write to an io.StringIO() or sys.stdout)",
+            other.py_type_name(vm)
+        ))),
     }
 }
 

@@ -35,6 +35,8 @@ pub mod slice;
 pub mod str;
 // rlm patch: `io.StringIO`.
 pub mod string_io;
+// rlm patch: `csv.writer` / `csv.DictWriter` objects.
+pub mod csv_writer;
 pub mod time;
 pub mod timedelta;
 pub mod timezone;

@@ -68,7 +68,7 @@ impl StringIo {
         Ok(Value::Ref(vm.heap.allocate(HeapData::StringIo(Box::new(Self::new(text))))))
     }
 
-    fn ensure_open(&self) -> RunResult<()> {
+    pub(crate) fn ensure_open(&self) -> RunResult<()> {
         if self.closed {
             Err(SimpleException::new_msg(ExcType::ValueError, "I/O operation on closed file").into())
         } else {
@@ -103,7 +103,7 @@ impl StringIo {
     }
 
     /// Writes `s` at the position, overwriting what is there.
-    fn write(&mut self, s: &str) {
+    pub(crate) fn write(&mut self, s: &str) {
         if self.pos > self.text.len() {
             // A seek past the end: CPython pads with NULs.
             let pad = self.pos - self.text.len();

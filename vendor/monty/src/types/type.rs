@@ -239,6 +239,9 @@ pub enum Type {
     /// rlm patch: `io.StringIO`.
     #[strum(serialize = "_io.StringIO")]
     StringIo,
+    /// rlm patch: the object `csv.writer()` returns.
+    #[strum(serialize = "_csv.writer")]
+    CsvWriter,
 }
 
 /// Writes the canonical static name of every non-[`Instance`](Type::Instance)
