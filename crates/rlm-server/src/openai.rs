@@ -153,6 +153,10 @@ pub(crate) struct ChatCompletionRequest {
     stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    /// rlm's extension (the SDKs' `extra_body={"sandbox": "cpython"}`):
+    /// which Python runs the model's code, as the API field `sandbox`.
+    #[serde(default)]
+    sandbox: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -368,6 +372,7 @@ pub(crate) async fn chat_completions(
         question,
         flow: flow.map(str::to_string),
         history,
+        sandbox: request.sandbox.clone(),
         ..AskBody::default()
     };
     let run = app.start_run(ask)?;

@@ -309,7 +309,8 @@ fn openai_paths() -> serde_json::Map<String, Value> {
                     "model": {"enum": ["rlm", "rlm-repl", "rlm-pipeline", "rlm-rag", "rlm-auto"]},
                     "messages": {"type": "array", "minItems": 1, "items": {"type": "object", "required": ["role"], "properties": {"role": {"enum": ["system", "developer", "user", "assistant", "tool"]}, "content": {"type": ["string", "array", "null"]}}}},
                     "stream": {"type": "boolean"},
-                    "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}}
+                    "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+                    "sandbox": {"enum": ["monty", "cpython"], "description": "rlm's extension (extra_body in the SDKs): which Python runs the model's code, as the field sandbox of POST /api/runs. RLM_SANDBOX"}
                 }}}}},
                 "responses": {"200": {"description": "chat.completion, or a text/event-stream of chat.completion.chunk"}, "400": {"description": "invalid_request_error"}, "404": {"description": "model_not_found"}, "408": {"description": "invalid_request_error: the body did not arrive within the body timeout"}, "413": {"description": "invalid_request_error: the body is too large"}, "415": {"description": "invalid_request_error: the body is not JSON"}, "429": {"description": "rate_limit_error: the server's run limit"}, "500": {"description": "server_error"}, "507": {"description": "server_error: the answer could not be saved"}}
             }

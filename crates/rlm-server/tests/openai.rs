@@ -242,6 +242,22 @@ async fn bad_requests_get_openai_shaped_errors() {
     assert_eq!(v["error"]["type"], "invalid_request_error");
     assert!(!v["error"]["message"].as_str().unwrap().is_empty());
 
+    // rlm's `sandbox` extension is checked as the API field is.
+    let (status, v) = post(
+        &s,
+        json!({"model": "rlm", "sandbox": "jail", "messages": [{"role": "user", "content": "q"}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown sandbox \"jail\": use monty (the default) or cpython"),
+        "{v}"
+    );
+
     // The engine's own checks speak through the same shape.
     let (status, v) = post(
         &s,
@@ -255,4 +271,55 @@ async fn bad_requests_get_openai_shaped_errors() {
             .unwrap()
             .contains("question is empty")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_extension_picks_the_python_that_runs_the_code() {
+    // The model's cell prints the platform: monty names itself, CPython says linux.
+    let s = start(
+        Script::new()
+            .on(
+                root().and(Matcher::any_contains("platform=monty")),
+                "FINAL(ran on monty [[doc:1 \"The secret code is 4721\"]])",
+            )
+            .on(
+                root().and(Matcher::any_contains("platform=linux")),
+                "FINAL(ran on cpython [[doc:1 \"The secret code is 4721\"]])",
+            )
+            .on(
+                root(),
+                "```repl\nimport sys\nprint('platform=' + sys.platform)\n```",
+            ),
+    )
+    .await;
+    let ask = |sandbox: Option<&str>| {
+        let mut body =
+            json!({"model": "rlm", "messages": [{"role": "user", "content": "Which Python?"}]});
+        if let Some(name) = sandbox {
+            body["sandbox"] = name.into();
+        }
+        body
+    };
+    let (status, v) = post(&s, ask(None)).await;
+    assert_eq!(status, 200, "{v}");
+    let text = v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("ran on monty"), "{text}");
+    if let Err(e) = rlm_sandbox::cpython::launcher(None) {
+        assert!(
+            std::env::var_os("RLM_REQUIRE_CPYTHON_SANDBOX").is_none(),
+            "the CPython sandbox cannot start: {e}"
+        );
+        eprintln!("skipped the cpython half: {e}");
+        return;
+    }
+    let (status, v) = post(&s, ask(Some("cpython"))).await;
+    assert_eq!(status, 200, "{v}");
+    let text = v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("ran on cpython"), "{text}");
 }
