@@ -55,9 +55,12 @@ impl Engine {
     ) -> PyResult<Engine> {
         let llm_config =
             llm_config(&provider, &llm, config.clone()).map_err(ArgumentError::new_err)?;
-        let resolved =
-            engine_settings(&settings, config.as_deref()).map_err(ArgumentError::new_err)?;
-        let sandbox = sandbox_config(&worker, &sandbox).map_err(ArgumentError::new_err)?;
+        let backend = sandbox.get("sandbox").map(String::as_str);
+        let resolved = engine_settings(&settings, backend, config.as_deref())
+            .map_err(ArgumentError::new_err)?;
+        let mut sandbox = sandbox_config(&worker, &sandbox).map_err(ArgumentError::new_err)?;
+        // The warm worker is of the back-end the questions run on.
+        sandbox.backend = resolved.config.sandbox;
         let mut engine_config = resolved.config;
         let (root_model, sub_model) = (llm_config.root.model.clone(), llm_config.sub.model.clone());
         engine_config.set_models(
@@ -124,6 +127,7 @@ impl Engine {
             "citations": c.citation_policy,
             "verify_citations": c.verify_citations,
             "context_shape": c.context_shape,
+            "sandbox": c.sandbox,
         })
         .to_string()
     }

@@ -93,6 +93,7 @@ const BUDGET_KWARGS: [(&str, &str); 2] = [
 /// scale), checked once.
 pub fn engine_settings(
     kwargs: &HashMap<String, String>,
+    sandbox: Option<&str>,
     config_file: Option<&std::path::Path>,
 ) -> Result<ResolvedQuestion, String> {
     let known = |k: &str| {
@@ -119,9 +120,16 @@ pub fn engine_settings(
         max_depth: get("max_depth"),
         max_cost_usd: get("max_budget"),
         max_wall_secs: get("max_timeout"),
+        sandbox: sandbox.map(str::to_string),
         ..QuestionSettings::default()
     };
-    let mut resolved = settings.resolve(&base).map_err(|e| as_kwarg(&e))?;
+    let mut resolved = settings
+        .resolve(&base)
+        .map_err(|e| match e.strip_prefix("sandbox:") {
+            // The back-end comes in environment_kwargs (`sandbox` is the field's name).
+            Some(rest) => format!("environment_kwargs[\"sandbox\"]:{rest}"),
+            None => as_kwarg(&e),
+        })?;
     let lookup = |key: &str| {
         let (kw, _) = BUDGET_KWARGS.iter().find(|(_, k)| *k == key)?;
         kwargs.get(*kw).map(|v| Found {
@@ -161,7 +169,8 @@ const CELL_TIMEOUT_SECS: (u64, u64) = (1, 3600);
 const MEMORY_MIB: (u64, u64) = (0, 65536);
 
 /// The sandbox: the worker command and `environment_kwargs`
-/// (`cell_timeout` seconds, `memory_mib`; 0 is unlimited memory).
+/// (`cell_timeout` seconds, `memory_mib`; 0 is unlimited memory). Its
+/// `sandbox` (the back-end) is the engine's setting: see [`engine_settings`].
 pub fn sandbox_config(
     worker: &[String],
     kwargs: &HashMap<String, String>,
@@ -190,10 +199,10 @@ pub fn sandbox_config(
     };
     if let Some(unknown) = kwargs
         .keys()
-        .find(|k| !["cell_timeout", "memory_mib"].contains(&k.as_str()))
+        .find(|k| !["cell_timeout", "memory_mib", "sandbox"].contains(&k.as_str()))
     {
         return Err(format!(
-            "environment_kwargs has no setting {unknown:?}; it takes cell_timeout (seconds per cell) and memory_mib (sandbox memory, 0 = unlimited)"
+            "environment_kwargs has no setting {unknown:?}; it takes cell_timeout (seconds per cell), memory_mib (sandbox memory, 0 = unlimited) and sandbox (monty or cpython)"
         ));
     }
     if let Some(secs) = whole("cell_timeout", CELL_TIMEOUT_SECS)? {

@@ -53,7 +53,7 @@ def clean_environment(monkeypatch, tmp_path):
     """No RLM_* variable, provider key or ./rlm.toml of the developer's."""
     for name in list(os.environ):
         if name.startswith("RLM_") or name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "OPENROUTER_API_KEY"):
-            if name != "RLM_BIN":
+            if name not in ("RLM_BIN", "RLM_REQUIRE_CPYTHON_SANDBOX"):
                 monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
 

@@ -297,3 +297,20 @@ def test_the_sandbox_worker_is_this_package(backend):
 
     assert Path(native.__file__).is_file()
     assert not native.has_local_model()
+
+
+def test_environment_kwargs_pick_the_sandbox_back_end(backend):
+    assert RLM(**backend).settings["sandbox"] == "monty"
+    monty = RLM(**backend, environment_kwargs={"sandbox": "monty"})
+    assert monty.settings["sandbox"] == "monty"
+    assert "4721" in monty.completion(CONTEXT, root_prompt="What is the secret code?").response
+    # The CPython back-end where bubblewrap runs (CI requires it).
+    try:
+        rlm = RLM(**backend, environment_kwargs={"sandbox": "cpython"})
+    except Exception as e:
+        if os.environ.get("RLM_REQUIRE_CPYTHON_SANDBOX"):
+            raise
+        pytest.skip(f"the CPython sandbox cannot start: {e}")
+    assert rlm.settings["sandbox"] == "cpython"
+    result = rlm.completion(CONTEXT, root_prompt="What is the secret code?")
+    assert "4721" in result.response and not result.partial

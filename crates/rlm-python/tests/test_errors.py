@@ -67,6 +67,8 @@ def test_environments(backend):
     refused(r'environment_kwargs has no setting "setup_code"', **with_backend(backend, environment_kwargs={"setup_code": 1}))
     refused(r'environment_kwargs\["cell_timeout"\]="0" is not a whole number from 1 to 3600', **with_backend(backend, environment_kwargs={"cell_timeout": 0}))
     refused(r"environment_kwargs\['memory_mib'\] must be a number", **with_backend(backend, environment_kwargs={"memory_mib": "lots"}))
+    refused(r'environment_kwargs\["sandbox"\]: unknown sandbox "jail": use monty \(the default\) or cpython', **with_backend(backend, environment_kwargs={"sandbox": "jail"}))
+    refused(r"environment_kwargs\['sandbox'\] must be a str, got int", **with_backend(backend, environment_kwargs={"sandbox": 3}))
 
 
 def test_budgets_and_settings_out_of_range(backend):

@@ -193,7 +193,8 @@ class RLM:
             raise RLMArgumentError(f"environment={environment!r} is unknown: use 'local' (rlm's sandbox)")
         sandbox = {}
         for k, v in (environment_kwargs or {}).items():
-            sandbox[str(k)] = _setting(f"environment_kwargs[{k!r}]", v, "whole") or ""
+            kind = "text" if k == "sandbox" else "whole"
+            sandbox[str(k)] = _setting(f"environment_kwargs[{k!r}]", v, kind) or ""
         if max_depth is not None:
             if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 11:
                 raise RLMArgumentError(
