@@ -17,7 +17,9 @@
 //! - `RLM_BENCH_DIR`: where the corpus and the local store go (default: a
 //!   temporary folder, deleted after). With `RLM_BENCH_PG_URL` (a database
 //!   that is kept) and `RLM_BENCH_REUSE=1`, a later run reuses the corpus
-//!   and both stores and measures searches only.
+//!   and both stores and measures searches only; with `RLM_BENCH_REUSE=local`
+//!   it reuses the corpus and the local store and indexes PostgreSQL anew
+//!   (into an empty `RLM_BENCH_PG_URL`).
 //! - `RLM_BENCH_QUERIES` (300), `RLM_BENCH_EXACT_QUERIES` (50): questions
 //!   timed, and questions also run exhaustively to compare rankings.
 
@@ -67,7 +69,7 @@ fn main() {
     let vocabulary = env_or("RLM_BENCH_VOCABULARY", 200_000);
     let n_questions = env_or("RLM_BENCH_QUERIES", 300);
     let n_exact = env_or("RLM_BENCH_EXACT_QUERIES", 50);
-    let reuse = std::env::var("RLM_BENCH_REUSE").is_ok_and(|v| v == "1");
+    let reuse = std::env::var("RLM_BENCH_REUSE").unwrap_or_default();
     let kept_db = std::env::var("RLM_BENCH_PG_URL").ok();
     let test_db = if kept_db.is_none() {
         let Some(db) = test_database() else {
@@ -92,40 +94,51 @@ fn main() {
     let opts = IndexOptions::default();
     println!("load average at start: {}", load());
 
-    let reusing = reuse && store_dir.exists() && PgStore::open(&url).is_ok();
+    let reusing = reuse == "1" && store_dir.exists() && PgStore::open(&url).is_ok();
+    let pg_only = reuse == "local" && store_dir.exists();
     if !reusing {
-        let _ = std::fs::remove_dir_all(&docs);
-        let _ = std::fs::remove_dir_all(&store_dir);
-        let files = chunks.div_ceil(12);
-        let t = Instant::now();
-        let bytes = common::generate(&docs, files, vocabulary);
-        println!(
-            "corpus: {files} files, {:.1} MB, vocabulary {vocabulary} words, generated in {:.1} s",
-            bytes as f64 / 1e6,
-            t.elapsed().as_secs_f64()
-        );
-        let t = Instant::now();
-        let local =
-            Store::index(&store_dir, std::slice::from_ref(&docs), &opts, &mut |_| {}).unwrap();
-        let local_secs = t.elapsed().as_secs_f64();
-        println!("load average after the local index: {}", load());
+        let mut rows = Vec::new();
+        let bytes;
+        if pg_only {
+            bytes = dir_bytes(&docs);
+            println!(
+                "corpus and local store of an earlier run: {:.1} MB",
+                bytes as f64 / 1e6
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&docs);
+            let _ = std::fs::remove_dir_all(&store_dir);
+            let files = chunks.div_ceil(12);
+            let t = Instant::now();
+            bytes = common::generate(&docs, files, vocabulary);
+            println!(
+                "corpus: {files} files, {:.1} MB, vocabulary {vocabulary} words, generated in {:.1} s",
+                bytes as f64 / 1e6,
+                t.elapsed().as_secs_f64()
+            );
+            let t = Instant::now();
+            let local =
+                Store::index(&store_dir, std::slice::from_ref(&docs), &opts, &mut |_| {}).unwrap();
+            rows.push((
+                "local (SQLite + tantivy)",
+                t.elapsed().as_secs_f64(),
+                local.chunks_written,
+                dir_bytes(&store_dir),
+            ));
+            println!("load average after the local index: {}", load());
+        }
         let t = Instant::now();
         let pg = PgStore::index(&url, std::slice::from_ref(&docs), &opts, &mut |_| {}).unwrap();
-        let pg_secs = t.elapsed().as_secs_f64();
+        rows.push((
+            "PostgreSQL (COPY, one transaction)",
+            t.elapsed().as_secs_f64(),
+            pg.chunks_written,
+            database_size(&url),
+        ));
         println!("load average after the PostgreSQL index: {}", load());
-        let written = local.chunks_written;
-        assert_eq!(pg.chunks_written, written);
         println!("\n| store | index (first run) | MB/s | chunks/s | size on disk |");
         println!("|---|---|---|---|---|");
-        let pg_size: u64 = database_size(&url);
-        for (name, secs, size) in [
-            (
-                "local (SQLite + tantivy)",
-                local_secs,
-                dir_bytes(&store_dir),
-            ),
-            ("PostgreSQL (COPY, one transaction)", pg_secs, pg_size),
-        ] {
+        for (name, secs, written, size) in rows {
             println!(
                 "| {name} | {secs:.1} s | {:.1} | {:.0} | {:.2} GB |",
                 bytes as f64 / 1e6 / secs,

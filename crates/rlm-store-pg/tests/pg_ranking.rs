@@ -73,7 +73,21 @@ fn term_statistics_follow_every_change_of_the_chunks() {
         };
         PgStore::index(db.url(), std::slice::from_ref(&docs), &o, &mut |_| {}).unwrap()
     };
+    // A first run into an empty store builds the full-text index at its
+    // end; one that fails leaves the index as it was.
+    let tsv_index = "SELECT count(*) FROM pg_indexes WHERE indexname = 'rlm_chunks_tsv'";
+    let empty = tmp.path().join("empty");
+    fs::create_dir_all(&empty).unwrap();
+    PgStore::index(
+        db.url(),
+        std::slice::from_ref(&empty),
+        &opts(80),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert_eq!(db.scalar(tsv_index).unwrap().as_deref(), Some("1"));
     index(false);
+    assert_eq!(db.scalar(tsv_index).unwrap().as_deref(), Some("1"));
     assert_eq!(stale_statistics(&db), Vec::<String>::new());
     let lexemes = db.scalar("SELECT count(*) FROM rlm_lexemes").unwrap();
     assert!(lexemes.unwrap().parse::<u32>().unwrap() > 5);
@@ -103,8 +117,6 @@ fn term_statistics_follow_every_change_of_the_chunks() {
     index(true);
     assert_eq!(stale_statistics(&db), Vec::<String>::new());
     // A failed run (an empty corpus) leaves them as they were.
-    let empty = tmp.path().join("empty");
-    fs::create_dir_all(&empty).unwrap();
     PgStore::index(db.url(), &[empty], &opts(80), &mut |_| {}).unwrap_err();
     assert_eq!(stale_statistics(&db), Vec::<String>::new());
 }
