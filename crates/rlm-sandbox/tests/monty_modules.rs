@@ -223,3 +223,21 @@ async fn the_generator_state_lives_with_the_interpreter() {
     let b = printed("import random\nprint(random.random())").await;
     assert_ne!(a, b, "two unseeded interpreters drew the same number");
 }
+
+#[tokio::test]
+async fn huge_draws_are_refused_and_the_interpreter_lives() {
+    // Ten billion picks would need 240 GB: refused up front, the variables stay.
+    let (mut s, h) = common::interpreter_with("").await;
+    let r = s.run_cell("import random\nkept = 7", &h).await.unwrap();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    for code in [
+        "random.choices([1, 2], k=10**10)",
+        "random.sample(range(10**12), 10**10)",
+    ] {
+        let r = s.run_cell(code, &h).await.expect("the worker lives");
+        let e = r.error.unwrap_or_else(|| panic!("{code}: no error"));
+        assert_eq!(e.exc_type, "MemoryError", "{code}: {e:?}");
+    }
+    let r = s.run_cell("kept", &h).await.unwrap();
+    assert_eq!(r.value.as_deref(), Some("7"));
+}

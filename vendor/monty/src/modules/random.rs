@@ -436,6 +436,7 @@ fn choices(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
     defer_drop!(k, vm);
     let n = sequence_len(population, vm)?;
     let k = int_arg(k, vm)?.max(0) as usize;
+    reserve_picks(k, vm)?;
     let cumulative: Option<Vec<f64>> = match (weights, cum_weights) {
         (Value::None, Value::None) => None,
         (w, Value::None) => {
@@ -462,7 +463,8 @@ fn choices(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
             if n == 0 && k > 0 {
                 return Err(SimpleException::new_msg(ExcType::IndexError, "list index out of range").into());
             }
-            for _ in 0..k {
+            for i in 0..k {
+                tick(i, vm)?;
                 picks.push((rng(vm).random() * n as f64).floor() as usize);
             }
         }
@@ -480,7 +482,8 @@ fn choices(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
                 return Err(value_error("Total of weights must be finite"));
             }
             let hi = n - 1;
-            for _ in 0..k {
+            for i in 0..k {
+                tick(i, vm)?;
                 let x = rng(vm).random() * total;
                 // bisect_right(cum, x, 0, hi)
                 let i = cum[..hi].partition_point(|c| *c <= x);
@@ -559,6 +562,7 @@ fn sample(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
         return Err(value_error("Sample larger than population or is negative"));
     }
     let k = k as usize;
+    reserve_picks(k, vm)?;
     let mut setsize = 21usize;
     if k > 5 {
         let exponent = ((k as f64 * 3.0).ln() / 4f64.ln()).ceil();
@@ -568,13 +572,15 @@ fn sample(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
     if n <= setsize {
         let mut pool: Vec<usize> = (0..n).collect();
         for i in 0..k {
+            tick(i, vm)?;
             let j = rng(vm).randbelow((n - i) as u64) as usize;
             picks.push(pool[j]);
             pool[j] = pool[n - i - 1];
         }
     } else {
         let mut selected = std::collections::HashSet::with_capacity(k);
-        for _ in 0..k {
+        for i in 0..k {
+            tick(i, vm)?;
             let mut j = rng(vm).randbelow(n as u64) as usize;
             while selected.contains(&j) {
                 j = rng(vm).randbelow(n as u64) as usize;
@@ -605,6 +611,23 @@ struct GaussArgs {
     mu: Value,
     #[from_args(default = Value::Float(1.0))]
     sigma: Value,
+}
+
+/// Checks that `k` picks (an index, then a value each) fit the memory limit
+/// before any is made.
+fn reserve_picks(k: usize, vm: &mut VM<'_>) -> RunResult<()> {
+    vm.heap
+        .tracker
+        .check_allocation(k.saturating_mul(std::mem::size_of::<usize>() + crate::value::VALUE_SIZE))?;
+    Ok(())
+}
+
+/// The cell's time limit, checked every 65,536 steps of a long loop.
+fn tick(i: usize, vm: &mut VM<'_>) -> RunResult<()> {
+    if i % 65_536 == 65_535 {
+        vm.heap.tracker.check_time()?;
+    }
+    Ok(())
 }
 
 fn value_error(message: impl Into<String>) -> RunError {
