@@ -367,9 +367,32 @@ pub fn ground(
     (reports, grounded)
 }
 
-/// The sentences of `passages` (chunk id, text) that share the most content
-/// words with `question`: at least two, and a third of them; best first
-/// (the earlier passage on a tie), at most `n`, each with its chunk id.
+/// True when a passage of `chunks` (or a chunk the claim names) backs some
+/// claim of `answer`, as [`ground`] would back it.
+pub(crate) fn backs_a_claim(
+    answer: &str,
+    question: &str,
+    chunks: &[SourceChunk],
+    corpus: &Corpus,
+) -> bool {
+    claims::claims(answer)
+        .iter()
+        .filter(|c| !c.structural)
+        .any(|c| {
+            let (claim, named) =
+                without_source_refs(&strip_markers(&answer[c.start..c.end]), corpus);
+            let looked_at: Vec<SourceChunk> =
+                named.into_iter().chain(chunks.iter().cloned()).collect();
+            support_from(&claim, question, &looked_at).is_some()
+        })
+}
+
+/// The excerpts of `passages` (chunk id, text) that share the most content
+/// words with `question`: a sentence and the one after it (a question
+/// often names its subject in one sentence and its answer sits in the
+/// next), sharing at least two of the words and a third of them; best first
+/// (the earlier on a tie), no two overlapping, at most `n`, each verbatim
+/// with its chunk id.
 pub(crate) fn question_sentences(
     question: &str,
     passages: &[(&str, &str)],
@@ -377,23 +400,44 @@ pub(crate) fn question_sentences(
 ) -> Vec<(String, String)> {
     let (numbers, mut wanted) = claim_terms(question);
     wanted.extend(numbers);
-    let mut scored: Vec<(usize, usize, String, String)> = Vec::new();
-    for (id, passage) in passages {
-        for (_, sentence) in sentences(passage) {
-            let here: HashSet<String> = text::words(sentence).collect();
-            let shared = wanted.iter().filter(|w| here.contains(*w)).count();
+    // (shared, passage, first sentence, span in the passage)
+    let mut scored: Vec<(usize, usize, usize, usize, usize)> = Vec::new();
+    for (p, (_, passage)) in passages.iter().enumerate() {
+        let sents = sentences(passage);
+        let tokens: Vec<HashSet<String>> = sents
+            .iter()
+            .map(|(_, sentence)| text::words(sentence).collect())
+            .collect();
+        for i in 0..sents.len() {
+            let last = (i + 1).min(sents.len() - 1);
+            let shared = wanted
+                .iter()
+                .filter(|w| tokens[i..=last].iter().any(|t| t.contains(*w)))
+                .count();
             if shared >= 2 && shared * 3 >= wanted.len() {
-                let order = scored.len();
-                scored.push((shared, order, id.to_string(), sentence.to_string()));
+                let end = sents[last].0 + sents[last].1.len();
+                scored.push((shared, p, i, sents[i].0, end));
             }
         }
     }
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored
-        .into_iter()
-        .take(n)
-        .map(|(_, _, id, sentence)| (id, sentence))
-        .collect()
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let mut chosen: Vec<(usize, usize)> = Vec::new();
+    let mut out = Vec::new();
+    for (_, p, i, start, end) in scored {
+        if out.len() == n {
+            break;
+        }
+        if chosen
+            .iter()
+            .any(|&(cp, ci)| cp == p && ci.abs_diff(i) <= 1)
+        {
+            continue;
+        }
+        chosen.push((p, i));
+        let (id, passage) = passages[p];
+        out.push((id.to_string(), passage[start..end].to_string()));
+    }
+    out
 }
 
 /// Documents that match the question's words but back no claim (opt-in,
@@ -1035,8 +1079,20 @@ mod tests {
             found,
             [(
                 "b-0".to_string(),
-                "Close, Sandhill and Quayside contain modern buildings.".to_string()
+                "Close, Sandhill and Quayside contain modern buildings. The towns grew."
+                    .to_string()
             )]
+        );
+        // The subject in one sentence, the answer in the next.
+        let passages = [(
+            "c-0",
+            "Alexis Torres, resume. Contact: based in Madrid, Spain. Hobbies: chess.",
+        )];
+        let found = question_sentences("Where does Alexis Torres live?", &passages, 3);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].1,
+            "Alexis Torres, resume. Contact: based in Madrid, Spain."
         );
         assert!(question_sentences("Who won the cup in 1999?", &passages, 3).is_empty());
     }

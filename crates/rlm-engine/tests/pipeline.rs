@@ -825,7 +825,7 @@ async fn rag_reply_that_is_not_an_answer_is_sent_back_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn rag_abstention_gets_one_second_look_at_the_best_sentences() {
+async fn rag_abstention_or_unbacked_answer_gets_one_second_look_at_the_best_sentences() {
     // Small models say "the passages do not answer" while one of them does:
     // the sentences sharing most of the question's words are shown once.
     let ts = resume_store();
@@ -873,6 +873,59 @@ async fn rag_abstention_gets_one_second_look_at_the_best_sentences() {
     assert_eq!(server.request_count(), 2);
     assert!(!answer.partial);
     assert_eq!(answer.answer, "The passages do not answer the question.");
+
+    // An answer no passage backs (from memory, or a guess) gets the second
+    // look too; it is replaced only by an answer a passage backs.
+    let server = ScriptedServer::start(Script::new().respond_with(move |r| {
+        let last = r.last_message();
+        if last.contains("Read them again") {
+            assert!(
+                last.starts_with("No sentence of the passages states"),
+                "{last}"
+            );
+            let line = last.lines().find(|l| l.starts_with("[chunk:"))?;
+            let (_, sentence) = line.trim_start_matches("[chunk:").split_once("] ")?;
+            Some(Reply::text(sentence.to_string()))
+        } else {
+            Some(Reply::text("Alexis Torres is based in Lisbon, Portugal."))
+        }
+    }))
+    .await;
+    let e = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = AskRequest::new("Where is Alexis Torres based?");
+    req.flow = Flow::Rag;
+    let (answer, trace) = run(&e, &ts, req).await;
+    assert_eq!(server.request_count(), 2);
+    assert!(has_fallback(
+        &trace,
+        "rag_answer",
+        "no passage backs the reply"
+    ));
+    assert!(answer.answer.contains("Madrid"), "{}", answer.answer);
+    let server = ScriptedServer::start(
+        Script::new()
+            .respond_with(|_| Some(Reply::text("Alexis Torres is based in Lisbon, Portugal."))),
+    )
+    .await;
+    let e = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = AskRequest::new("Where is Alexis Torres based?");
+    req.flow = Flow::Rag;
+    let (answer, _) = run(&e, &ts, req).await;
+    assert_eq!(server.request_count(), 2);
+    assert_eq!(answer.answer, "Alexis Torres is based in Lisbon, Portugal.");
+    assert_eq!(answer.grounded.as_ref().map(|g| g.supported), Some(0));
+
+    // An answer a passage backs needs no second look.
+    let server = ScriptedServer::start(
+        Script::new()
+            .respond_with(|_| Some(Reply::text("Alexis Torres is based in Madrid, Spain."))),
+    )
+    .await;
+    let e = engine(&server, config(FlowsConfig::default())).await;
+    let mut req = AskRequest::new("Where is Alexis Torres based?");
+    req.flow = Flow::Rag;
+    let _ = run(&e, &ts, req).await;
+    assert_eq!(server.request_count(), 1);
 
     // No sentence shares the question's words: no second look.
     let server = ScriptedServer::start(

@@ -6,12 +6,12 @@ use rlm_llm::{Message, ModelRole};
 use serde_json::json;
 
 use crate::answer::{Answer, FlowReport, RetrievalReport, RouteDecision};
-use crate::citations::CitationPolicy;
+use crate::citations::{CitationPolicy, CitationSource, SourceChunk};
 use crate::grounding;
 use crate::parse;
 use crate::prompts::render;
 use crate::request::AskRequest;
-use crate::retrieval::{FileChunk, excerpts, stage1};
+use crate::retrieval::{FileChunk, Hit, excerpts, stage1};
 use crate::run::{Finished, ROOT_AGENT, Run};
 use crate::trace::CallPurpose;
 
@@ -121,47 +121,15 @@ pub(crate) async fn run(
             .ok()
             .and_then(|reply| parse::not_an_answer(reply, &req.question));
     }
-    // A reply that says the passages do not answer, when some of their
-    // sentences share most of the question's words, gets one second look at
-    // those sentences (small models overlook a fact in a long passage); a
-    // second abstention is committed as the answer.
+    // A reply that says the passages do not answer, or whose claims no
+    // sentence of them backs, gets one second look at the sentences sharing
+    // most of the question's words, when there are such (small models
+    // overlook a fact in a long passage, or answer from memory).
     if let Ok(reply) = &r
         && not_answer.is_none()
-        && parse::abstains(reply)
+        && let Some(second) = second_look(fx, req, &hits, &mut messages, reply).await
     {
-        let passages: Vec<(&str, &str)> = hits
-            .iter()
-            .map(|h| (h.chunk_id.as_str(), h.text.as_str()))
-            .collect();
-        let best = grounding::question_sentences(&req.question, &passages, LOOK_AGAIN_SENTENCES);
-        if !best.is_empty() {
-            fx.fallback(
-                ROOT_AGENT,
-                "rag_answer",
-                &format!(
-                    "the reply says the passages do not answer; shown again the {} sentences sharing most of the question's words",
-                    best.len()
-                ),
-            );
-            let listing = best
-                .iter()
-                .map(|(id, sentence)| format!("[chunk:{id}] {sentence}"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            messages.push(Message::assistant(reply.clone()));
-            messages.push(Message::user(render(
-                RAG_LOOK_AGAIN,
-                &[("sentences", &listing), ("question", &req.question)],
-            )));
-            let second = answer_call(fx, &messages).await;
-            // The first reply stands when the second fails or is no answer.
-            if let Ok(t) = &second
-                && !t.trim().is_empty()
-                && parse::not_an_answer(t, &req.question).is_none()
-            {
-                r = second;
-            }
-        }
+        r = Ok(second);
     }
     let (text, partial) = match r {
         Ok(t) if !t.trim().is_empty() => {
@@ -191,6 +159,73 @@ pub(crate) async fn run(
         }
     };
     finish(fx, text, partial, report).await
+}
+
+/// The second look: `None` when the reply needs none, no sentence shares
+/// enough of the question, or the second reply is no better — the first
+/// stands then. After an abstention any answer is taken; after an answer no
+/// passage backs, only one a passage backs.
+async fn second_look(
+    fx: &Run,
+    req: &AskRequest,
+    hits: &[Hit],
+    messages: &mut Vec<Message>,
+    reply: &str,
+) -> Option<String> {
+    let corpus = fx.corpus();
+    let shown: Vec<SourceChunk> = hits
+        .iter()
+        .filter_map(|h| corpus.chunk(&h.chunk_id))
+        .collect();
+    let abstained = parse::abstains(reply);
+    if !abstained && grounding::backs_a_claim(reply, &req.question, &shown, corpus) {
+        return None;
+    }
+    let passages: Vec<(&str, &str)> = hits
+        .iter()
+        .map(|h| (h.chunk_id.as_str(), h.text.as_str()))
+        .collect();
+    let best = grounding::question_sentences(&req.question, &passages, LOOK_AGAIN_SENTENCES);
+    if best.is_empty() {
+        return None;
+    }
+    let why = if abstained {
+        "Your reply says the passages do not answer the question."
+    } else {
+        "No sentence of the passages states what your reply says."
+    };
+    fx.fallback(
+        ROOT_AGENT,
+        "rag_answer",
+        &format!(
+            "{}; shown again the {} sentences sharing most of the question's words",
+            if abstained {
+                "the reply says the passages do not answer"
+            } else {
+                "no passage backs the reply"
+            },
+            best.len()
+        ),
+    );
+    let listing = best
+        .iter()
+        .map(|(id, sentence)| format!("[chunk:{id}] {sentence}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    messages.push(Message::assistant(reply.to_string()));
+    messages.push(Message::user(render(
+        RAG_LOOK_AGAIN,
+        &[
+            ("why", why),
+            ("sentences", &listing),
+            ("question", &req.question),
+        ],
+    )));
+    let second = answer_call(fx, messages).await.ok()?;
+    let usable = !second.trim().is_empty()
+        && parse::not_an_answer(&second, &req.question).is_none()
+        && (abstained || grounding::backs_a_claim(&second, &req.question, &shown, corpus));
+    usable.then_some(second)
 }
 
 /// One answer call of the root, on the conversation so far.
