@@ -192,8 +192,12 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
             "max_depth": b.max_depth,
             "max_cost_usd": b.max_cost_usd,
             "max_wall_secs": b.wall_clock.as_secs_f64(),
+            "sandbox": c.sandbox,
         },
         "flows": ["repl", "pipeline", "rag", "auto"],
+        // The back-ends a question may ask for; CPython where its isolation
+        // can be set up here (else why not).
+        "sandboxes": sandboxes(),
         "inspectors": ["iterative", "per-chunk", "hypothesis", "repl"],
         "limits": {
             "max_question_chars": app.limits().max_question_chars,
@@ -208,6 +212,15 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
             "write_timeout_secs": app.limits().write_timeout.as_secs_f64(),
         },
     })))
+}
+
+/// The sandbox back-ends and whether a question can run on each here.
+fn sandboxes() -> Value {
+    let cpython = rlm_sandbox::cpython::launcher(None);
+    json!([
+        {"name": "monty", "available": true},
+        {"name": "cpython", "available": cpython.is_ok(), "reason": cpython.err()},
+    ])
 }
 
 /// The JSON body, or a 400/413/415 that says what was wrong with it.

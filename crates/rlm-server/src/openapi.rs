@@ -110,7 +110,7 @@ pub fn document() -> Value {
         },
         "paths": {
             "/": {"get": op("page", "getPage", "The web UI (one page; its files are served at their paths under /)", json!({"200": {"description": "HTML page (gzip, ETag, Content-Security-Policy)", "content": {"text/html": {}}}, "304": {"description": "Not modified (If-None-Match matched the ETag)"}}))},
-            "/api/info": {"get": op("info", "getInfo", "Store, models, default settings, limits, features and whether a token is required", json!({"200": {"description": "Server information", "content": {"application/json": {"schema": {"type": "object"}}}}}))},
+            "/api/info": {"get": op("info", "getInfo", "Store, models, default settings, limits, features, the sandbox back-ends (sandboxes: name, available, reason) and whether a token is required", json!({"200": {"description": "Server information", "content": {"application/json": {"schema": {"type": "object"}}}}}))},
             "/api/health": {"get": op("info", "getHealth", "Whether the model provider and the store work (cached 5 s)", json!({"200": json_response("ok or degraded", "Health"), "503": json_response("down: the model or the store does not work", "Health")}))},
             "/api/openapi.json": {"get": op("info", "getOpenApi", "This document", json!({"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}))},
             "/api/docs": {"get": op("info", "getDocs", "This document as one HTML page", json!({"200": {"description": "HTML page", "content": {"text/html": {}}}}))},

@@ -577,6 +577,68 @@ fn budget_exhausted_is_named() {
 }
 
 #[test]
+fn the_sandbox_setting_picks_the_python_that_runs_the_code() {
+    browser_or_skip!(b);
+    // The model's cell prints the platform: monty names itself, CPython says linux.
+    let script = Script::new()
+        .on(
+            root().and(Matcher::any_contains("platform=monty")),
+            "FINAL(ran on monty [[doc:1 \"The secret code is 4721\"]])",
+        )
+        .on(
+            root().and(Matcher::any_contains("platform=linux")),
+            "FINAL(ran on cpython [[doc:1 \"The secret code is 4721\"]])",
+        )
+        .on(
+            root(),
+            "```repl\nimport sys\nprint('platform=' + sys.platform)\n```",
+        );
+    let setup = serve(script, &[]);
+    let server = &setup.server;
+    b.viewport(1440, 900);
+    open(b, server, "/#/");
+    b.click("#tab-settings");
+    assert_eq!(
+        b.js(
+            "return document.querySelector('#sandbox').value;",
+            json!([])
+        ),
+        "monty"
+    );
+    ask(b, "Which Python?");
+    b.wait_text(".msg.answer .md", "ran on monty");
+    // CPython is listed; where its isolation cannot be set up it is disabled
+    // with the reason (CI requires it to run).
+    let cpython = rlm_sandbox::cpython::launcher(None);
+    let disabled = js_bool(
+        b,
+        "return document.querySelector('#sandbox option[value=cpython]').disabled;",
+    );
+    assert_eq!(disabled, cpython.is_err());
+    if let Err(e) = cpython {
+        assert!(
+            std::env::var_os("RLM_REQUIRE_CPYTHON_SANDBOX").is_none(),
+            "the CPython sandbox cannot start: {e}"
+        );
+        return;
+    }
+    b.js(
+        "const s = document.querySelector('#sandbox'); s.value = 'cpython'; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    );
+    assert!(js_bool(
+        b,
+        "return document.querySelector('#sandbox').classList.contains('changed');"
+    ));
+    ask(b, "Which Python now?");
+    b.wait_for("the answer from CPython", |b| {
+        b.text(".msg.answer:last-of-type .md")
+            .contains("ran on cpython")
+            .then_some(())
+    });
+}
+
+#[test]
 fn model_down_names_it_keeps_the_question_and_retry_answers() {
     browser_or_skip!(b);
     let dir = store();

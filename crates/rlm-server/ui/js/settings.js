@@ -1,5 +1,5 @@
-// The Orchestration settings: the RLM switch, flow, inspector, citations,
-// retrieval and budgets. They start from the server's defaults, persist per
+// The Orchestration settings: the RLM switch, flow, sandbox, inspector,
+// citations, retrieval and budgets. They start from the server's defaults, persist per
 // browser (localStorage), and only values that differ are sent.
 
 import { $, el, store } from "./util.js";
@@ -31,6 +31,14 @@ export function setupSettings(info) {
   $("flow").replaceChildren(...fl.map((f) => el("option", { value: f, text: f })));
   const ins = info.inspectors && info.inspectors.length ? info.inspectors : ["iterative", "per-chunk", "hypothesis", "repl"];
   $("inspector").replaceChildren(...ins.map((f) => el("option", { value: f, text: f })));
+  // A back-end the server cannot run is listed, disabled, with the reason.
+  const sbx = Array.isArray(info.sandboxes) && info.sandboxes.length ? info.sandboxes : [{ name: "monty", available: true }];
+  $("sandbox").replaceChildren(...sbx.map((s) => {
+    const o = el("option", { value: s.name, text: s.available ? s.name : s.name + " (not available here)" });
+    o.disabled = !s.available;
+    if (s.reason) o.title = s.reason;
+    return o;
+  }));
   $("high-recall-row").hidden = $("high-recall-label").hidden = typeof defaults.high_recall !== "boolean";
   reset(false);
   const saved = store.get("settings", null);
@@ -39,6 +47,7 @@ export function setupSettings(info) {
     if (saved.flow && flows().includes(saved.flow)) { $("flow").value = saved.flow; if (saved.flow !== "rag") rememberedFlow = saved.flow; }
     if (saved.inspector && Array.from($("inspector").options).some((o) => o.value === saved.inspector)) $("inspector").value = saved.inspector;
     if (saved.citations) $("citations").value = saved.citations;
+    if (saved.sandbox && Array.from($("sandbox").options).some((o) => o.value === saved.sandbox && !o.disabled)) $("sandbox").value = saved.sandbox;
     if (typeof saved.coverage === "boolean") $("coverage").checked = saved.coverage;
     if (typeof saved.high_recall === "boolean") $("high-recall").checked = saved.high_recall;
     for (const [id, key] of NUMBER_FIELDS) if (typeof saved[key] === "string") $(id).value = saved[key];
@@ -53,6 +62,7 @@ function reset(save) {
   $("flow").value = defaultRlmEnabled() && defaults.flow && defaults.flow !== "rag" && flows().includes(defaults.flow) ? defaults.flow : defaultRlmEnabled() ? defaultRlmFlow() : "rag";
   if (defaults.inspector) $("inspector").value = defaults.inspector;
   if (defaults.citations) $("citations").value = defaults.citations;
+  $("sandbox").value = defaults.sandbox || "monty";
   $("coverage").checked = false;
   $("high-recall").checked = !!defaults.high_recall;
   for (const [id, key] of NUMBER_FIELDS) $(id).value = defText(key);
@@ -65,6 +75,7 @@ function save() {
   const s = {
     rlm: $("rlm-toggle").checked, flow: $("flow").value, inspector: $("inspector").value,
     citations: $("citations").value, coverage: $("coverage").checked, high_recall: $("high-recall").checked,
+    sandbox: $("sandbox").value,
   };
   for (const [id, key] of NUMBER_FIELDS) s[key] = $(id).value.trim();
   store.set("settings", s);
@@ -91,6 +102,7 @@ function applyFlow() {
 function markChanged() {
   $("inspector").classList.toggle("changed", !!defaults.inspector && $("inspector").value !== defaults.inspector);
   $("citations").classList.toggle("changed", !!defaults.citations && $("citations").value !== defaults.citations);
+  $("sandbox").classList.toggle("changed", $("sandbox").value !== (defaults.sandbox || "monty"));
   for (const [id, key] of NUMBER_FIELDS) $(id).classList.toggle("changed", $(id).value.trim() !== defText(key));
 }
 
@@ -104,6 +116,8 @@ export function askOptions() {
   }
   const cit = $("citations").value;
   if (cit && cit !== defaults.citations) body.citations = cit;
+  const sbx = $("sandbox").value;
+  if (sbx && sbx !== (defaults.sandbox || "monty")) body.sandbox = sbx;
   if ($("coverage").checked) body.coverage = true;
   if (!$("high-recall-row").hidden && $("high-recall").checked !== !!defaults.high_recall) body.high_recall = $("high-recall").checked;
   for (const [id, key, integer] of NUMBER_FIELDS) {
@@ -121,7 +135,7 @@ export function askOptions() {
 
 $("rlm-toggle").addEventListener("change", () => { applyToggle(); save(); });
 $("flow").addEventListener("change", () => { if ($("flow").value !== "rag") rememberedFlow = $("flow").value; applyFlow(); save(); });
-for (const id of ["inspector", "citations", "coverage", "high-recall", ...NUMBER_FIELDS.map((f) => f[0])]) {
+for (const id of ["sandbox", "inspector", "citations", "coverage", "high-recall", ...NUMBER_FIELDS.map((f) => f[0])]) {
   $(id).addEventListener("input", () => { markChanged(); save(); });
   $(id).addEventListener("change", () => { markChanged(); save(); });
 }
