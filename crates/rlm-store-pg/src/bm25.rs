@@ -362,22 +362,9 @@ pub(crate) fn begin_counting(db: &Db) -> Result<(), CorpusError> {
     )
 }
 
-/// The number of chunks and the sum of their lengths an indexing run
-/// added (negative: removed).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Totals {
-    chunks: i64,
-    lexemes: i64,
-}
-
 /// Counts the lexemes of the documents `doc_ids`' chunks as added
 /// (`sign` 1, after inserting them) or removed (−1, before deleting them).
-pub(crate) fn count(
-    db: &Db,
-    doc_ids: &[String],
-    sign: i64,
-    totals: &mut Totals,
-) -> Result<(), CorpusError> {
+pub(crate) fn count(db: &Db, doc_ids: &[String], sign: i64) -> Result<(), CorpusError> {
     if doc_ids.is_empty() {
         return Ok(());
     }
@@ -387,34 +374,27 @@ pub(crate) fn count(
          WHERE c.doc_id = ANY($1) GROUP BY l",
         vec![Box::new(doc_ids.to_vec()) as Param, Box::new(sign)],
     )?;
-    let row = db.query_opt(
-        "SELECT count(*), coalesce(sum(length(tsv)), 0)::bigint FROM rlm_chunks WHERE doc_id = ANY($1)",
-        vec![Box::new(doc_ids.to_vec()) as Param],
-    )?;
-    if let Some(r) = row {
-        totals.chunks += sign * r.get::<_, i64>(0);
-        totals.lexemes += sign * r.get::<_, i64>(1);
-    }
     Ok(())
 }
 
 /// Merges the run's counts into `rlm_lexemes` and `rlm_meta` (before its
-/// commit).
-pub(crate) fn finish_counting(db: &Db, totals: Totals) -> Result<(), CorpusError> {
+/// commit). The lengths' sum moves by the counts' sum (a chunk's length is
+/// its number of distinct lexemes, each counted once for it); the number
+/// of chunks is read from the documents.
+pub(crate) fn finish_counting(db: &Db) -> Result<(), CorpusError> {
     db.batch(
-        "INSERT INTO rlm_lexemes AS x (lexeme, chunks)
+        "UPDATE rlm_meta SET value = (value::bigint
+            + (SELECT coalesce(sum(chunks), 0) FROM rlm_lexeme_delta))::text
+         WHERE key = 'chunk_lexemes';
+         UPDATE rlm_meta SET value = (SELECT coalesce(sum(chunk_count), 0) FROM rlm_documents)::text
+         WHERE key = 'chunks';
+         INSERT INTO rlm_lexemes AS x (lexeme, chunks)
             SELECT lexeme, sum(chunks) FROM rlm_lexeme_delta GROUP BY lexeme HAVING sum(chunks) <> 0
             ON CONFLICT (lexeme) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
          DELETE FROM rlm_lexemes WHERE chunks <= 0 AND lexeme IN
             (SELECT lexeme FROM rlm_lexeme_delta GROUP BY lexeme HAVING sum(chunks) < 0);
          DROP TABLE rlm_lexeme_delta",
-    )?;
-    db.execute(
-        "UPDATE rlm_meta SET value = (value::bigint + CASE key WHEN 'chunks' THEN $1::bigint ELSE $2::bigint END)::text
-         WHERE key IN ('chunks', 'chunk_lexemes')",
-        vec![Box::new(totals.chunks), Box::new(totals.lexemes)],
-    )?;
-    Ok(())
+    )
 }
 
 #[cfg(test)]

@@ -136,7 +136,6 @@ fn index_in_transaction(
         documents: Vec::new(),
         chunks: Vec::new(),
         inserted: Vec::new(),
-        totals: Default::default(),
     };
     let ingested = ingest(paths, opts, None, &known, opts.rebuild, &mut sink, progress)?;
     sink.flush()?;
@@ -147,7 +146,7 @@ fn index_in_transaction(
              CREATE INDEX rlm_chunks_tsv ON rlm_chunks USING gin (tsv)",
         )?;
     }
-    bm25::finish_counting(db, sink.totals)?;
+    bm25::finish_counting(db)?;
     db.execute(
         "UPDATE rlm_meta SET value = $1 WHERE key = 'generation'",
         vec![Box::new((generation + 1).to_string())],
@@ -190,15 +189,13 @@ struct PgSink<'a> {
     /// The documents of this batch's rows (their lexemes are counted once
     /// their chunks are in).
     inserted: Vec<String>,
-    /// Chunks and lexemes added by the run so far (BM25's statistics).
-    totals: bm25::Totals,
 }
 
 impl PgSink<'_> {
     fn flush(&mut self) -> Result<(), CorpusError> {
         if !self.deletes.is_empty() {
             let ids = std::mem::take(&mut self.deletes);
-            bm25::count(self.db, &ids, -1, &mut self.totals)?;
+            bm25::count(self.db, &ids, -1)?;
             // Chunks go with their document (ON DELETE CASCADE).
             self.db.execute(
                 "DELETE FROM rlm_documents WHERE id = ANY($1)",
@@ -227,7 +224,7 @@ impl PgSink<'_> {
             )?;
         }
         let inserted = std::mem::take(&mut self.inserted);
-        bm25::count(self.db, &inserted, 1, &mut self.totals)?;
+        bm25::count(self.db, &inserted, 1)?;
         Ok(())
     }
 }
