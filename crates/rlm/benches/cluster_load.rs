@@ -9,6 +9,7 @@
 //! cargo build --release -p rlm
 //! cargo bench -p rlm --bench cluster_load            # every row
 //! RLM_BENCH_NODES=1,2 RLM_BENCH_CONCURRENCY=1,16 cargo bench -p rlm --bench cluster_load
+//! RLM_BENCH_STORE=folder RLM_BENCH_NODES=1 cargo bench -p rlm --bench cluster_load   # baseline: one node over a store folder
 //! ```
 //!
 //! PostgreSQL: `RLM_TEST_POSTGRES_URL`, else the throwaway server of
@@ -67,13 +68,14 @@ fn start_node(bin: &Path, dir: &Path, url: &str, model: &ScriptedServer) -> Node
     let mut child = Command::new(bin)
         .current_dir(dir)
         .args(["serve", "--store", url, "--addr", "127.0.0.1:0"])
-        .args(["--max-runs", "64", "--cluster-max-concurrent", "256"])
+        .args(["--max-runs", "64"])
         .env("RLM_PROVIDER", "openai")
         .env("RLM_BASE_URL", model.base_url())
         .env("RLM_API_KEY", TEST_API_KEY)
         .env("RLM_PRIMARY_MODEL", "root-model")
         .env("RLM_SUB_MODEL", "sub-model")
         .env("RLM_MAX_CONCURRENT", "256")
+        .env("RLM_CLUSTER_MAX_CONCURRENT", "256")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -198,9 +200,16 @@ fn main() {
         "# Lease\n\nThe tenant shall give ninety days notice.\n",
     )
     .unwrap();
+    // The baseline: one node over a store folder (sessions.sqlite, runs/).
+    let folder = std::env::var("RLM_BENCH_STORE").is_ok_and(|v| v == "folder");
+    let store = if folder {
+        dir.path().join(".rlm").to_string_lossy().into_owned()
+    } else {
+        db.url().to_string()
+    };
     let out = Command::new(&bin)
         .current_dir(dir.path())
-        .args(["index", "docs", "--store", db.url()])
+        .args(["index", "docs", "--store", &store])
         .output()
         .unwrap();
     assert!(
@@ -222,7 +231,12 @@ fn main() {
     let node_counts = list("RLM_BENCH_NODES", &[1, 2, 4]);
     let concurrencies = list("RLM_BENCH_CONCURRENCY", &[1, 4, 16, 64]);
     println!(
-        "rlm serve nodes over one PostgreSQL store, scripted model {MODEL_LATENCY_MS} ms per call, 2 calls per question; load average before: {}",
+        "rlm serve nodes over {}, scripted model {MODEL_LATENCY_MS} ms per call, 2 calls per question; load average before: {}",
+        if folder {
+            "a store folder"
+        } else {
+            "one PostgreSQL store"
+        },
         load_average()
     );
     println!(
@@ -231,7 +245,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     for &n in &node_counts {
         let nodes: Vec<Node> = (0..n)
-            .map(|_| start_node(&bin, dir.path(), db.url(), &model))
+            .map(|_| start_node(&bin, dir.path(), &store, &model))
             .collect();
         // Warm-up: every node answers a few before the clock starts.
         measure(&nodes, 2 * n, 4 * n);
