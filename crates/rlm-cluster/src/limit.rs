@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use rlm_llm::provider::{BoxFuture, Provider};
 use rlm_llm::{LlmError, ModelReply, ModelRequest};
+use rlm_server::state::off_runtime;
 use rlm_store_pg::db::Db;
 use sha2::{Digest, Sha256};
 
@@ -109,7 +110,7 @@ impl ClusterLimited {
         );
         let mut wait = Duration::from_millis(10);
         loop {
-            if let Some(slot) = self.try_take(&holder)? {
+            if let Some(slot) = off_runtime(|| self.try_take(&holder))? {
                 return Ok(Slot {
                     db: self.db.clone(),
                     key: self.key.clone(),
@@ -137,15 +138,14 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         // A failure leaves the slot held until its lease ends.
-        let _ = self.db.execute(
-            "UPDATE rlm_model_slots SET holder = NULL, lease_until = NULL
+        let holder = std::mem::take(&mut self.holder);
+        let _ = off_runtime(|| {
+            self.db.execute(
+                "UPDATE rlm_model_slots SET holder = NULL, lease_until = NULL
              WHERE key = $1 AND slot = $2 AND holder = $3",
-            vec![
-                p(self.key.clone()),
-                p(self.slot),
-                p(std::mem::take(&mut self.holder)),
-            ],
-        );
+                vec![p(self.key.clone()), p(self.slot), p(holder)],
+            )
+        });
     }
 }
 

@@ -362,8 +362,12 @@ async fn next_batch(c: &mut Cursor) -> Vec<Event> {
         loop {
             // The status is read before the events: a run seen finished
             // has all its events saved already.
-            let view = c.app.run_view(&c.id).ok();
-            let batch = saved.next_batch(c.next as u64, SAVED_BATCH);
+            let (view, batch) = crate::state::off_runtime(|| {
+                (
+                    c.app.run_view(&c.id).ok(),
+                    saved.next_batch(c.next as u64, SAVED_BATCH),
+                )
+            });
             if let Some(last) = batch.last() {
                 c.next = last.seq as usize + 1;
                 return batch.into_iter().map(trace_event).collect();

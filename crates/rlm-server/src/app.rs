@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::options::ServerOptions;
 pub use crate::run_record::{RUNS_DIR, RunInfo, RunStatus, RunSummary, RunView};
-use crate::state::{EventLog, ServerState};
+use crate::state::{EventLog, ServerState, off_runtime};
 
 /// Limits the server enforces on every request.
 #[derive(Debug, Clone, PartialEq)]
@@ -408,10 +408,8 @@ impl App {
         // Saved as running before any model call: after a crash the run is
         // listed as interrupted instead of lost. Without room for that, no
         // model budget is spent on an answer that could not be kept.
-        let file =
-            self.state.runs.create(&view).map_err(|e| {
-                ApiError::insufficient_storage(format!("cannot start the run: {e}"))
-            })?;
+        let file = off_runtime(|| self.state.runs.create(&view))
+            .map_err(|e| ApiError::insufficient_storage(format!("cannot start the run: {e}")))?;
         let run = Arc::new(Run {
             trace: Arc::new(Trace::new().with_history()),
             cancel: CancelToken::new(),
@@ -489,7 +487,7 @@ impl App {
     /// Runs the engine and records the outcome.
     async fn answer(self: Arc<Self>, run: Arc<Run>, body: AskBody, prepared: ResolvedQuestion) {
         let session = match &body.session {
-            Some(name) => match self.state.sessions.load(name) {
+            Some(name) => match off_runtime(|| self.state.sessions.load(name)) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     self.finish(&run, RunStatus::Failed, None, Some(e), Vec::new());
@@ -534,10 +532,11 @@ impl App {
                         citations: answer.citations.clone(),
                     };
                     let run_id = run.view().run.id;
-                    let saved =
+                    let saved = off_runtime(|| {
                         self.state
                             .sessions
-                            .append_run(name, &turn, &answer.findings, &run_id);
+                            .append_run(name, &turn, &answer.findings, &run_id)
+                    });
                     if let Err(e) = saved {
                         not_saved.push(format!("the session turn ({e})"));
                     }
@@ -567,6 +566,18 @@ impl App {
     /// record replaced atomically, then the run shown as finished. Whatever
     /// could not be saved is said in `error` and [`Run::not_saved`].
     fn finish(
+        &self,
+        run: &Run,
+        status: RunStatus,
+        answer: Option<Value>,
+        error: Option<String>,
+        not_saved: Vec<String>,
+    ) {
+        off_runtime(|| self.finish_saving(run, status, answer, error, not_saved));
+    }
+
+    /// [`App::finish`]'s work (which may wait on the state's I/O).
+    fn finish_saving(
         &self,
         run: &Run,
         status: RunStatus,
@@ -753,7 +764,7 @@ impl App {
                 .filter(|(_, r)| !r.finished())
                 .map(|(id, _)| id.clone())
                 .collect();
-            match self.state.runs.heartbeat(&running) {
+            match off_runtime(|| self.state.runs.heartbeat(&running)) {
                 Ok(beat) => {
                     last_error = None;
                     for id in beat.cancel.iter().chain(&beat.lost) {
@@ -824,7 +835,7 @@ fn outcome_error(error: &Option<String>, not_saved: &[String]) -> Option<String>
 /// Appends the run's events to its trace file as they come, until the run
 /// finishes ([`App::finish`] writes the rest).
 async fn keep_trace_written(run: Arc<Run>) {
-    run.until_finished(|| lock(&run.file).catch_up(&run.trace))
+    run.until_finished(|| off_runtime(|| lock(&run.file).catch_up(&run.trace)))
         .await;
 }
 

@@ -120,6 +120,22 @@ pub trait RunBackend: Send + Sync {
     fn location(&self) -> String;
 }
 
+/// Runs `f`, which may wait on I/O (a database round trip), without
+/// stalling the other tasks of the runtime worker it is called on: on a
+/// multi-thread tokio runtime they move to another worker meanwhile
+/// (`block_in_place`); elsewhere (a current-thread runtime, a plain thread)
+/// `f` just runs. The server calls every [`SessionBackend`] and
+/// [`RunBackend`] method through it; back-ends may use it for their own
+/// waits.
+pub fn off_runtime<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// The state a server keeps: sessions and runs of one back-end.
 pub struct ServerState {
     /// Sessions.
