@@ -11,19 +11,7 @@ mod pipeline_support;
 use common::*;
 use rlm_engine::TraceEvent;
 use rlm_llm::testing::{Reply, Script, ScriptedServer};
-
-fn cpython_available() -> bool {
-    match rlm_sandbox::cpython::launcher(None) {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("RLM_REQUIRE_CPYTHON_SANDBOX").is_some() => {
-            panic!("RLM_REQUIRE_CPYTHON_SANDBOX is set but the CPython sandbox cannot start: {e}")
-        }
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            false
-        }
-    }
-}
+use rlm_sandbox::testing::cpython_available;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_question_answered_in_cpython() {

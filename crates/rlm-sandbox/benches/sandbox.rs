@@ -3,7 +3,7 @@
 //! Prints a markdown table: worker cold start, warm start from the pool, an
 //! empty cell's round trip, loading 10 MB / 100 MB of context, slicing cost on
 //! one big string (ASCII and not) vs a list of documents, and `re.findall` /
-//! `str.count` over 10 MB side by side with CPython (`python3`, when
+//! `str.count` / `csv.reader` over 10 MB side by side with CPython (`python3`, when
 //! installed); then the start and per-cell overhead of the CPython back-end
 //! next to monty's (when bubblewrap can run here).
 
@@ -85,7 +85,7 @@ async fn cell_time(s: &mut Interpreter, code: &str) -> (Duration, String) {
 
 fn python(code: &str, path: &std::path::Path) -> Option<(Duration, String)> {
     let script = format!(
-        "import re, time\ncontext = open({:?}).read()\nt = time.perf_counter()\nv = {code}\nprint(time.perf_counter() - t)\nprint(repr(v))",
+        "import re, csv, io, time\ncontext = open({:?}).read()\nt = time.perf_counter()\nv = {code}\nprint(time.perf_counter() - t)\nprint(repr(v))",
         path.display().to_string()
     );
     let out = std::process::Command::new("python3")
@@ -268,7 +268,7 @@ async fn main() {
     std::fs::write(&path, &text).unwrap();
     let spec = InterpreterSpec::new().input("context", InputValue::Text(text));
     let mut s = Interpreter::start(&cfg, &spec).await.unwrap();
-    cell_time(&mut s, "import re").await;
+    cell_time(&mut s, "import re, csv, io").await;
     for (label, code) in [
         (
             "re.findall(r'\\bref\\w+', context) over 10 MB",
@@ -285,6 +285,10 @@ async fn main() {
         (
             "len(context.splitlines()) over 10 MB",
             "len(context.splitlines())",
+        ),
+        (
+            "len(list(csv.reader(io.StringIO(context)))) over 10 MB",
+            "len(list(csv.reader(io.StringIO(context))))",
         ),
     ] {
         let (t, v) = cell_time(&mut s, code).await;

@@ -25,3 +25,20 @@ pub fn worker() -> WorkerCommand {
     })
     .clone()
 }
+
+/// Whether the CPython back-end can run here. Where it cannot, the reason is
+/// printed and the caller skips its CPython part; with
+/// `RLM_REQUIRE_CPYTHON_SANDBOX` set (CI, where bubblewrap is installed) that
+/// is a failure instead.
+pub fn cpython_available() -> bool {
+    match crate::cpython::launcher(None) {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("RLM_REQUIRE_CPYTHON_SANDBOX").is_some() => {
+            panic!("RLM_REQUIRE_CPYTHON_SANDBOX is set but the CPython sandbox cannot start: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped the CPython part: {e}");
+            false
+        }
+    }
+}

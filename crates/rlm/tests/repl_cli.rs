@@ -307,12 +307,7 @@ fn sandbox_flag_picks_the_back_end_or_is_a_one_line_error() {
         "error: --sandbox: unknown sandbox \"jail\": use monty (the default) or cpython"
     );
     // The CPython back-end where bubblewrap runs (CI requires it).
-    if let Err(e) = rlm_sandbox::cpython::launcher(None) {
-        assert!(
-            std::env::var_os("RLM_REQUIRE_CPYTHON_SANDBOX").is_none(),
-            "the CPython sandbox cannot start: {e}"
-        );
-        eprintln!("skipped the cpython half: {e}");
+    if !rlm_sandbox::testing::cpython_available() {
         return;
     }
     // monty names itself as the platform; CPython says linux.
