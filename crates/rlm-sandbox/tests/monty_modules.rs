@@ -44,6 +44,23 @@ print(csv.field_size_limit(sys.maxsize), csv.QUOTE_ALL, csv.QUOTE_NONE)
 }
 
 #[tokio::test]
+async fn csv_readers_keep_line_num_and_fieldnames() {
+    let code = r#"import csv, io
+text = 'name,notes\nAda,"two\nlines"\n\nBob,x\n'
+r = csv.reader(io.StringIO(text))
+print(r.line_num, next(r), r.line_num, next(r), r.line_num)
+print([row for row in r], r.line_num)
+d = csv.DictReader(io.StringIO(text))
+print(d.fieldnames)
+rows = list(d)
+print(rows, d.line_num, d.fieldnames)
+print(type(r), type(d), list(csv.DictReader(['a,b'], fieldnames=['x', 'y'])))
+"#;
+    let expected = "0 ['name', 'notes'] 1 ['Ada', 'two\\nlines'] 3\n[[], ['Bob', 'x']] 5\n['name', 'notes']\n[{'name': 'Ada', 'notes': 'two\\nlines'}, {'name': 'Bob', 'notes': 'x'}] 5 ['name', 'notes']\n<class '_csv.reader'> <class 'csv.DictReader'> [{'x': 'a', 'y': 'b'}]\n";
+    assert_eq!(printed(code).await, expected);
+}
+
+#[tokio::test]
 async fn csv_writers_format_like_cpython() {
     let code = r#"import csv, io, sys
 buf = io.StringIO()

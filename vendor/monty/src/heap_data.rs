@@ -145,6 +145,8 @@ macro_rules! heap_payloads {
             StringIo(boxed $crate::types::string_io::StringIo),
             /// rlm patch: a `csv.writer` / `csv.DictWriter` object.
             CsvWriter(boxed $crate::types::csv_writer::CsvWriter),
+            /// rlm patch: a `csv.reader` / `csv.DictReader` object.
+            CsvReader(boxed $crate::types::csv_reader::CsvReader),
         }
     };
 }
@@ -221,7 +223,8 @@ impl HeapData {
             | Self::GatherFuture(_)
             | Self::ExternalFuture(_)
             | Self::Partial(_)
-            | Self::CsvWriter(_) => true,
+            | Self::CsvWriter(_)
+            | Self::CsvReader(_) => true,
             // Leaf types, plus iterators whose heap refs only point at leaves and so
             // cannot close a cycle. Move one up if it gains a container-valued field.
             Self::Str(_)
@@ -283,6 +286,7 @@ impl HeapData {
             Self::Partial(_) => Type::Partial,
             Self::StringIo(_) => Type::StringIo,
             Self::CsvWriter(_) => Type::CsvWriter,
+            Self::CsvReader(r) => r.type_(),
             Self::DictKeysView(_) => Type::DictKeys,
             Self::DictItemsView(_) => Type::DictItems,
             Self::DictValuesView(_) => Type::DictValues,
@@ -486,6 +490,7 @@ macro_rules! heap_read_output_py_trait_forward {
             Self::Partial($value) => $body,
             Self::StringIo($value) => $body,
             Self::CsvWriter($value) => $body,
+            Self::CsvReader($value) => $body,
             Self::Tuple($value) => $body,
             Self::NamedTuple($value) => $body,
             Self::NamedTupleClass($value) => $body,
@@ -1003,6 +1008,7 @@ impl<'h> PyTrait<'h> for HeapReadOutput<'h> {
             Self::TimeZone(value) => value.py_iter(vm),
             Self::StringIo(value) => value.py_iter(vm),
             Self::CsvWriter(value) => value.py_iter(vm),
+            Self::CsvReader(value) => value.py_iter(vm),
             Self::NamedTupleClass(_)
             | Self::Closure(_)
             | Self::FunctionDefaults(_)
@@ -1062,6 +1068,7 @@ impl<'h> PyTrait<'h> for HeapReadOutput<'h> {
             Self::TimeDelta(value) => value.py_next(vm),
             Self::TimeZone(value) => value.py_next(vm),
             Self::StringIo(value) => value.py_next(vm),
+            Self::CsvReader(value) => value.py_next(vm),
             other => Err(ExcType::type_error_not_iterator(&other.py_type_name(vm))),
         }
     }

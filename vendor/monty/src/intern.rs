@@ -1272,6 +1272,8 @@ pub enum StaticStrings {
     Seq,
     /// `sys.maxsize`.
     Maxsize,
+    /// `line_num` of a csv reader.
+    LineNum,
 }
 
 /// Computes an FNV-1a hash over static-string identities and serialization.

@@ -776,6 +776,7 @@ impl MontyTypeExt for MontyType {
             // rlm patch: no host-side StringIO type; it crosses as a text stream.
             Type::StringIo => Self::TextIOWrapper,
             Type::CsvWriter => Self::Object,
+            Type::CsvReader | Type::CsvDictReader => Self::Iterator,
             Type::Tuple => Self::Tuple,
             Type::NamedTuple => Self::NamedTuple,
             Type::Dict => Self::Dict,

@@ -13,8 +13,8 @@
 //! `csv.field_size_limit()` and the `QUOTE_*` constants.
 //!
 //! Differences from CPython: the input is read and parsed when the reader is
-//! created, and the reader is a list iterator over the rows (so it has no
-//! `line_num`, and a `DictReader` no `fieldnames` attribute); `csv.Error` is
+//! created (the reader, [`crate::types::csv_reader`], then iterates over the
+//! rows; `line_num` and `DictReader.fieldnames` are kept); `csv.Error` is
 //! `ValueError`; dialects are the names `excel`, `excel-tab` and `unix` (no
 //! `register_dialect`, no `Sniffer`); writers write to an `io.StringIO` or
 //! `sys.stdout` only.
@@ -29,8 +29,8 @@ use crate::{
     modules::ModuleFunctions,
     types::{
         Dict, List, Module, PyTrait,
+        csv_reader::CsvReader,
         csv_writer::{CsvWriter, DictFields},
-        list::ListIterator,
         str::allocate_string,
     },
     value::Value,
@@ -324,8 +324,12 @@ fn reader(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
     let dialect = take_dialect(a.fmt_params(), vm);
     let csvfile = a.csvfile;
     defer_drop!(csvfile, vm);
-    let rows = parse_rows(csvfile, &dialect?, vm)?;
-    Ok(list_iterator(rows, vm))
+    let (rows, line_nums) = parse_rows(csvfile, &dialect?, vm)?;
+    let rows = rows
+        .into_iter()
+        .map(|r| Value::Ref(vm.heap.allocate(HeapData::List(List::new(r)))))
+        .collect();
+    Ok(reader_of(rows, line_nums, None, vm))
 }
 
 csv_args!(DictReaderArgs, "DictReader", {
@@ -348,9 +352,11 @@ fn dict_reader(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
     defer_drop!(fieldnames, vm);
     defer_drop!(restkey, vm);
     defer_drop!(restval, vm);
-    let rows = parse_rows(f, &dialect?, vm)?;
+    let (rows, line_nums) = parse_rows(f, &dialect?, vm)?;
+    let mut nums = line_nums.into_iter();
     let mut rows = rows.into_iter();
     let names: Vec<Value> = if matches!(fieldnames, Value::None) {
+        nums.next();
         match rows.next() {
             Some(first) => first,
             None => Vec::new(),
@@ -365,11 +371,13 @@ fn dict_reader(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
         }
     };
     let mut dicts = Vec::new();
+    let mut dict_nums = Vec::new();
     let mut failure = None;
-    for row in rows.by_ref() {
+    for (row, num) in rows.by_ref().zip(nums) {
         if row.is_empty() {
             continue;
         }
+        dict_nums.push(num);
         match row_dict(row, &names, restkey, restval, vm) {
             Ok(d) => dicts.push(d),
             Err(e) => {
@@ -379,16 +387,14 @@ fn dict_reader(vm: &mut VM<'_>, args: ArgValues) -> RunResult<Value> {
         }
     }
     drop_rows(rows, vm);
-    for n in names {
-        n.drop_with(vm);
-    }
     if let Some(e) = failure {
-        for d in dicts {
-            d.drop_with(vm);
+        for v in dicts.into_iter().chain(names) {
+            v.drop_with(vm);
         }
         return Err(e);
     }
-    Ok(list_iterator_of(dicts, vm))
+    let names = Value::Ref(vm.heap.allocate(HeapData::List(List::new(names))));
+    Ok(reader_of(dicts, dict_nums, Some(names), vm))
 }
 
 /// One `DictReader` row: `dict(zip(names, row))`, the surplus under
@@ -523,22 +529,17 @@ fn writer_target(f: &Value, vm: &mut VM<'_>) -> RunResult<Option<HeapId>> {
     }
 }
 
-/// An iterator over the rows as lists.
-fn list_iterator(rows: Vec<Vec<Value>>, vm: &mut VM<'_>) -> Value {
-    let rows = rows
-        .into_iter()
-        .map(|r| Value::Ref(vm.heap.allocate(HeapData::List(List::new(r)))))
-        .collect();
-    list_iterator_of(rows, vm)
+/// A reader over `rows` (lists, or dicts with `fieldnames`), each complete
+/// after `line_nums[i]` source lines.
+fn reader_of(rows: Vec<Value>, line_nums: Vec<u64>, fieldnames: Option<Value>, vm: &mut VM<'_>) -> Value {
+    let list = vm.heap.allocate(HeapData::List(List::new(rows)));
+    let reader = CsvReader::new(list, line_nums, fieldnames);
+    Value::Ref(vm.heap.allocate(HeapData::CsvReader(Box::new(reader))))
 }
 
-fn list_iterator_of(items: Vec<Value>, vm: &mut VM<'_>) -> Value {
-    let list = vm.heap.allocate(HeapData::List(List::new(items)));
-    Value::Ref(vm.heap.allocate(HeapData::ListIterator(ListIterator::new(list))))
-}
-
-/// Reads every line of `input` and parses them into rows of field values.
-fn parse_rows(input: &Value, dialect: &Dialect, vm: &mut VM<'_>) -> RunResult<Vec<Vec<Value>>> {
+/// Reads every line of `input` and parses them into rows of field values,
+/// with the number of lines read when each row was complete.
+fn parse_rows(input: &Value, dialect: &Dialect, vm: &mut VM<'_>) -> RunResult<(Vec<Vec<Value>>, Vec<u64>)> {
     let iterator = input.py_iter(vm).map_err(|_| {
         type_error(format!(
             "argument 1 must be an iterator of strings (a file, io.StringIO or a list of lines), not '{}'",
@@ -549,11 +550,12 @@ fn parse_rows(input: &Value, dialect: &Dialect, vm: &mut VM<'_>) -> RunResult<Ve
     let mut iterator = iterator.read(vm);
     let mut parser = Parser::new(dialect.clone(), vm.heap.module_state.csv_field_limit);
     let mut rows: Vec<Vec<Value>> = Vec::new();
+    let mut line_nums: Vec<u64> = Vec::new();
     let result = (|| -> RunResult<()> {
-        let mut lines = 0usize;
+        let mut lines = 0u64;
         while let Some(line) = iterator.py_next(vm)? {
             lines += 1;
-            if lines % 1024 == 0 {
+            if lines.is_multiple_of(1024) {
                 vm.heap.tracker.check_time()?;
             }
             let fed = match line.to_str(vm) {
@@ -567,15 +569,17 @@ fn parse_rows(input: &Value, dialect: &Dialect, vm: &mut VM<'_>) -> RunResult<Ve
             fed.map_err(csv_error)?;
             for record in parser.records.drain(..) {
                 rows.push(record_values(record, vm)?);
+                line_nums.push(lines);
             }
         }
         if let Some(record) = parser.finish().map_err(csv_error)? {
             rows.push(record_values(record, vm)?);
+            line_nums.push(lines);
         }
         Ok(())
     })();
     match result {
-        Ok(()) => Ok(rows),
+        Ok(()) => Ok((rows, line_nums)),
         Err(e) => {
             drop_rows(rows.into_iter(), vm);
             Err(e)

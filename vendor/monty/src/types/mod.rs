@@ -37,6 +37,8 @@ pub mod str;
 pub mod string_io;
 // rlm patch: `csv.writer` / `csv.DictWriter` objects.
 pub mod csv_writer;
+// rlm patch: `csv.reader` / `csv.DictReader` objects.
+pub mod csv_reader;
 pub mod time;
 pub mod timedelta;
 pub mod timezone;

@@ -242,6 +242,12 @@ pub enum Type {
     /// rlm patch: the object `csv.writer()` returns.
     #[strum(serialize = "_csv.writer")]
     CsvWriter,
+    /// rlm patch: the object `csv.reader()` returns.
+    #[strum(serialize = "_csv.reader")]
+    CsvReader,
+    /// rlm patch: the object `csv.DictReader()` returns.
+    #[strum(serialize = "csv.DictReader")]
+    CsvDictReader,
 }
 
 /// Writes the canonical static name of every non-[`Instance`](Type::Instance)
