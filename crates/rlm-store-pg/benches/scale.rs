@@ -10,8 +10,10 @@
 //! ```
 //!
 //! - `RLM_BENCH_CHUNKS` (default 1,000,000): the corpus size, in files of
-//!   ~24 KB (12 chunks of 2,000 characters); 1M chunks is ~2 GB of text,
-//!   and the stores take ~10 GB more on disk.
+//!   12 chunks each.
+//! - `RLM_BENCH_CHUNK_CHARS` (default 500): the chunk size. 1M chunks of
+//!   500 characters is 0.5 GB of text and ~3 GB with both stores; of the
+//!   default 2,000 (`rlm index`'s), 2 GB of text and ~12 GB on disk.
 //! - `RLM_BENCH_VOCABULARY` (default 200,000): words in the Zipf-distributed
 //!   vocabulary (a corpus of 300M words has a vocabulary of this order).
 //! - `RLM_BENCH_DIR`: where the corpus and the local store go (default: a
@@ -66,6 +68,7 @@ fn main() {
         return; // `cargo test --benches` lists benches; there is nothing to list.
     }
     let chunks = env_or("RLM_BENCH_CHUNKS", 1_000_000);
+    let chunk_chars = env_or("RLM_BENCH_CHUNK_CHARS", 500);
     let vocabulary = env_or("RLM_BENCH_VOCABULARY", 200_000);
     let n_questions = env_or("RLM_BENCH_QUERIES", 300);
     let n_exact = env_or("RLM_BENCH_EXACT_QUERIES", 50);
@@ -91,7 +94,10 @@ fn main() {
     };
     let docs = work.join("corpus");
     let store_dir = work.join("store");
-    let opts = IndexOptions::default();
+    let opts = IndexOptions {
+        chunk_chars,
+        ..IndexOptions::default()
+    };
     println!("load average at start: {}", load());
 
     let reusing = reuse == "1" && store_dir.exists() && PgStore::open(&url).is_ok();
@@ -110,9 +116,9 @@ fn main() {
             let _ = std::fs::remove_dir_all(&store_dir);
             let files = chunks.div_ceil(12);
             let t = Instant::now();
-            bytes = common::generate(&docs, files, vocabulary);
+            bytes = common::generate(&docs, files, chunk_chars * 12, vocabulary);
             println!(
-                "corpus: {files} files, {:.1} MB, vocabulary {vocabulary} words, generated in {:.1} s",
+                "corpus: {files} files, {:.1} MB, chunks of {chunk_chars} characters, vocabulary {vocabulary} words, generated in {:.1} s",
                 bytes as f64 / 1e6,
                 t.elapsed().as_secs_f64()
             );

@@ -35,7 +35,7 @@ fn main() {
         .unwrap_or(2_000);
     let tmp = tempfile::tempdir().unwrap();
     let docs = tmp.path().join("corpus");
-    let bytes = common::generate(&docs, files, VOCABULARY);
+    let bytes = common::generate(&docs, files, 24_000, VOCABULARY);
     let opts = IndexOptions::default();
     println!(
         "corpus: {files} files, {:.1} MB, chunks of {} characters",

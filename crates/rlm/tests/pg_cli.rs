@@ -180,6 +180,41 @@ fn a_killed_index_run_leaves_the_previous_generation() {
 }
 
 #[test]
+fn a_killed_first_run_leaves_an_empty_store_with_its_full_text_index() {
+    let Some(db) = test_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    corpus(dir.path());
+    let url = db.url();
+    // A first run builds the full-text index at its end (dropped at its
+    // start): killed before the commit, the drop is rolled back too.
+    let mut child = command(
+        dir.path(),
+        &["index", "docs", "--store", url],
+        &[("RLM_TEST_PAUSE", "before_db_commit:30000")],
+    )
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_for(&mut child, "test pause");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let docs = json(&ok(dir.path(), &["docs", "--json", "--store", url]));
+    assert_eq!(docs.as_array().unwrap().len(), 0, "{docs}");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM pg_indexes WHERE indexname = 'rlm_chunks_tsv'")
+            .unwrap()
+            .as_deref(),
+        Some("1")
+    );
+    ok(dir.path(), &["index", "docs", "--store", url]);
+    let hits = json(&ok(
+        dir.path(),
+        &["search", "termination notice", "--json", "--store", url],
+    ));
+    assert_eq!(hits[0]["path"], "docs/lease.md", "{hits}");
+}
+
+#[test]
 fn index_killed_at_any_moment_commits_all_or_nothing() {
     let Some(db) = test_database() else { return };
     let dir = tempfile::tempdir().unwrap();

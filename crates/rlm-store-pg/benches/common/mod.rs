@@ -72,16 +72,16 @@ pub fn word(i: usize) -> String {
     w
 }
 
-/// Writes `files` files of ~24 KB (about 12 chunks of 2,000 characters
-/// each) under `dir`, 50 per folder; returns the bytes written.
-pub fn generate(dir: &Path, files: usize, vocabulary: usize) -> u64 {
+/// Writes `files` files of about `file_bytes` each under `dir`, 50 per
+/// folder; returns the bytes written.
+pub fn generate(dir: &Path, files: usize, file_bytes: usize, vocabulary: usize) -> u64 {
     let words: Vec<String> = (0..vocabulary).map(word).collect();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut bytes = 0;
-    let mut text = String::with_capacity(26_000);
+    let mut text = String::with_capacity(file_bytes + 2_000);
     for f in 0..files {
         text.clear();
-        while text.len() < 24_000 {
+        while text.len() < file_bytes {
             for _ in 0..12 {
                 text.push_str(&words[rng.word(vocabulary)]);
                 text.push(' ');
