@@ -162,6 +162,11 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
         .store()
         .stats()
         .map_err(|e| ApiError::internal(e.to_string()))?;
+    // The first look for CPython starts it under bubblewrap once (~0.3 s;
+    // cached for the process): off the async workers.
+    let sandboxes = tokio::task::spawn_blocking(sandboxes)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     let c = app.engine().config();
     let b = &c.budget;
     Ok(Json(json!({
@@ -197,7 +202,7 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
         "flows": ["repl", "pipeline", "rag", "auto"],
         // The back-ends a question may ask for; CPython where its isolation
         // can be set up here (else why not).
-        "sandboxes": sandboxes(),
+        "sandboxes": sandboxes,
         "inspectors": ["iterative", "per-chunk", "hypothesis", "repl"],
         "limits": {
             "max_question_chars": app.limits().max_question_chars,
