@@ -40,14 +40,22 @@ fn node(dir: &Path, db: &TestDatabase, model: &ScriptedServer, extra: &[&str]) -
 }
 
 /// A store in a fresh database and two nodes over it (`extra` flags on
-/// both); `None` when there is no PostgreSQL. Keep `db` and `dir` bound
-/// (`_db`, not `..`) for the whole test: dropping `db` drops the database.
+/// both); `None` when there is no PostgreSQL. Dropping it drops the
+/// database: keep it for the whole test.
 struct Cluster {
     a: Server,
     b: Server,
     db: TestDatabase,
     // Last: the nodes stop before their folder goes.
     dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// SIGTERM to both nodes; each must stop cleanly.
+    fn stop(self) {
+        self.a.stop();
+        self.b.stop();
+    }
 }
 
 fn two_nodes(model: &ScriptedServer, extra: &[&str]) -> Option<Cluster> {
@@ -130,16 +138,11 @@ fn status_of(server: &Server, id: &str) -> String {
 #[test]
 fn two_nodes_share_sessions_and_runs() {
     let model = model(0);
-    let Some(Cluster {
-        a,
-        b,
-        db: _db,
-        dir: _dir,
-    }) = two_nodes(&model, &[])
-    else {
+    let Some(cluster) = two_nodes(&model, &[]) else {
         return;
     };
-    let first = serve_support::first_turn(&a);
+    let (a, b) = (&cluster.a, &cluster.b);
+    let first = serve_support::first_turn(a);
     // B sees A's session, its turn with the run that answered it, and the run.
     let (status, v) = b.get("/api/sessions/s1");
     assert_eq!(status, 200, "{v}");
@@ -186,23 +189,17 @@ fn two_nodes_share_sessions_and_runs() {
     assert_eq!(status, 201, "{v}");
     let (status, v) = b.post("/api/sessions", r#"{"id": "case-9"}"#);
     assert_eq!(status, 409, "{v}");
-    a.stop();
-    b.stop();
+    cluster.stop();
 }
 
 #[test]
 fn a_run_started_on_one_node_streams_from_another_and_resumes() {
     let model = model(1500);
-    let Some(Cluster {
-        a,
-        b,
-        db: _db,
-        dir: _dir,
-    }) = two_nodes(&model, &[])
-    else {
+    let Some(cluster) = two_nodes(&model, &[]) else {
         return;
     };
-    let id = start_run(&a, r#"{"question": "What is the slow secret code?"}"#);
+    let (a, b) = (&cluster.a, &cluster.b);
+    let id = start_run(a, r#"{"question": "What is the slow secret code?"}"#);
     // From B while A waits on the model: the first events, then hang up.
     let head = stream(&b.addr, &id, None, Some(2));
     let seen: Vec<u64> = head.iter().filter_map(|e| e.id).collect();
@@ -239,54 +236,42 @@ fn a_run_started_on_one_node_streams_from_another_and_resumes() {
     // An unknown run is 404 on any node.
     let (status, _) = b.get("/api/runs/r0-nope/events");
     assert_eq!(status, 404);
-    a.stop();
-    b.stop();
+    cluster.stop();
 }
 
 #[test]
 fn a_cancel_sent_to_one_node_stops_the_run_on_another() {
     let model = model(20_000);
-    let Some(Cluster {
-        a,
-        b,
-        db: _db,
-        dir: _dir,
-    }) = two_nodes(&model, &[])
-    else {
+    let Some(cluster) = two_nodes(&model, &[]) else {
         return;
     };
-    let id = start_run(&a, r#"{"question": "The slow secret code?"}"#);
+    let (a, b) = (&cluster.a, &cluster.b);
+    let id = start_run(a, r#"{"question": "The slow secret code?"}"#);
     wait_until(20, "the run's model call", || model.request_count() >= 1);
     let (status, v) = exchange(&b.addr, "DELETE", &format!("/api/runs/{id}"), None);
     assert_eq!(status, 202, "{v}");
     wait_until(15, "the run cancelled on A", || {
-        status_of(&a, &id) == "cancelled"
+        status_of(a, &id) == "cancelled"
     });
-    assert_eq!(status_of(&b, &id), "cancelled");
+    assert_eq!(status_of(b, &id), "cancelled");
     let (status, v) = exchange(&b.addr, "DELETE", &format!("/api/runs/{id}"), None);
     assert_eq!(status, 409, "{v}");
     let (status, _) = exchange(&b.addr, "DELETE", "/api/runs/r0-nope", None);
     assert_eq!(status, 404);
-    a.stop();
-    b.stop();
+    cluster.stop();
 }
 
 #[test]
 fn a_run_whose_node_was_killed_ends_failed_on_the_other_node() {
     let model = model(60_000);
-    let Some(Cluster {
-        mut a,
-        b,
-        db: _db,
-        dir: _dir,
-    }) = two_nodes(&model, &["--lease-secs", "1"])
-    else {
+    let Some(mut cluster) = two_nodes(&model, &["--lease-secs", "1"]) else {
         return;
     };
-    let done = serve_support::first_turn(&a);
+    let (a, b) = (&mut cluster.a, &cluster.b);
+    let done = serve_support::first_turn(a);
     let before = model.request_count();
     let id = start_run(
-        &a,
+        a,
         r#"{"question": "The slow secret code?", "session": "s1"}"#,
     );
     wait_until(20, "the run's model call", || {
@@ -298,7 +283,7 @@ fn a_run_whose_node_was_killed_ends_failed_on_the_other_node() {
     a.child.wait().unwrap();
     // Still running right after the kill, failed once the lease expired.
     wait_until(30, "the run marked failed", || {
-        status_of(&b, &id) == "failed"
+        status_of(b, &id) == "failed"
     });
     let (_, v) = b.get(&format!("/api/runs/{id}"));
     let error = v["error"].as_str().unwrap();
@@ -318,13 +303,13 @@ fn a_run_whose_node_was_killed_ends_failed_on_the_other_node() {
     assert_eq!(events.last().unwrap().event, "end");
     assert_eq!(events.last().unwrap().data["status"], "failed");
     // Nothing else lost: the earlier run and its session turn, and B answers.
-    assert_eq!(status_of(&b, &done), "done");
+    assert_eq!(status_of(b, &done), "done");
     let (_, v) = b.get("/api/sessions/s1");
     assert_eq!(v["turns_total"], 1, "{v}");
     let (status, v) = b.post("/api/chat", r#"{"question": "What is the code?"}"#);
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["status"], "done", "{v}");
-    b.stop();
+    cluster.b.stop();
 }
 
 #[test]
@@ -339,12 +324,13 @@ fn the_model_call_limit_holds_across_nodes() {
             .otherwise(Reply::text("```repl\nprint(context[:200])\n```").with_latency_ms(250)),
     );
     let flags = ["--max-runs", "4", "--cluster-max-concurrent", "2"];
-    let Some(Cluster { a, b, db, dir }) = two_nodes(&model, &flags) else {
+    let Some(cluster) = two_nodes(&model, &flags) else {
         return;
     };
+    let (a, b, db, dir) = (&cluster.a, &cluster.b, &cluster.db, &cluster.dir);
     let mut ids = Vec::new();
     for i in 0..4 {
-        for server in [&a, &b] {
+        for server in [a, b] {
             ids.push((
                 server,
                 start_run(server, &format!(r#"{{"question": "Code number {i}?"}}"#)),
@@ -383,6 +369,5 @@ fn the_model_call_limit_holds_across_nodes() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--lease-secs 0 is out of range"), "{err}");
-    a.stop();
-    b.stop();
+    cluster.stop();
 }
