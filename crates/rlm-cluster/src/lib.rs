@@ -25,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+mod conn;
 mod limit;
 mod runs;
 mod schema;
@@ -64,7 +65,7 @@ impl Default for ClusterOptions {
 
 /// One node's connection to the cluster's state.
 pub struct Cluster {
-    db: Arc<Db>,
+    db: Arc<conn::Conn>,
     node: String,
     lease: Duration,
 }
@@ -90,10 +91,11 @@ impl Cluster {
             ));
         }
         let node = options.node_id.unwrap_or_else(default_node_id);
-        let db = Db::connect(url, &format!("rlm serve {node}")).map_err(|e| e.to_string())?;
+        let application_name = format!("rlm serve {node}");
+        let db = Db::connect(url, &application_name).map_err(|e| e.to_string())?;
         schema::migrate(&db)?;
         Ok(Cluster {
-            db: Arc::new(db),
+            db: Arc::new(conn::Conn::new(url, application_name, db)),
             node,
             lease: options.lease,
         })

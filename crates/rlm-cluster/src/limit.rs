@@ -12,16 +12,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::conn::Conn;
 use rlm_llm::provider::{BoxFuture, Provider};
 use rlm_llm::{LlmError, ModelReply, ModelRequest};
 use rlm_server::state::off_runtime;
-use rlm_store_pg::db::Db;
 use sha2::{Digest, Sha256};
 
 /// A provider whose calls take one of the cluster's slots for its key.
 pub struct ClusterLimited {
     inner: Arc<dyn Provider>,
-    db: Arc<Db>,
+    db: Arc<Conn>,
     key: String,
     slots: i32,
     node: String,
@@ -51,7 +51,7 @@ pub fn slot_key(provider: &str, endpoint: &str, api_key: Option<&str>) -> String
 impl ClusterLimited {
     pub(crate) fn new(
         inner: Arc<dyn Provider>,
-        db: Arc<Db>,
+        db: Arc<Conn>,
         key: String,
         slots: usize,
         node: String,
@@ -129,7 +129,7 @@ impl ClusterLimited {
 
 /// A held slot, freed when dropped (also when the call is cancelled).
 struct Slot {
-    db: Arc<Db>,
+    db: Arc<Conn>,
     key: String,
     slot: i32,
     holder: String,

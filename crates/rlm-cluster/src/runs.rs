@@ -11,14 +11,14 @@ use crate::p;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::conn::Conn;
 use rlm_engine::trace::{Trace, TraceEvent, TraceRecord, now_rfc3339};
 use rlm_server::state::{EventCursor, EventLog, Heartbeat, RunBackend};
 use rlm_server::{ApiError, RunStatus, RunSummary, RunView};
-use rlm_store_pg::db::Db;
 
 /// The runs of a cluster, as one node sees them.
 pub(crate) struct PgRuns {
-    pub(crate) db: Arc<Db>,
+    pub(crate) db: Arc<Conn>,
     pub(crate) node: String,
     pub(crate) lease: Duration,
 }
@@ -115,7 +115,7 @@ impl PgRuns {
 /// Where a run's events go: inserted as they come, only while the run is
 /// still this node's and running.
 struct PgEventLog {
-    db: Arc<Db>,
+    db: Arc<Conn>,
     id: String,
     node: String,
     written: usize,
@@ -171,7 +171,7 @@ impl EventLog for PgEventLog {
 
 /// A run's saved events, read in order a batch at a time.
 struct PgCursor {
-    db: Arc<Db>,
+    db: Arc<Conn>,
     id: String,
 }
 

@@ -6,6 +6,7 @@
 use crate::p;
 use std::sync::Arc;
 
+use crate::conn::Conn;
 use rlm_corpus::CorpusError;
 use rlm_engine::session::{
     Finding, MAX_FINDING_BYTES, MAX_FINDING_SOURCE_BYTES, MAX_SESSION_FINDINGS,
@@ -16,11 +17,10 @@ use rlm_engine::session::{
 };
 use rlm_engine::trace::now_rfc3339;
 use rlm_server::state::SessionBackend;
-use rlm_store_pg::db::Db;
 
 /// The sessions of a cluster.
 pub(crate) struct PgSessions {
-    pub(crate) db: Arc<Db>,
+    pub(crate) db: Arc<Conn>,
 }
 
 /// PostgreSQL's `text` holds no NUL character: stored as U+FFFD.

@@ -253,3 +253,38 @@ fn the_cluster_schema_is_versioned_apart_and_bad_settings_are_one_line() {
     assert!(err.contains("cannot connect"), "{err}");
     assert!(!err.contains("secret"), "{err}");
 }
+
+#[test]
+fn a_node_connects_again_after_its_connection_ended() {
+    let Some(db) = test_database() else { return };
+    let a = node(db.url(), "node-r", 10_000).state();
+    a.runs.create(&running_view("r3-run")).unwrap();
+    // An administrator (or a restart of PostgreSQL) ends the node's connection.
+    db.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE application_name = 'rlm serve node-r'",
+    )
+    .unwrap();
+    // At most the call that meets the ended connection fails; a later one
+    // connects anew and finds everything where it was.
+    let mut answered = false;
+    for _ in 0..100 {
+        if a.runs.heartbeat(&["r3-run".into()]).is_ok() {
+            answered = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(answered, "the node never connected again");
+    assert_eq!(
+        a.runs.read("r3-run").unwrap().unwrap().run.status,
+        RunStatus::Running
+    );
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rlm serve node-r'"
+        )
+        .unwrap(),
+        Some("1".into())
+    );
+}

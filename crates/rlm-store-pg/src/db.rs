@@ -128,6 +128,12 @@ impl Db {
         })
     }
 
+    /// True once the connection has ended (the server closed it, or it
+    /// broke): every call fails from then on.
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
     /// The URL without its password.
     pub fn location(&self) -> &str {
         &self.location
