@@ -227,7 +227,7 @@ impl SessionBackend for PgSessions {
         name: &str,
         turn: &Turn,
         findings: &[Finding],
-        run_id: &str,
+        run_id: Option<&str>,
     ) -> Result<(), String> {
         validate_session_name(name)?;
         let err = |e: CorpusError| format!("cannot save session {name:?}: {e}");
@@ -258,7 +258,7 @@ impl SessionBackend for PgSessions {
                     p(no_nul(&clip_text(&turn.answer, MAX_TURN_TEXT_BYTES))),
                     p(turn.partial),
                     p(citations),
-                    p(run_id.to_string()),
+                    p(run_id.map(str::to_string)),
                     p(texts),
                     p(sources),
                 ],

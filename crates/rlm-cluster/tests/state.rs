@@ -75,10 +75,10 @@ fn sessions_behave_as_in_a_store_folder() {
                     source: None,
                 },
             ];
-            s.append_run("long", &turn(i), &findings, &format!("r{i}"))
+            s.append_run("long", &turn(i), &findings, Some(&format!("r{i}")))
                 .unwrap();
         }
-        s.append_run("nul", &turn(1), &[], "r-nul").unwrap();
+        s.append_run("nul", &turn(1), &[], None).unwrap();
         assert!(s.rename("titled", "Renamed case").unwrap());
         assert!(!s.rename("nobody", "x").unwrap());
     }
@@ -119,7 +119,9 @@ fn sessions_behave_as_in_a_store_folder() {
         question: "a\0b".into(),
         ..turn(3)
     };
-    pg.sessions.append_run("nul", &nul, &[], "r2").unwrap();
+    pg.sessions
+        .append_run("nul", &nul, &[], Some("r2"))
+        .unwrap();
     assert_eq!(
         pg.sessions.load("nul").unwrap().history[1].question,
         "a\u{FFFD}b"

@@ -535,7 +535,7 @@ impl App {
                     let saved = off_runtime(|| {
                         self.state
                             .sessions
-                            .append_run(name, &turn, &answer.findings, &run_id)
+                            .append_run(name, &turn, &answer.findings, Some(&run_id))
                     });
                     if let Err(e) = saved {
                         not_saved.push(format!("the session turn ({e})"));

@@ -31,6 +31,14 @@ pub fn folder_state(dir: &Path) -> Result<ServerState, String> {
     })
 }
 
+/// The sessions of the store folder `dir` alone (`rlm ask --session`):
+/// opens (creating) `sessions.sqlite`.
+pub fn folder_sessions(dir: &Path) -> Result<Box<dyn SessionBackend>, String> {
+    Ok(Box::new(LocalSessions(Mutex::new(SessionStore::open(
+        dir,
+    )?))))
+}
+
 /// `sessions.sqlite` of a store folder.
 struct LocalSessions(Mutex<SessionStore>);
 
@@ -61,9 +69,9 @@ impl SessionBackend for LocalSessions {
         name: &str,
         turn: &Turn,
         findings: &[Finding],
-        run_id: &str,
+        run_id: Option<&str>,
     ) -> Result<(), String> {
-        lock(&self.0).append_run(name, turn, findings, Some(run_id))
+        lock(&self.0).append_run(name, turn, findings, run_id)
     }
 }
 

@@ -34,13 +34,14 @@ pub trait SessionBackend: Send + Sync {
     /// Deletes a session; false if there was none.
     fn delete(&self, name: &str) -> Result<bool, String>;
     /// Appends an answered turn (within the session caps) with the id of
-    /// the run that answered it; a failure changes nothing stored.
+    /// the run that answered it (none for `rlm ask --session`); a failure
+    /// changes nothing stored.
     fn append_run(
         &self,
         name: &str,
         turn: &Turn,
         findings: &[Finding],
-        run_id: &str,
+        run_id: Option<&str>,
     ) -> Result<(), String>;
 }
 

@@ -327,13 +327,12 @@ fn rlm_ask_answers_and_verifies_citations_over_a_postgres_store() {
     )
     .unwrap();
     ok(dir.path(), &["index", "docs", "--store", db.url()]);
+    let cell = "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\nprint(search(\"secret code\", 2))\n```";
+    let fin = "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])";
+    // Three questions of two turns each.
     let server = ScriptedServer::spawn(Script::new().on_sequence(
         Matcher::system_contains("You are answering a question about a collection"),
-        [
-            "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\nprint(search(\"secret code\", 2))\n```"
-                .to_string(),
-            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])".to_string(),
-        ],
+        [cell, fin, cell, fin, cell, fin].map(str::to_string),
     ));
     let base = server.base_url();
     let env = [
@@ -358,11 +357,21 @@ fn rlm_ask_answers_and_verifies_citations_over_a_postgres_store() {
     assert!(v["answer"].as_str().unwrap().contains("4721"), "{v}");
     assert_eq!(v["citations"][0]["status"], "verified", "{v}");
     assert_eq!(v["verification"]["all_valid"], true);
-    // Sessions need a store folder for now: one clear line.
-    let out = rlm(dir.path(), &["ask", "again?", "--session", "s1"], &env);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("with a PostgreSQL store sessions are not kept yet"),
-        "{err}"
+    // Sessions live in the database too (the tables rlm serve nodes
+    // share): the second turn's prompt carries the first.
+    for question in ["Which code is secret?", "And again?"] {
+        let out = rlm(dir.path(), &["ask", question, "--session", "s1"], &env);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let last = server.requests().last().unwrap().body.to_string();
+    assert!(last.contains("Which code is secret?"), "{last}");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM rlm_turns WHERE session = 's1'")
+            .unwrap(),
+        Some("2".into())
     );
 }

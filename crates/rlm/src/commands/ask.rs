@@ -16,7 +16,7 @@ use rlm_engine::citations::CitationStatus;
 use rlm_engine::grounding::Support;
 use rlm_engine::{
     Answer, AskRequest, CancelToken, Corpus, Engine, Flow, QuestionSettings, ResolvedQuestion,
-    SessionStore, SettingsFile, Surface, Trace, TraceEvent, TraceRecord, Turn,
+    SettingsFile, Surface, Trace, TraceEvent, TraceRecord, Turn,
 };
 use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;
@@ -226,15 +226,21 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         }
     }
     let store = args.store.open()?;
-    let mut sessions = match &args.session {
+    let sessions = match &args.session {
         Some(name) => {
             rlm_engine::session::validate_session_name(name).map_err(anyhow::Error::msg)?;
-            if super::corpus::postgres_url(&args.store.store).is_some() {
-                anyhow::bail!(
-                    "--session keeps its turns in a store folder; with a PostgreSQL store sessions are not kept yet: ask without --session"
-                );
-            }
-            Some(SessionStore::open(&args.store.store).map_err(anyhow::Error::msg)?)
+            // Over PostgreSQL, the sessions `rlm serve` nodes share.
+            Some(match super::corpus::postgres_url(&args.store.store) {
+                Some(url) => {
+                    rlm_cluster::Cluster::connect(url, rlm_cluster::ClusterOptions::default())
+                        .map_err(anyhow::Error::msg)?
+                        .state()
+                        .sessions
+                }
+                None => {
+                    rlm_server::folder_sessions(&args.store.store).map_err(anyhow::Error::msg)?
+                }
+            })
         }
         None => None,
     };
@@ -291,14 +297,14 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         }
         anyhow::Ok(answer?)
     })?;
-    if let (Some(s), Some(name)) = (sessions.as_mut(), &args.session) {
+    if let (Some(s), Some(name)) = (sessions.as_ref(), &args.session) {
         let turn = Turn {
             question: args.question.clone(),
             answer: answer.answer.clone(),
             partial: answer.partial,
             citations: answer.citations.clone(),
         };
-        s.append(name, &turn, &answer.findings)
+        s.append_run(name, &turn, &answer.findings, None)
             .map_err(anyhow::Error::msg)?;
     }
     // The answer was produced, so it is printed; a trace that lost events
