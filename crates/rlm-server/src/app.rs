@@ -19,6 +19,7 @@ use crate::error::ApiError;
 use crate::options::ServerOptions;
 pub use crate::run_record::{RUNS_DIR, RunInfo, RunStatus, RunSummary, RunView};
 use crate::state::{EventLog, ServerState, off_runtime};
+use crate::store_watch::StoreWatch;
 
 /// Limits the server enforces on every request.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,6 +214,8 @@ pub struct App {
     bound: OnceLock<SocketAddr>,
     pub(crate) health: crate::sync::Cached<(axum::http::StatusCode, Value)>,
     pub(crate) indexer: crate::jobs::Indexer,
+    /// Looks for a re-index made by another process (a shared store).
+    watch: Option<StoreWatch>,
 }
 
 #[derive(Default)]
@@ -280,6 +283,7 @@ impl App {
             bound: OnceLock::new(),
             health: crate::sync::Cached::default(),
             indexer: crate::jobs::Indexer::new(dir.as_deref()),
+            watch: None,
         };
         app.recover_interrupted();
         Ok(app)
@@ -368,6 +372,54 @@ impl App {
     /// Documents and chunks of the corpus.
     pub fn corpus(&self) -> Arc<Corpus> {
         lock(&self.corpus).clone()
+    }
+
+    /// The same app listing the store's documents again whenever `watch`
+    /// sees a new store generation (a re-index by another process, as
+    /// `rlm index --store URL` does to a store shared by several nodes).
+    /// The store object stays: its lookups and searches already read the
+    /// store as it is.
+    pub fn with_store_watch(mut self, watch: StoreWatch) -> Self {
+        self.watch = Some(watch);
+        self
+    }
+
+    /// The documents as of the store's last generation: with a
+    /// [`StoreWatch`], checks it (at most once per its interval; blocking,
+    /// off the async workers) and swaps in the documents listed afresh
+    /// when it changed. A run holds the corpus it started with, so runs in
+    /// flight keep their document list. A failed check keeps the documents
+    /// listed before.
+    pub fn current_corpus(&self) -> Arc<Corpus> {
+        let current = self.corpus();
+        let Some(due) = self.watch.as_ref().and_then(StoreWatch::due) else {
+            return current;
+        };
+        let fresh = off_runtime(|| -> Result<Option<(u64, Corpus)>, String> {
+            let generation = due.read()?;
+            if generation == due.seen {
+                return Ok(None);
+            }
+            let corpus = Corpus::load(current.store().clone())
+                .map_err(|e| format!("listing the documents of generation {generation}: {e}"))?;
+            Ok(Some((generation, corpus)))
+        });
+        match fresh {
+            Ok(Some((generation, corpus))) => {
+                let corpus = Arc::new(corpus);
+                self.swap_corpus(corpus.clone());
+                due.done(Ok(Some(generation)));
+                corpus
+            }
+            Ok(None) => {
+                due.done(Ok(None));
+                current
+            }
+            Err(e) => {
+                due.done(Err(e));
+                current
+            }
+        }
     }
 
     /// Replaces the store and its documents (an indexing job, holding
@@ -517,7 +569,7 @@ impl App {
         // Held while answering: an indexing job waits for it, and a question
         // asked during one starts when it ends, over the new store.
         let _reading = self.store_gate.read().await;
-        match engine.ask(self.corpus(), req).await {
+        match engine.ask(self.current_corpus(), req).await {
             Ok(mut answer) => {
                 // The findings kept with the run and the session: as many
                 // as a session turn keeps, whatever the engine gathered.

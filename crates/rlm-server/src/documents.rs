@@ -59,7 +59,7 @@ pub(crate) async fn list_documents(
             "q has {chars} characters; the limit is {MAX_QUERY_CHARS}"
         )));
     }
-    let store = app.store();
+    let store = app.current_corpus().store().clone();
     let docs = store.documents().map_err(internal)?;
     let matches: Vec<Value> = if query.is_empty() {
         docs.iter().map(document_json).collect()
@@ -113,7 +113,7 @@ pub(crate) async fn get_document(
     Path(id): Path<String>,
     Query(q): Query<TextQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let store = app.store();
+    let store = app.current_corpus().store().clone();
     let doc = store.document(&id).map_err(internal)?.ok_or_else(|| {
         ApiError::not_found(format!(
             "no document {id:?} in this store; GET /api/documents lists them"

@@ -45,6 +45,7 @@ mod run_record;
 mod sessions;
 pub mod state;
 mod storage;
+mod store_watch;
 mod sync;
 
 pub use api::{INDEX_HTML, router, router_with_mcp};
@@ -55,6 +56,7 @@ pub use local_state::{folder_sessions, folder_state};
 pub use mount::McpService;
 pub use openapi::document as openapi_document;
 pub use options::ServerOptions;
+pub use store_watch::{GenerationSource, StoreWatch};
 
 /// Serves the API and the UI on `listener` until `shutdown` resolves, with
 /// the connection limits of the app's [`Limits`] (header, body and write

@@ -371,3 +371,112 @@ fn the_model_call_limit_holds_across_nodes() {
     assert!(err.contains("--lease-secs 0 is out of range"), "{err}");
     cluster.stop();
 }
+
+/// Asks `question` on `server` and returns the text of the model's last
+/// prompt (the REPL output of `print(context)`: the documents the run saw).
+fn context_seen(server: &Server, model: &ScriptedServer) -> String {
+    let (status, v) = server.post("/api/chat", r#"{"question": "What do the documents say?"}"#);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["status"], "done", "{v}");
+    model.requests().last().unwrap().body.to_string()
+}
+
+/// The paths `GET /api/documents` lists on `server`, without the `docs/`
+/// they were indexed under.
+fn listed_paths(server: &Server) -> Vec<String> {
+    let (status, v) = server.get("/api/documents");
+    assert_eq!(status, 200, "{v}");
+    let mut paths: Vec<String> = v["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            d["path"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("docs/")
+                .to_string()
+        })
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Re-indexes the cluster's `docs` folder through the CLI, then waits past
+/// the interval at which a node looks for a new generation (250 ms).
+fn reindex(cluster: &Cluster) {
+    let out = common::rlm(
+        cluster.dir.path(),
+        &["index", "docs", "--store", cluster.db.url()],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(400));
+}
+
+#[test]
+fn nodes_answer_from_a_reindex_made_elsewhere_without_restarting() {
+    let model = ScriptedServer::spawn(
+        Script::new()
+            .on(Matcher::any_contains("REPL output"), "FINAL(Read them.)")
+            .otherwise("```repl\nprint(context)\n```"),
+    );
+    let Some(cluster) = two_nodes(&model, &[]) else {
+        return;
+    };
+    let docs = cluster.dir.path().join("docs");
+    // Both nodes answer from the first generation (and have looked at it).
+    for node in [&cluster.a, &cluster.b] {
+        let seen = context_seen(node, &model);
+        assert!(seen.contains("The secret code is 4721"), "{seen}");
+        assert_eq!(listed_paths(node), ["b_notes.txt"]);
+    }
+    // rlm index, not through any node: a changed document and two new ones.
+    std::fs::write(
+        docs.join(NOTES.0),
+        "Meeting notes.\nThe secret code is now 5832.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("a_memo.txt"),
+        "Memo: the audit starts on 3 May.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("c_terms.txt"),
+        "Clause 12: either party may end the contract with 90 days notice.\n",
+    )
+    .unwrap();
+    reindex(&cluster);
+    for node in [&cluster.a, &cluster.b] {
+        let seen = context_seen(node, &model);
+        assert!(seen.contains("The secret code is now 5832"), "{seen}");
+        assert!(seen.contains("Clause 12: either party"), "{seen}");
+        assert!(seen.contains("the audit starts on 3 May"), "{seen}");
+        assert!(
+            !seen.contains("4721"),
+            "the old text is still served: {seen}"
+        );
+        assert_eq!(
+            listed_paths(node),
+            ["a_memo.txt", "b_notes.txt", "c_terms.txt"]
+        );
+    }
+    // A removed document leaves both nodes' documents at the next generation.
+    std::fs::remove_file(docs.join("a_memo.txt")).unwrap();
+    reindex(&cluster);
+    for node in [&cluster.a, &cluster.b] {
+        assert_eq!(listed_paths(node), ["b_notes.txt", "c_terms.txt"]);
+        let seen = context_seen(node, &model);
+        assert!(
+            !seen.contains("audit"),
+            "a removed document is served: {seen}"
+        );
+        assert!(seen.contains("c_terms.txt]"), "{seen}");
+    }
+    cluster.stop();
+}

@@ -15,6 +15,11 @@ use super::corpus::{StoreArg, postgres_url};
 use super::llm::LlmFlags;
 use super::shutdown_signal;
 
+/// How often, at most, a node over PostgreSQL reads the store's generation
+/// (one indexed row) to notice a re-index: from the questions and document
+/// requests it answers, so an idle node reads nothing.
+const GENERATION_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Arguments of `rlm serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -229,6 +234,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let pool = WorkerPool::new(sandbox_config(config.sandbox)?, args.max_runs).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
+        // A node over PostgreSQL notices `rlm index --store URL` run
+        // elsewhere: the generation read before listing the documents.
+        let watch = match store.clone().into_any().downcast::<rlm_store_pg::PgStore>() {
+            Ok(pg) => Some(rlm_server::StoreWatch::new(
+                GENERATION_CHECK_EVERY,
+                pg.generation()?,
+                move || pg.generation().map_err(|e| e.to_string()),
+            )),
+            Err(_) => None,
+        };
         let corpus = Arc::new(rlm_engine::Corpus::load(store)?);
         let state = match (&cluster, corpus.local_store()) {
             (Some(c), _) => c.state(),
@@ -238,6 +253,10 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let app = Arc::new(
             App::with_state(engine, corpus, state, limits, embedder.clone(), briefing)
                 .and_then(|a| a.with_options(options))
+                .map(|a| match watch {
+                    Some(w) => a.with_store_watch(w),
+                    None => a,
+                })
                 .map_err(anyhow::Error::msg)?,
         );
         // MCP over HTTP reads store folders only (for now).

@@ -117,7 +117,7 @@ impl McpState {
                     "rlm serve's MCP endpoint reads store folders only, not PostgreSQL stores"
                         .to_string()
                 })?,
-                corpus: s.app.corpus(),
+                corpus: s.app.current_corpus(),
                 embedder: s.embedder.clone(),
             }),
         }
