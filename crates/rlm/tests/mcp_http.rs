@@ -731,3 +731,74 @@ fn a_stop_closes_open_mcp_streams_at_once() {
         .recv_timeout(Duration::from_secs(5))
         .expect("the event stream ended");
 }
+
+#[test]
+fn mcp_on_a_node_over_postgresql_answers_as_one_of_the_clusters_runs() {
+    let Some(db) = rlm_store_pg::testing::test_database() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join(NOTES.0), NOTES.1).unwrap();
+    let out = common::rlm(dir.path(), &["index", "docs", "--store", db.url()], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let model = model(0);
+    let store = std::path::Path::new(db.url());
+    let a = Server::start(dir.path(), store, &model, &[]);
+    let b = Server::start(dir.path(), store, &model, &[]);
+    let mut mcp = Session::new(&a.addr, None);
+    mcp.initialize();
+    let tools = mcp.call("tools/list", json!({}));
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["ask", "search", "show", "list_documents"],
+        "{tools}"
+    );
+    // Search and lookups read the PostgreSQL store.
+    let found = mcp.tool("search", json!({"query": "secret code", "k": 2}));
+    let hit = found["structuredContent"]["hits"][0].clone();
+    assert_eq!(hit["path"], "docs/b_notes.txt", "{found}");
+    let shown = mcp.tool("show", json!({"id": hit["chunk_id"]}));
+    assert!(
+        text_of(&shown).contains("The secret code is 4721"),
+        "{shown}"
+    );
+    // `ask` in a session: a run of the cluster, its source's line looked up
+    // in PostgreSQL.
+    let answer = mcp.tool(
+        "ask",
+        json!({"question": "What is the secret code?", "session": "m1"}),
+    );
+    assert_eq!(answer["isError"], false, "{answer}");
+    let s = &answer["structuredContent"];
+    assert!(s["answer"].as_str().unwrap().contains("4721"), "{answer}");
+    assert_eq!(s["sources"][0]["chunk_id"], hit["chunk_id"], "{answer}");
+    assert_eq!(s["sources"][0]["line"], 2, "{answer}");
+    // The other node shows the run and the session's turn.
+    let run_id = s["run_id"].as_str().unwrap();
+    let (status, run) = api(&b, "GET", &format!("/api/runs/{run_id}"), None);
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["status"], "done", "{run}");
+    let (status, session) = api(&b, "GET", "/api/sessions/m1", None);
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["turns_total"], 1, "{session}");
+    assert_eq!(session["history"][0]["run_id"], run_id, "{session}");
+    // Indexing stays the CLI's: the tool is not there.
+    let unknown = mcp.call("tools/call", json!({"name": "index", "arguments": {}}));
+    assert!(unknown.get("error").is_some(), "{unknown}");
+    assert_eq!(mcp.close(), 202);
+    a.stop();
+    b.stop();
+    drop(db);
+}

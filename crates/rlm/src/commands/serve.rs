@@ -259,9 +259,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 })
                 .map_err(anyhow::Error::msg)?,
         );
-        // MCP over HTTP reads store folders only (for now).
-        let mcp = (!args.no_mcp && cluster.is_none())
-            .then(|| super::mcp::http_service(app.clone(), embedder));
+        let mcp = (!args.no_mcp).then(|| super::mcp::http_service(app.clone(), embedder));
         let listener = tokio::net::TcpListener::bind(&args.addr)
             .await
             .with_context(|| {
@@ -279,7 +277,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         if let Some(c) = &cluster {
             eprintln!(
-                "rlm serve: node {} of the cluster at {} (sessions, runs and their events in PostgreSQL; no /mcp, no uploads or indexing through the API)",
+                "rlm serve: node {} of the cluster at {} (sessions, runs and their events in PostgreSQL; no uploads or indexing through the API)",
                 c.node_id(),
                 app.state_location()
             );

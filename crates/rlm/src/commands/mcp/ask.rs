@@ -191,13 +191,13 @@ pub(super) async fn run(
 /// The tool result of `answer`, its sources' lines looked up in `store`.
 pub(super) async fn answer_with_sources(
     answer: &Answer,
-    store: &Arc<rlm_corpus::Store>,
+    store: &Arc<dyn rlm_corpus::CorpusStore>,
     not_saved: Option<String>,
 ) -> CallToolResult {
     let mut found = sources(answer);
     let store = store.clone();
     let found = tokio::task::spawn_blocking(move || {
-        fill_lines(&store, &mut found);
+        fill_lines(store.as_ref(), &mut found);
         found
     })
     .await
@@ -259,10 +259,10 @@ fn sources(answer: &Answer) -> Vec<Source> {
 
 /// The line each quote starts on, where the engine did not say (a model's
 /// own citation resolves to its chunk, not to the quote's line).
-fn fill_lines(store: &rlm_corpus::Store, sources: &mut [Source]) {
+fn fill_lines(store: &dyn rlm_corpus::CorpusStore, sources: &mut [Source]) {
     for s in sources.iter_mut().filter(|s| s.line.is_none()) {
         if let (Some(id), Some(quote)) = (&s.chunk_id, &s.quote) {
-            s.line = rlm_corpus::CorpusStore::quote_line(store, id, quote);
+            s.line = store.quote_line(id, quote);
         }
     }
 }

@@ -88,7 +88,7 @@ pub(super) async fn search(state: Arc<McpState>, args: ToolArgs) -> CallToolResu
         }
         if mode != RetrievalMode::Bm25 && view.embedder.is_none() {
             return Err(rlm_corpus::RetrievalError::NoEmbeddings {
-                store: view.store.dir().display().to_string(),
+                store: view.store.location(),
             }
             .to_string());
         }

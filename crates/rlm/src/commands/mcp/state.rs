@@ -1,11 +1,11 @@
 //! What every request of one MCP server shares: where the store comes from
 //! (`rlm mcp`'s own, reopened after the `index` tool changed it, or the
-//! store of the `rlm serve` it runs in), the limits.
+//! store of the `rlm serve` it runs in: a folder or PostgreSQL), the limits.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use rlm_corpus::{Embedder, Store};
+use rlm_corpus::{CorpusStore, Embedder, Store};
 use rlm_engine::{Corpus, Engine};
 use rlm_llm::LlmConfig;
 use tokio::sync::Semaphore;
@@ -14,8 +14,9 @@ use tokio::sync::Semaphore;
 /// `index` call (or a re-index of the server).
 #[derive(Clone)]
 pub(super) struct StoreView {
-    /// Lookups and search.
-    pub store: Arc<Store>,
+    /// Lookups and search (a store folder, or under `rlm serve` a
+    /// PostgreSQL store too).
+    pub store: Arc<dyn CorpusStore>,
     /// The documents as the engine reads them.
     pub corpus: Arc<Corpus>,
     /// The query embedder of a store with embeddings.
@@ -24,7 +25,8 @@ pub(super) struct StoreView {
 
 /// The server's shared state.
 pub(super) struct McpState {
-    /// The store folder.
+    /// The store folder (`rlm mcp`'s; sessions and the `index` tool use
+    /// it). Under `rlm serve` the server's store location, for messages.
     pub store_dir: PathBuf,
     /// Who answers and holds the store.
     pub backend: Backend,
@@ -110,16 +112,16 @@ impl McpState {
                     )
                 })
             }
-            // The server's store and corpus of the moment (an indexing job
-            // swaps them).
-            Backend::Served(s) => Ok(StoreView {
-                store: s.app.local_store().ok_or_else(|| {
-                    "rlm serve's MCP endpoint reads store folders only, not PostgreSQL stores"
-                        .to_string()
-                })?,
-                corpus: s.app.current_corpus(),
-                embedder: s.embedder.clone(),
-            }),
+            // The server's store and corpus of the moment (an indexing job,
+            // or a re-index of a shared store seen by the server, swaps them).
+            Backend::Served(s) => {
+                let corpus = s.app.current_corpus();
+                Ok(StoreView {
+                    store: corpus.store().clone(),
+                    corpus,
+                    embedder: s.embedder.clone(),
+                })
+            }
         }
     }
 }
@@ -131,7 +133,7 @@ pub(super) fn open_view(
     llm: &LlmConfig,
     config_file: Option<&Path>,
 ) -> anyhow::Result<StoreView> {
-    let store = Arc::new(Store::open(dir)?);
+    let store: Arc<dyn CorpusStore> = Arc::new(Store::open(dir)?);
     let corpus = Arc::new(Corpus::load(store.clone())?);
     let embedder = crate::commands::ask::query_embedder(store.as_ref(), llm, config_file);
     Ok(StoreView {
