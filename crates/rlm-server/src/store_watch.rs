@@ -121,3 +121,60 @@ impl Due<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    fn watch(every: Duration, generation: Arc<AtomicU64>) -> StoreWatch {
+        StoreWatch::new(every, 1, move || match generation.load(Ordering::SeqCst) {
+            0 => Err("the database is unreachable".into()),
+            g => Ok(g),
+        })
+    }
+
+    #[test]
+    fn one_check_per_interval_and_one_at_a_time() {
+        let w = watch(Duration::from_secs(3600), Arc::new(AtomicU64::new(1)));
+        let due = w.due().expect("the first check is due at once");
+        assert!(w.due().is_none(), "a second check started during the first");
+        assert_eq!(due.read(), Ok(1));
+        due.done(Ok(None));
+        assert!(w.due().is_none(), "checked again within the interval");
+    }
+
+    #[test]
+    fn a_new_generation_is_remembered_and_a_failure_changes_nothing() {
+        let generation = Arc::new(AtomicU64::new(1));
+        let w = watch(Duration::ZERO, generation.clone());
+        generation.store(2, Ordering::SeqCst);
+        let due = w.due().unwrap();
+        assert_eq!(due.seen, 1);
+        let g = due.read().unwrap();
+        due.done(Ok(Some(g)));
+        assert_eq!(w.due().unwrap().seen, 2);
+        // The database goes away: the check fails, the generation stays.
+        generation.store(0, Ordering::SeqCst);
+        let due = w.due().unwrap();
+        let failed = due.read();
+        assert_eq!(failed, Err("the database is unreachable".to_string()));
+        due.done(failed.map(Some));
+        assert!(lock(&w.state).failing);
+        let due = w.due().unwrap();
+        assert_eq!(due.seen, 2);
+        due.done(Ok(None));
+        assert!(
+            !lock(&w.state).failing,
+            "a check that works clears the failure"
+        );
+    }
+
+    #[test]
+    fn a_check_that_never_ends_does_not_stop_the_next() {
+        let w = watch(Duration::ZERO, Arc::new(AtomicU64::new(1)));
+        drop(w.due().unwrap()); // as when the check panics
+        assert!(w.due().is_some());
+    }
+}
