@@ -1044,9 +1044,26 @@ mod tests {
     }
 
     #[test]
+    fn words_scattered_over_a_window_do_not_back_a_claim() {
+        // Two of its four content words ("each" and "will" are function
+        // words), spread over three sentences: chance.
+        let c = [chunk(
+            "Fossils have more comb-rows than modern forms. The family tree was debated. All the other traditional groups are descendants.",
+        )];
+        assert!(
+            support_from(
+                "I will analyze the modern and traditional buildings of each town.",
+                "",
+                &c
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
     fn a_number_in_the_next_sentence_completes_a_claim() {
         let c = [chunk(
-            "The Broncos defeated the Panthers to earn their third Super Bowl title. The game was played on February 7, 2016. Tickets sold out.",
+            "The Denver Broncos defeated the Panthers to earn their third Super Bowl title. The game was played on February 7, 2016. Tickets sold out.",
         )];
         let claim = "The Denver Broncos secured a Super Bowl title for the third time in 2016.";
         let (_, _, quote) = support_from(claim, "", &c).unwrap();
