@@ -52,6 +52,9 @@ pub struct Db {
     runtime: Option<tokio::runtime::Runtime>,
     client: Arc<Client>,
     location: String,
+    /// A call's error showed the connection ended (the client may not
+    /// have noticed yet): [`Db::is_closed`] says so at once.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Db {
@@ -125,13 +128,14 @@ impl Db {
             runtime: Some(runtime),
             client: Arc::new(client),
             location,
+            ended: Default::default(),
         })
     }
 
     /// True once the connection has ended (the server closed it, or it
     /// broke): every call fails from then on.
     pub fn is_closed(&self) -> bool {
-        self.client.is_closed()
+        self.client.is_closed() || self.ended.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The URL without its password.
@@ -205,6 +209,13 @@ impl Db {
 
     /// A one-line message for a failed query, naming the store.
     pub fn error(&self, e: &tokio_postgres::Error) -> CorpusError {
+        // Closed, or ended by the server (class 57P: an administrator's
+        // pg_terminate_backend, a shutdown): the next call must not wait
+        // for the client to notice.
+        let ended = e.is_closed() || e.code().is_some_and(|c| c.code().starts_with("57P"));
+        if ended {
+            self.ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         CorpusError::Backend(format!(
             "PostgreSQL store {}: {}",
             self.location,
@@ -248,6 +259,75 @@ fn error_text(e: &tokio_postgres::Error) -> String {
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A connection made again after it ended (PostgreSQL restarted, or an
+/// administrator ended it): the call that meets the ended connection fails,
+/// the next one connects anew. Nothing is retried, so no statement runs
+/// twice, and a call holds one [`Db`] throughout ([`Reconnecting::get`]),
+/// so its statements never straddle two connections. For the store's
+/// lookups and an `rlm serve` node's state; not for a transaction spanning
+/// calls (indexing holds its own [`Db`]).
+pub struct Reconnecting {
+    url: String,
+    application_name: String,
+    current: std::sync::Mutex<Arc<Db>>,
+    location: String,
+}
+
+impl Reconnecting {
+    /// Starts with `db`, connected to `url` as `application_name`.
+    pub fn new(url: &str, application_name: String, db: Db) -> Reconnecting {
+        Reconnecting {
+            url: url.to_string(),
+            location: db.location().to_string(),
+            application_name,
+            current: std::sync::Mutex::new(Arc::new(db)),
+        }
+    }
+
+    /// The connection to use: the current one, or a new one when it has
+    /// ended (a failure to connect is the call's error).
+    pub fn get(&self) -> Result<Arc<Db>, CorpusError> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.is_closed() {
+            let fresh = Db::connect(&self.url, &self.application_name)?;
+            eprintln!(
+                "rlm: the connection to {} had ended; connected again",
+                self.location
+            );
+            *current = Arc::new(fresh);
+        }
+        Ok(current.clone())
+    }
+
+    /// Rows of `sql` with `params`.
+    pub fn query(
+        &self,
+        sql: impl Into<String>,
+        params: Vec<Param>,
+    ) -> Result<Vec<Row>, CorpusError> {
+        self.get()?.query(sql, params)
+    }
+
+    /// At most one row of `sql`.
+    pub fn query_opt(
+        &self,
+        sql: impl Into<String>,
+        params: Vec<Param>,
+    ) -> Result<Option<Row>, CorpusError> {
+        self.get()?.query_opt(sql, params)
+    }
+
+    /// Rows changed by `sql` with `params`.
+    pub fn execute(&self, sql: impl Into<String>, params: Vec<Param>) -> Result<u64, CorpusError> {
+        self.get()?.execute(sql, params)
+    }
+
+    /// The URL without its password.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
 }
 
 #[cfg(test)]

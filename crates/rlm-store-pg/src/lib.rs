@@ -57,7 +57,7 @@ pub use schema::SCHEMA_VERSION;
 /// An open PostgreSQL store: one connection (queries from several threads
 /// are pipelined on it).
 pub struct PgStore {
-    db: db::Db,
+    db: db::Reconnecting,
     vectors: vectors::VectorCache,
 }
 
@@ -74,10 +74,13 @@ impl PgStore {
     /// applying schema migrations this build has and the store lacks. A
     /// database without an rlm store, or with a newer schema, is an error.
     pub fn open(url: &str) -> Result<PgStore, CorpusError> {
-        let db = db::Db::connect(url, &format!("rlm (pid {})", std::process::id()))?;
+        let application_name = format!("rlm (pid {})", std::process::id());
+        let db = db::Db::connect(url, &application_name)?;
         schema::migrate(&db, false)?;
         Ok(PgStore {
-            db,
+            // A lookup after PostgreSQL restarted connects again (the one
+            // that met the ended connection failed).
+            db: db::Reconnecting::new(url, application_name, db),
             vectors: Default::default(),
         })
     }
@@ -111,7 +114,7 @@ impl PgStore {
         if query.trim().is_empty() {
             return Err(CorpusError::EmptyQuery);
         }
-        bm25::rank(&self.db, &query.replace('\0', " "), k, budget)
+        bm25::rank(&*self.db.get()?, &query.replace('\0', " "), k, budget)
     }
 }
 
@@ -125,43 +128,43 @@ impl CorpusStore for PgStore {
     }
 
     fn stats(&self) -> Result<StoreStats, CorpusError> {
-        read::stats(&self.db)
+        read::stats(&*self.db.get()?)
     }
 
     fn documents(&self) -> Result<Vec<Document>, CorpusError> {
-        read::documents(&self.db)
+        read::documents(&*self.db.get()?)
     }
 
     fn document(&self, doc_id: &str) -> Result<Option<Document>, CorpusError> {
-        read::document(&self.db, doc_id)
+        read::document(&*self.db.get()?, doc_id)
     }
 
     fn document_by_path(&self, path: &str) -> Result<Option<Document>, CorpusError> {
-        read::document_by_path(&self.db, path)
+        read::document_by_path(&*self.db.get()?, path)
     }
 
     fn document_text(&self, doc_id: &str) -> Result<String, CorpusError> {
-        read::document_text(&self.db, doc_id)
+        read::document_text(&*self.db.get()?, doc_id)
     }
 
     fn chunks_of(&self, doc_id: &str) -> Result<Vec<Chunk>, CorpusError> {
-        read::chunks_of(&self.db, doc_id)
+        read::chunks_of(&*self.db.get()?, doc_id)
     }
 
     fn chunk(&self, chunk_id: &str) -> Result<Option<Chunk>, CorpusError> {
-        read::chunk(&self.db, chunk_id)
+        read::chunk(&*self.db.get()?, chunk_id)
     }
 
     fn search(&self, query: &str, k: usize) -> Result<Vec<SearchHit>, CorpusError> {
-        read::search(&self.db, query, k)
+        read::search(&*self.db.get()?, query, k)
     }
 
     fn embedding_model(&self) -> Result<Option<(String, usize)>, RetrievalError> {
-        vectors::embedding_model(&self.db)
+        vectors::embedding_model(&*self.db.get()?)
     }
 
     fn vector_status(&self) -> Result<VectorStatus, RetrievalError> {
-        vectors::vector_status(&self.db)
+        vectors::vector_status(&*self.db.get()?)
     }
 
     fn search_vector(
@@ -170,11 +173,11 @@ impl CorpusStore for PgStore {
         k: usize,
         min_similarity: f32,
     ) -> Result<Vec<(String, f32)>, RetrievalError> {
-        vectors::search_vector(&self.db, &self.vectors, query, k, min_similarity)
+        vectors::search_vector(&*self.db.get()?, &self.vectors, query, k, min_similarity)
     }
 
     fn searchable_vectors(&self) -> Result<Option<u64>, RetrievalError> {
-        vectors::searchable(&self.db, &self.vectors)
+        vectors::searchable(&*self.db.get()?, &self.vectors)
     }
 
     fn embed_chunks(
@@ -183,6 +186,6 @@ impl CorpusStore for PgStore {
         opts: &EmbedOptions,
         progress: &mut dyn FnMut(EmbedProgress),
     ) -> Result<EmbedReport, RetrievalError> {
-        vectors::embed_chunks(&self.db, embedder, opts, progress)
+        vectors::embed_chunks(&*self.db.get()?, embedder, opts, progress)
     }
 }

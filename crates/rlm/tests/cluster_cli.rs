@@ -4,8 +4,10 @@
 //! sessions and runs, a run started on one node streams from another
 //! (resumed with `Last-Event-ID`), a cancel sent to one node stops the run
 //! on the other, a run whose node was SIGKILLed ends failed once its lease
-//! expires (its events up to the kill kept, nothing else lost), and the
-//! cluster-wide model-call limit holds across nodes.
+//! expires (its events up to the kill kept, nothing else lost), the
+//! cluster-wide model-call limit holds across nodes, a re-index made by
+//! `rlm index` is what every node answers from without a restart, and a
+//! node whose store connection ended connects again.
 
 mod common;
 mod serve_support;
@@ -372,7 +374,17 @@ fn the_model_call_limit_holds_across_nodes() {
     cluster.stop();
 }
 
-/// Asks `question` on `server` and returns the text of the model's last
+/// A model that prints the whole `context` and then answers, so its last
+/// prompt holds every document a run saw.
+fn context_model() -> ScriptedServer {
+    ScriptedServer::spawn(
+        Script::new()
+            .on(Matcher::any_contains("REPL output"), "FINAL(Read them.)")
+            .otherwise("```repl\nprint(context)\n```"),
+    )
+}
+
+/// Asks a question on `server` and returns the text of the model's last
 /// prompt (the REPL output of `print(context)`: the documents the run saw).
 fn context_seen(server: &Server, model: &ScriptedServer) -> String {
     let (status, v) = server.post("/api/chat", r#"{"question": "What do the documents say?"}"#);
@@ -420,11 +432,7 @@ fn reindex(cluster: &Cluster) {
 
 #[test]
 fn nodes_answer_from_a_reindex_made_elsewhere_without_restarting() {
-    let model = ScriptedServer::spawn(
-        Script::new()
-            .on(Matcher::any_contains("REPL output"), "FINAL(Read them.)")
-            .otherwise("```repl\nprint(context)\n```"),
-    );
+    let model = context_model();
     let Some(cluster) = two_nodes(&model, &[]) else {
         return;
     };
@@ -477,6 +485,49 @@ fn nodes_answer_from_a_reindex_made_elsewhere_without_restarting() {
             "a removed document is served: {seen}"
         );
         assert!(seen.contains("c_terms.txt]"), "{seen}");
+    }
+    cluster.stop();
+}
+
+#[test]
+fn a_node_reads_the_store_again_after_its_connection_ended() {
+    let model = context_model();
+    let Some(cluster) = two_nodes(&model, &[]) else {
+        return;
+    };
+    assert_eq!(listed_paths(&cluster.a), ["b_notes.txt"]);
+    // PostgreSQL restarted, or an administrator ended the nodes' store
+    // connections (`rlm (pid N)`; their state connections are apart).
+    cluster
+        .db
+        .sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name LIKE 'rlm (pid %'",
+        )
+        .unwrap();
+    // At most the request that meets the ended connection fails; the next
+    // connects again.
+    let (status, v) = cluster.a.get("/api/documents");
+    if status != 200 {
+        assert_eq!(status, 500, "{v}");
+        assert!(v.to_string().contains("connection"), "{v}");
+    }
+    assert_eq!(listed_paths(&cluster.a), ["b_notes.txt"]);
+    let seen = context_seen(&cluster.a, &model);
+    assert!(seen.contains("The secret code is 4721"), "{seen}");
+    // The re-index watch reads through the new connection too.
+    std::fs::write(
+        cluster.dir.path().join("docs/d_new.txt"),
+        "A new rule: badges are returned on Fridays.\n",
+    )
+    .unwrap();
+    reindex(&cluster);
+    for node in [&cluster.a, &cluster.b] {
+        // B meets its ended connection here, if it had not noticed yet.
+        let _ = node.get("/api/documents");
+        assert_eq!(listed_paths(node), ["b_notes.txt", "d_new.txt"]);
+        let seen = context_seen(node, &model);
+        assert!(seen.contains("badges are returned on Fridays"), "{seen}");
     }
     cluster.stop();
 }
