@@ -719,11 +719,13 @@ fn a_stop_closes_open_mcp_streams_at_once() {
         let _ = tx.send(());
     });
     // Without the sessions closed at shutdown, the stream would hold the
-    // server's graceful stop for its whole grace period (20 s).
+    // server's graceful stop for its whole grace period (20 s): a stop
+    // ending before that is one the stream did not hold (the margin is for
+    // a loaded machine, where stopping the process itself takes seconds).
     let t = Instant::now();
     server.stop();
     assert!(
-        t.elapsed() < Duration::from_secs(10),
+        t.elapsed() < Duration::from_secs(18),
         "the stop waited {:?}",
         t.elapsed()
     );
