@@ -824,32 +824,65 @@ async fn rag_reply_that_is_not_an_answer_is_sent_back_once() {
     assert!(has_fallback(&trace, "rag_answer", "not an answer"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn rag_abstention_or_unbacked_answer_gets_one_second_look_at_the_best_sentences() {
-    // Small models say "the passages do not answer" while one of them does:
-    // the sentences sharing most of the question's words are shown once.
+/// Asks `question` on the `rag` flow of the resume store, the model
+/// answering by `script`; the answer, its trace and the model's server.
+async fn ask_rag(
+    question: &str,
+    script: Script,
+) -> (
+    rlm_engine::Answer,
+    Vec<rlm_engine::trace::TraceRecord>,
+    ScriptedServer,
+) {
     let ts = resume_store();
-    let server = ScriptedServer::start(Script::new().respond_with(move |r| {
-        let last = r.last_message();
-        if last.contains("Read them again") {
-            // Answer from the first sentence shown, with its marker.
-            let line = last.lines().find(|l| l.starts_with("[chunk:"))?;
-            let (id, sentence) = line.trim_start_matches("[chunk:").split_once("] ")?;
-            Some(Reply::text(format!(
-                "{sentence} [[chunk:{id} \"{}\"]]",
-                sentence.trim_end_matches('.')
-            )))
-        } else {
-            Some(Reply::text("The passages do not answer the question."))
-        }
-    }))
-    .await;
+    let server = ScriptedServer::start(script).await;
     let e = engine(&server, config(FlowsConfig::default())).await;
-    let mut req = AskRequest::new("Where is Alexis Torres based?");
+    let mut req = AskRequest::new(question);
     req.flow = Flow::Rag;
     let (answer, trace) = run(&e, &ts, req).await;
+    (answer, trace, server)
+}
+
+/// A model that gives `text` to every request.
+fn always(text: &'static str) -> Script {
+    Script::new().respond_with(move |_| Some(Reply::text(text)))
+}
+
+/// A model that says `first`, then, shown the second look, answers with the
+/// first excerpt shown (and its marker when `cite`).
+fn looks_again(first: &'static str, cite: bool) -> Script {
+    Script::new().respond_with(move |r| {
+        let last = r.last_message();
+        if !last.contains("Read them again") {
+            return Some(Reply::text(first));
+        }
+        let line = last.lines().find(|l| l.starts_with("[chunk:"))?;
+        let (id, excerpt) = line.trim_start_matches("[chunk:").split_once("] ")?;
+        Some(Reply::text(if cite {
+            format!(
+                "{excerpt} [[chunk:{id} \"{}\"]]",
+                excerpt.trim_end_matches('.')
+            )
+        } else {
+            excerpt.to_string()
+        }))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rag_abstention_or_unbacked_answer_gets_one_second_look_at_the_best_sentences() {
+    const WHERE: &str = "Where is Alexis Torres based?";
+    const ABSTAINS: &str = "The passages do not answer the question.";
+    const FROM_MEMORY: &str = "Alexis Torres is based in Lisbon, Portugal.";
+    // Small models say "the passages do not answer" while one of them does:
+    // the excerpts sharing most of the question's words are shown once.
+    let (answer, trace, server) = ask_rag(WHERE, looks_again(ABSTAINS, true)).await;
     assert_eq!(server.request_count(), 2);
     let look = server.requests()[1].last_message().to_string();
+    assert!(
+        look.starts_with("Your reply says the passages do not answer"),
+        "{look}"
+    );
     assert!(look.contains("Alexis"), "{look}");
     assert!(has_fallback(&trace, "rag_answer", "do not answer"));
     assert!(!answer.partial, "{:?}", answer.partial_reason);
@@ -861,81 +894,36 @@ async fn rag_abstention_or_unbacked_answer_gets_one_second_look_at_the_best_sent
     );
 
     // A second abstention is the answer; nothing is partial.
-    let server = ScriptedServer::start(
-        Script::new()
-            .respond_with(|_| Some(Reply::text("The passages do not answer the question."))),
-    )
-    .await;
-    let e = engine(&server, config(FlowsConfig::default())).await;
-    let mut req = AskRequest::new("Where is Alexis Torres based?");
-    req.flow = Flow::Rag;
-    let (answer, _) = run(&e, &ts, req).await;
+    let (answer, _, server) = ask_rag(WHERE, always(ABSTAINS)).await;
     assert_eq!(server.request_count(), 2);
     assert!(!answer.partial);
-    assert_eq!(answer.answer, "The passages do not answer the question.");
+    assert_eq!(answer.answer, ABSTAINS);
 
     // An answer no passage backs (from memory, or a guess) gets the second
     // look too; it is replaced only by an answer a passage backs.
-    let server = ScriptedServer::start(Script::new().respond_with(move |r| {
-        let last = r.last_message();
-        if last.contains("Read them again") {
-            assert!(
-                last.starts_with("No sentence of the passages states"),
-                "{last}"
-            );
-            let line = last.lines().find(|l| l.starts_with("[chunk:"))?;
-            let (_, sentence) = line.trim_start_matches("[chunk:").split_once("] ")?;
-            Some(Reply::text(sentence.to_string()))
-        } else {
-            Some(Reply::text("Alexis Torres is based in Lisbon, Portugal."))
-        }
-    }))
-    .await;
-    let e = engine(&server, config(FlowsConfig::default())).await;
-    let mut req = AskRequest::new("Where is Alexis Torres based?");
-    req.flow = Flow::Rag;
-    let (answer, trace) = run(&e, &ts, req).await;
+    let (answer, trace, server) = ask_rag(WHERE, looks_again(FROM_MEMORY, false)).await;
     assert_eq!(server.request_count(), 2);
+    let look = server.requests()[1].last_message().to_string();
+    assert!(
+        look.starts_with("No sentence of the passages states"),
+        "{look}"
+    );
     assert!(has_fallback(
         &trace,
         "rag_answer",
         "no passage backs the reply"
     ));
     assert!(answer.answer.contains("Madrid"), "{}", answer.answer);
-    let server = ScriptedServer::start(
-        Script::new()
-            .respond_with(|_| Some(Reply::text("Alexis Torres is based in Lisbon, Portugal."))),
-    )
-    .await;
-    let e = engine(&server, config(FlowsConfig::default())).await;
-    let mut req = AskRequest::new("Where is Alexis Torres based?");
-    req.flow = Flow::Rag;
-    let (answer, _) = run(&e, &ts, req).await;
+    let (answer, _, server) = ask_rag(WHERE, always(FROM_MEMORY)).await;
     assert_eq!(server.request_count(), 2);
-    assert_eq!(answer.answer, "Alexis Torres is based in Lisbon, Portugal.");
+    assert_eq!(answer.answer, FROM_MEMORY);
     assert_eq!(answer.grounded.as_ref().map(|g| g.supported), Some(0));
 
     // An answer a passage backs needs no second look.
-    let server = ScriptedServer::start(
-        Script::new()
-            .respond_with(|_| Some(Reply::text("Alexis Torres is based in Madrid, Spain."))),
-    )
-    .await;
-    let e = engine(&server, config(FlowsConfig::default())).await;
-    let mut req = AskRequest::new("Where is Alexis Torres based?");
-    req.flow = Flow::Rag;
-    let _ = run(&e, &ts, req).await;
+    let (_, _, server) = ask_rag(WHERE, always("Alexis Torres is based in Madrid, Spain.")).await;
     assert_eq!(server.request_count(), 1);
 
     // No sentence shares the question's words: no second look.
-    let server = ScriptedServer::start(
-        Script::new()
-            .respond_with(|_| Some(Reply::text("The passages do not answer the question."))),
-    )
-    .await;
-    let e = engine(&server, config(FlowsConfig::default())).await;
-    let mut req = AskRequest::new("Which hobbies does Kevin Zyxwvut enjoy?");
-    req.flow = Flow::Rag;
-    let (_, _) = run(&e, &ts, req).await;
+    let (_, _, server) = ask_rag("Which hobbies does Kevin Zyxwvut enjoy?", always(ABSTAINS)).await;
     assert_eq!(server.request_count(), 1);
 }
