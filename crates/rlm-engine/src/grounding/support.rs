@@ -1,371 +1,18 @@
-//! Grounding: what a run's agents actually saw (the evidence ledger), and,
-//! once the answer is committed, the support of each of its claims.
-//!
-//! A claim (a sentence, list item or table row of the answer) is supported
-//! when a citation of the model verified (its quote is in the cited chunk),
-//! or else when the engine finds a passage that backs it: first among the
-//! chunks in the ledger, then by a full-text search for the claim. The
-//! engine's citation quotes the chunk verbatim (a sentence holding every
-//! number of the claim and most of its words) with the chunk's span, and
-//! says it was the engine's. Claims nothing backs are marked unsupported.
+//! Matching a claim to the passage that backs it: claim terms, sentences
+//! and windows of sentences, the quote the engine attaches, and the
+//! excerpts that share the most of a question.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
-
-use serde::{Deserialize, Serialize};
 
 use crate::citations::{
     Citation, CitationKind, CitationOrigin, CitationSource, CitationStatus, SourceChunk,
-    VerificationReport, normalize,
 };
 use crate::claims;
 use crate::corpus::Corpus;
 use crate::text;
 
-/// Entries a ledger keeps at most (later ones are counted, not kept).
-const LEDGER_ENTRIES: usize = 2_000;
-/// Characters of text kept per ledger entry.
-const ENTRY_CHARS: usize = 2_000;
-/// Printed lines per cell mapped back to chunks.
-const LINES_PER_OUTPUT: usize = 12;
-/// Shortest printed line worth mapping back to a chunk.
-const MIN_LINE_CHARS: usize = 30;
 /// Longest quote the engine attaches.
 const QUOTE_CHARS: usize = 300;
-
-/// What an agent saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EvidenceKind {
-    /// A hit of `search()`.
-    SearchHit,
-    /// Corpus text a cell printed.
-    Printed,
-    /// Corpus text passed to a sub-model or sub-agent.
-    SubPrompt,
-    /// What a sub-model or sub-agent answered.
-    SubAnswer,
-}
-
-/// One entry of the evidence ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Evidence {
-    /// What kind of sighting.
-    pub kind: EvidenceKind,
-    /// The agent that saw it.
-    pub agent: String,
-    /// The chunk it maps to, when it is corpus text.
-    pub chunk_id: Option<String>,
-    /// That chunk's document.
-    pub doc_index: Option<usize>,
-    /// Byte span of the chunk in its document.
-    pub byte_start: Option<u64>,
-    /// End of that span.
-    pub byte_end: Option<u64>,
-    /// The text seen (capped).
-    pub text: String,
-}
-
-impl Evidence {
-    fn new(kind: EvidenceKind, agent: &str, chunk: Option<&SourceChunk>, text: &str) -> Self {
-        Evidence {
-            kind,
-            agent: agent.to_string(),
-            chunk_id: chunk.map(|c| c.id.clone()),
-            doc_index: chunk.map(|c| c.doc_index),
-            byte_start: chunk.map(|c| c.byte_start),
-            byte_end: chunk.map(|c| c.byte_end),
-            text: capped(text),
-        }
-    }
-}
-
-/// The evidence ledger of one run.
-#[derive(Debug, Default)]
-pub struct Ledger {
-    inner: Mutex<LedgerInner>,
-}
-
-#[derive(Debug, Default)]
-struct LedgerInner {
-    entries: Vec<Evidence>,
-    dropped: usize,
-}
-
-fn capped(text: &str) -> String {
-    match text.char_indices().nth(ENTRY_CHARS) {
-        Some((i, _)) => text[..i].to_string(),
-        None => text.to_string(),
-    }
-}
-
-impl Ledger {
-    /// Records one entry (past [`LEDGER_ENTRIES`], only counts it).
-    pub fn record(&self, e: Evidence) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if inner.entries.len() >= LEDGER_ENTRIES {
-            inner.dropped += 1;
-        } else {
-            inner.entries.push(e);
-        }
-    }
-
-    /// Records a chunk an agent saw whole (a search hit).
-    pub fn saw_chunk(&self, kind: EvidenceKind, agent: &str, chunk: &SourceChunk) {
-        self.record(Evidence::new(kind, agent, Some(chunk), &chunk.text));
-    }
-
-    /// The entries, in the order they were seen, and how many were dropped.
-    pub fn snapshot(&self) -> (Vec<Evidence>, usize) {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        (inner.entries.clone(), inner.dropped)
-    }
-
-    /// Chunk ids the agents saw, first sighting first.
-    fn chunk_ids(&self) -> Vec<String> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let mut seen = HashSet::new();
-        inner
-            .entries
-            .iter()
-            .filter_map(|e| e.chunk_id.clone())
-            .filter(|id| seen.insert(id.clone()))
-            .collect()
-    }
-}
-
-/// Ledger entries for text an agent saw or passed on, mapped back to the
-/// chunks it was copied from (its longer lines, found verbatim in a chunk);
-/// a sub-answer that maps to no chunk is kept as it is.
-pub fn evidence_of(kind: EvidenceKind, agent: &str, text: &str, corpus: &Corpus) -> Vec<Evidence> {
-    let chunks = locate(corpus, text);
-    if chunks.is_empty() {
-        return if kind == EvidenceKind::SubAnswer && !text.trim().is_empty() {
-            vec![Evidence::new(kind, agent, None, text)]
-        } else {
-            Vec::new()
-        };
-    }
-    chunks
-        .iter()
-        .map(|(chunk, line)| Evidence::new(kind, agent, Some(chunk), line))
-        .collect()
-}
-
-/// The chunks that the longer lines of `text` were copied from.
-fn locate(corpus: &Corpus, text: &str) -> Vec<(SourceChunk, String)> {
-    let mut out: Vec<(SourceChunk, String)> = Vec::new();
-    let lines = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.chars().count() >= MIN_LINE_CHARS)
-        .take(LINES_PER_OUTPUT);
-    for line in lines {
-        let query: String = line
-            .split_whitespace()
-            .take(30)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let Ok(hits) = corpus.store().search(&query, 3) else {
-            continue;
-        };
-        let needle = normalize(line);
-        for h in hits {
-            if out.iter().any(|(c, _)| c.id == h.chunk_id) {
-                continue;
-            }
-            if normalize(&h.text).contains(&needle)
-                && let Some(chunk) = corpus.chunk(&h.chunk_id)
-            {
-                out.push((chunk, line.to_string()));
-                break;
-            }
-        }
-    }
-    out
-}
-
-/// How well a claim is backed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Support {
-    /// A citation with a quote found in its chunk backs it.
-    Supported,
-    /// Nothing checked backs it.
-    Unsupported,
-}
-
-/// The semantic check's judgment of a claim against its quotes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The quotes state it.
-    Supported,
-    /// The quotes state part of it.
-    Partly,
-    /// The quotes do not state it.
-    Unsupported,
-    /// The quotes conflict with it.
-    Contradicted,
-}
-
-/// What the semantic check found, and what it cost (shown apart from the
-/// answer's own cost; it is part of the run's usage and budget).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SemanticSummary {
-    /// Claims judged (those with a quote).
-    pub checked: usize,
-    /// Judged supported.
-    pub supported: usize,
-    /// Judged partly supported.
-    pub partly: usize,
-    /// Judged unsupported.
-    pub unsupported: usize,
-    /// Judged contradicted.
-    pub contradicted: usize,
-    /// Model calls of the check.
-    pub calls: u32,
-    /// Their input tokens.
-    pub input_tokens: u64,
-    /// Their output tokens.
-    pub output_tokens: u64,
-    /// Their cost, when the model's price is known.
-    pub cost_usd: Option<f64>,
-    /// Why the check stopped early, if it did (budget, model failure).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<String>,
-}
-
-/// One claim of the answer with its citations.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClaimReport {
-    /// The claim's text.
-    pub text: String,
-    /// Byte span of the claim in the answer.
-    pub start: usize,
-    /// End of that span.
-    pub end: usize,
-    /// The citations that back (or fail to back) it.
-    pub citations: Vec<Citation>,
-    /// Whether it is backed.
-    pub support: Support,
-    /// Who supplied the backing citation: `model`, `engine`, or `none`.
-    pub origin: String,
-    /// The semantic check's judgment, when it ran and the claim had a quote.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<Verdict>,
-}
-
-/// Claims supported out of claims made.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Grounded {
-    /// Claims in the answer (structure such as headings excluded).
-    pub claims: usize,
-    /// Claims backed by a quote found in its chunk.
-    pub supported: usize,
-    /// Of those, backed by a citation the engine attached.
-    pub engine_attached: usize,
-    /// The semantic check, when it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub semantic: Option<SemanticSummary>,
-    /// Coverage, when asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coverage: Option<Coverage>,
-}
-
-/// The claims of `answer` and their support, from the model's verified
-/// citations, the ledger, then the corpus.
-pub fn ground(
-    answer: &str,
-    question: &str,
-    verification: &VerificationReport,
-    ledger: &Ledger,
-    corpus: &Corpus,
-) -> (Vec<ClaimReport>, Grounded) {
-    let ledger_chunks: Vec<SourceChunk> = ledger
-        .chunk_ids()
-        .iter()
-        .filter_map(|id| corpus.chunk(id))
-        .collect();
-    let mut reports = Vec::new();
-    let mut grounded = Grounded::default();
-    for c in claims::claims(answer) {
-        if c.structural {
-            continue;
-        }
-        let text = answer[c.start..c.end].trim().to_string();
-        let own: Vec<Citation> = verification
-            .citations
-            .iter()
-            .filter(|x| x.answer_offset >= c.start && x.answer_offset < c.end)
-            .cloned()
-            .collect();
-        // Source references in prose ("the passage from chunk:ab12-0 says",
-        // a path, a malformed marker) name where the model read the claim,
-        // not what it says: they are no terms to match, and the chunks they
-        // name are looked at first.
-        let (claim_text, named) = without_source_refs(&strip_markers(&text), corpus);
-        let (numbers, words) = claim_terms(&claim_text);
-        if numbers.is_empty()
-            && words.is_empty()
-            && !own.iter().any(|x| x.status == CitationStatus::Verified)
-        {
-            // Punctuation, a stray `]]`, "see [[chunk:ID]]": nothing to back.
-            continue;
-        }
-        grounded.claims += 1;
-        if own.iter().any(|x| x.status == CitationStatus::Verified) {
-            grounded.supported += 1;
-            reports.push(ClaimReport {
-                text,
-                start: c.start,
-                end: c.end,
-                citations: own,
-                support: Support::Supported,
-                origin: "model".into(),
-                verdict: None,
-            });
-            continue;
-        }
-        // A one-word answer ("Tromso") is searched with the question's words.
-        let query = if is_short(&claim_text) {
-            format!("{claim_text} {question}")
-        } else {
-            claim_text.clone()
-        };
-        let looked_at: Vec<SourceChunk> = named
-            .into_iter()
-            .chain(ledger_chunks.iter().cloned())
-            .collect();
-        let attached = support_from(&claim_text, question, &looked_at)
-            .or_else(|| support_from(&claim_text, question, &search_chunks(corpus, &query)))
-            .map(|(chunk, offset, quote)| {
-                let mut cite = engine_citation(c.start, &chunk, offset, quote);
-                cite.line = line_of(corpus, chunk.doc_index, cite.byte_start);
-                cite
-            });
-        let mut citations = own;
-        let (support, origin) = match attached {
-            Some(cite) => {
-                citations.push(cite);
-                grounded.supported += 1;
-                grounded.engine_attached += 1;
-                (Support::Supported, "engine")
-            }
-            None => (Support::Unsupported, "none"),
-        };
-        reports.push(ClaimReport {
-            text,
-            start: c.start,
-            end: c.end,
-            citations,
-            support,
-            origin: origin.into(),
-            verdict: None,
-        });
-    }
-    (reports, grounded)
-}
 
 /// True when a passage of `chunks` (or a chunk the claim names) backs some
 /// claim of `answer`, as [`ground`] would back it.
@@ -440,161 +87,15 @@ pub(crate) fn question_sentences(
     out
 }
 
-/// Documents that match the question's words but back no claim (opt-in,
-/// for questions that ask for all items: what the answer may have missed).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Coverage {
-    /// Documents among the question's full-text hits.
-    pub matching: usize,
-    /// Of those, documents a supported claim cites.
-    pub cited: usize,
-    /// The others' paths, best match first.
-    pub uncited: Vec<String>,
-}
-
-/// Full-text hits looked at for coverage.
-const COVERAGE_HITS: usize = 100;
-
-/// The documents matching `question` that no supported claim cites.
-pub fn coverage(question: &str, claims: &[ClaimReport], corpus: &Corpus) -> Coverage {
-    let cited: HashSet<usize> = claims
-        .iter()
-        .filter(|c| c.support == Support::Supported)
-        .flat_map(|c| c.citations.iter())
-        .filter(|c| c.status == CitationStatus::Verified)
-        .filter_map(|c| c.doc_index)
-        .collect();
-    let mut matching: Vec<(usize, String)> = Vec::new();
-    for h in corpus
-        .store()
-        .search(question, COVERAGE_HITS)
-        .unwrap_or_default()
-    {
-        if let Some(i) = corpus.index_of(&h.doc_id)
-            && !matching.iter().any(|(j, _)| *j == i)
-        {
-            matching.push((i, h.path));
-        }
-    }
-    Coverage {
-        matching: matching.len(),
-        cited: matching.iter().filter(|(i, _)| cited.contains(i)).count(),
-        uncited: matching
-            .into_iter()
-            .filter(|(i, _)| !cited.contains(i))
-            .map(|(_, p)| p)
-            .collect(),
-    }
-}
-
-/// Claims the semantic check can judge in one call.
-pub(crate) const SEMANTIC_BATCH: usize = 15;
-
-/// The quotes a claim is checked against.
-fn quotes_of(claim: &ClaimReport) -> Vec<&str> {
-    claim
-        .citations
-        .iter()
-        .filter(|c| c.status == CitationStatus::Verified)
-        .filter_map(|c| c.quote.as_deref())
-        .collect()
-}
-
-/// Indexes of the claims the semantic check can judge (those with a
-/// verified quote).
-pub(crate) fn checkable(claims: &[ClaimReport]) -> Vec<usize> {
-    (0..claims.len())
-        .filter(|&i| !quotes_of(&claims[i]).is_empty())
-        .collect()
-}
-
-/// The semantic check's prompt for `batch` (indexes into `claims`).
-pub(crate) fn semantic_prompt(claims: &[ClaimReport], batch: &[usize]) -> String {
-    let mut listing = String::new();
-    for (n, &i) in batch.iter().enumerate() {
-        listing.push_str(&format!(
-            "Claim {}: {}\n",
-            n + 1,
-            strip_markers(&claims[i].text).trim()
-        ));
-        for q in quotes_of(&claims[i]) {
-            listing.push_str(&format!("  Quote: \"{q}\"\n"));
-        }
-    }
-    crate::prompts::render(crate::prompts::SEMANTIC_CHECK, &[("claims", &listing)])
-}
-
-/// The verdicts of a reply, one per claim of a batch of `n` (`None` where
-/// the reply gave none).
-pub(crate) fn parse_verdicts(reply: &str, n: usize) -> Vec<Option<Verdict>> {
-    let mut out = vec![None; n];
-    let Some(v) = crate::parse::parse_json_object(reply) else {
-        return out;
-    };
-    for item in v["verdicts"].as_array().into_iter().flatten() {
-        let Some(k) = item["claim"].as_u64().map(|k| k as usize) else {
-            continue;
-        };
-        let verdict = match item["verdict"]
-            .as_str()
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
-            Some("supported") => Verdict::Supported,
-            Some("partly") | Some("partly supported") | Some("partial") => Verdict::Partly,
-            Some("unsupported") => Verdict::Unsupported,
-            Some("contradicted") => Verdict::Contradicted,
-            _ => continue,
-        };
-        if (1..=n).contains(&k) {
-            out[k - 1] = Some(verdict);
-        }
-    }
-    out
-}
-
-/// Flags claims the check found unsupported or contradicted in `text` (or,
-/// when `drop`, removes them), keeping every claim's span in step.
-pub(crate) fn flag_by_verdict(text: &mut String, claims: &mut [ClaimReport], drop: bool) {
-    let mut order: Vec<usize> = (0..claims.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(claims[i].start));
-    for i in order {
-        let flag = match claims[i].verdict {
-            Some(Verdict::Unsupported) => "[not supported by its source]",
-            Some(Verdict::Contradicted) => "[contradicted by its source]",
-            _ => continue,
-        };
-        let (start, end) = (claims[i].start, claims[i].end);
-        if end > text.len() || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
-            continue;
-        }
-        let replacement = if drop {
-            String::new()
-        } else {
-            format!("{} {flag}", text[start..end].trim_end())
-        };
-        let delta = replacement.len() as isize - (end - start) as isize;
-        text.replace_range(start..end, &replacement);
-        claims[i].end = start + replacement.len();
-        for c in claims.iter_mut().filter(|c| c.start > start) {
-            c.start = (c.start as isize + delta) as usize;
-            c.end = (c.end as isize + delta) as usize;
-            for cite in &mut c.citations {
-                cite.answer_offset = (cite.answer_offset as isize + delta).max(0) as usize;
-            }
-        }
-    }
-}
-
 /// The 1-based line of document `index` that byte `at` falls on.
-fn line_of(corpus: &Corpus, index: usize, at: Option<u64>) -> Option<u32> {
+pub(super) fn line_of(corpus: &Corpus, index: usize, at: Option<u64>) -> Option<u32> {
     let text = corpus.document_text(index).ok()?;
     let at = (at? as usize).min(text.len());
     let before = text.get(..at)?;
     Some(before.matches('\n').count() as u32 + 1)
 }
 
-fn strip_markers(text: &str) -> String {
+pub(super) fn strip_markers(text: &str) -> String {
     let mut out = text.to_string();
     for m in crate::citations::extract_citations(text).iter().rev() {
         out.replace_range(m.offset..m.offset + m.marker.len(), " ");
@@ -605,7 +106,7 @@ fn strip_markers(text: &str) -> String {
 /// `text` without the references to sources it holds (chunk ids, with or
 /// without `chunk:` and brackets; document paths), and the chunks it names
 /// that exist.
-fn without_source_refs(text: &str, corpus: &Corpus) -> (String, Vec<SourceChunk>) {
+pub(super) fn without_source_refs(text: &str, corpus: &Corpus) -> (String, Vec<SourceChunk>) {
     let mut named: Vec<SourceChunk> = Vec::new();
     let mut kept: Vec<&str> = Vec::new();
     for token in text.split_whitespace() {
@@ -629,7 +130,7 @@ fn without_source_refs(text: &str, corpus: &Corpus) -> (String, Vec<SourceChunk>
     (kept.join(" "), named)
 }
 
-fn search_chunks(corpus: &Corpus, claim: &str) -> Vec<SourceChunk> {
+pub(super) fn search_chunks(corpus: &Corpus, claim: &str) -> Vec<SourceChunk> {
     // Words only: quotes and colons in a claim are not query syntax.
     let query: String = text::words(claim).take(40).collect::<Vec<_>>().join(" ");
     corpus
@@ -643,7 +144,7 @@ fn search_chunks(corpus: &Corpus, claim: &str) -> Vec<SourceChunk> {
 
 /// The words of a claim that a supporting passage must share: numbers and
 /// content words (three letters or more, not stop words).
-fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
+pub(super) fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
     let mut numbers = Vec::new();
     let mut words = Vec::new();
     for lower in text::words(claim) {
@@ -662,7 +163,7 @@ fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
 }
 
 /// True for a claim of a single term (a one-word or one-number answer).
-fn is_short(claim: &str) -> bool {
+pub(super) fn is_short(claim: &str) -> bool {
     let (numbers, words) = claim_terms(claim);
     numbers.len() + words.len() == 1
 }
@@ -702,7 +203,7 @@ impl<'a> Sentences<'a> {
 /// of the question's content words and a third of them; of those, the one
 /// sharing the most wins, the earlier chunk on a tie. Returns the chunk, the
 /// byte offset of the quote in the chunk's text and the quote, verbatim.
-fn support_from(
+pub(super) fn support_from(
     claim: &str,
     question: &str,
     chunks: &[SourceChunk],
@@ -894,7 +395,7 @@ fn quote_window<'a>(sentence: &'a str, terms: &[&str]) -> (usize, &'a str) {
     (start, text::head(&sentence[start..end], QUOTE_CHARS))
 }
 
-fn engine_citation(
+pub(super) fn engine_citation(
     claim_start: usize,
     chunk: &SourceChunk,
     offset: usize,
@@ -947,100 +448,6 @@ mod tests {
         assert_eq!(quote_window(&blob, &["y"]).1.chars().count(), QUOTE_CHARS);
         let dots = ".".repeat(400);
         assert_eq!(quote_window(&dots, &[]).1.chars().count(), QUOTE_CHARS);
-    }
-
-    #[test]
-    fn verdicts_parse_and_flag() {
-        let v = parse_verdicts(
-            r#"{"verdicts": [{"claim": 2, "verdict": "contradicted"}, {"claim": 1, "verdict": "supported"}, {"claim": 9, "verdict": "supported"}]}"#,
-            3,
-        );
-        assert_eq!(
-            v,
-            vec![Some(Verdict::Supported), Some(Verdict::Contradicted), None]
-        );
-        let mut text = "A is 1. B is 2. C is 3.".to_string();
-        let claim = |start: usize, end: usize, verdict| ClaimReport {
-            text: String::new(),
-            start,
-            end,
-            citations: Vec::new(),
-            support: Support::Supported,
-            origin: "model".into(),
-            verdict,
-        };
-        let mut claims = vec![
-            claim(0, 7, Some(Verdict::Supported)),
-            claim(8, 15, Some(Verdict::Contradicted)),
-            claim(16, 23, Some(Verdict::Unsupported)),
-        ];
-        flag_by_verdict(&mut text, &mut claims, false);
-        assert_eq!(
-            text,
-            "A is 1. B is 2. [contradicted by its source] C is 3. [not supported by its source]"
-        );
-        assert_eq!(
-            &text[claims[2].start..claims[2].end],
-            "C is 3. [not supported by its source]"
-        );
-        let mut text = "A is 1. B is 2. C is 3.".to_string();
-        let mut claims = vec![claim(0, 7, None), claim(8, 15, Some(Verdict::Contradicted))];
-        flag_by_verdict(&mut text, &mut claims, true);
-        assert_eq!(text, "A is 1.  C is 3.");
-    }
-
-    #[test]
-    fn source_references_in_prose_are_no_terms_and_quotes_are_no_query_syntax() {
-        let event = "Media day was re-branded as Super Bowl Opening Night. \
-            The event was held on February 1, 2016 at SAP Center. \
-            It featured player introductions on a replica of the Golden Gate Bridge.";
-        let corpus = Corpus::in_memory(
-            &[
-                rlm_corpus::MemoryDocument::new(
-                    "notes/harbour.txt",
-                    "The harbour opened in 1840. Ships came from the north.",
-                ),
-                rlm_corpus::MemoryDocument::new("notes/event.txt", event),
-            ],
-            2000,
-        )
-        .unwrap();
-        let id = rlm_corpus::chunk_id(&rlm_corpus::document_id("notes/event.txt"), 0);
-        let answer = format!(
-            "The passage from chunk:{id} says: \"The event was held on February 1, 2016 at SAP Center.\"\n\
-             [[chunk:{id}] A replica of the Golden Gate Bridge was present at Super Bowl Opening Night. ]]\n\
-             According to corpus/notes/event.txt, the media day was re-branded as Super Bowl Opening Night.\n"
-        );
-        let report = crate::citations::verify(&answer, &corpus);
-        let (claims, grounded) = ground(&answer, "", &report, &Ledger::default(), &corpus);
-        // The stray `]]` is no claim; the three sentences are, each backed by
-        // the event note although no search for the claim as typed finds it
-        // (a quote is a phrase query, an id or a path holds no word of it).
-        assert_eq!(grounded.claims, 3, "{claims:#?}");
-        assert_eq!(grounded.supported, 3, "{claims:#?}");
-        for c in &claims {
-            let cite = c
-                .citations
-                .iter()
-                .find(|x| x.origin == CitationOrigin::Engine)
-                .unwrap();
-            assert_eq!(cite.chunk_id.as_deref(), Some(id.as_str()), "{c:#?}");
-            assert!(event.contains(cite.quote.as_deref().unwrap()), "{c:#?}");
-        }
-        // The claim joining the first and third sentences is quoted over all three.
-        assert!(
-            claims[1].citations[0]
-                .quote
-                .as_deref()
-                .unwrap()
-                .starts_with("Media day")
-        );
-        // A reference does not back what the passage does not say.
-        let wrong =
-            format!("The passage chunk:{id} says the replica was of the Eiffel Tower in Paris.");
-        let report = crate::citations::verify(&wrong, &corpus);
-        let (_, grounded) = ground(&wrong, "", &report, &Ledger::default(), &corpus);
-        assert_eq!((grounded.claims, grounded.supported), (1, 0));
     }
 
     #[test]

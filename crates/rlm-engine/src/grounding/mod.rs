@@ -1,0 +1,186 @@
+//! Grounding: what a run's agents actually saw (the evidence ledger), and,
+//! once the answer is committed, the support of each of its claims.
+//!
+//! A claim (a sentence, list item or table row of the answer) is supported
+//! when a citation of the model verified (its quote is in the cited chunk),
+//! or else when the engine finds a passage that backs it: first among the
+//! chunks in the ledger, then by a full-text search for the claim. The
+//! engine's citation quotes the chunk verbatim (a sentence holding every
+//! number of the claim and most of its words) with the chunk's span, and
+//! says it was the engine's. Claims nothing backs are marked unsupported.
+
+mod coverage;
+mod ledger;
+mod report;
+mod semantic;
+mod support;
+
+pub use coverage::coverage;
+pub use ledger::{Evidence, EvidenceKind, Ledger, evidence_of};
+pub use report::{ClaimReport, Coverage, Grounded, SemanticSummary, Support, Verdict};
+pub(crate) use semantic::{
+    SEMANTIC_BATCH, checkable, flag_by_verdict, parse_verdicts, semantic_prompt,
+};
+pub(crate) use support::{backs_a_claim, question_sentences};
+
+use crate::citations::{Citation, CitationSource, CitationStatus, SourceChunk, VerificationReport};
+use crate::claims;
+use crate::corpus::Corpus;
+use support::{
+    claim_terms, engine_citation, is_short, line_of, search_chunks, strip_markers, support_from,
+    without_source_refs,
+};
+
+/// The claims of `answer` and their support, from the model's verified
+/// citations, the ledger, then the corpus.
+pub fn ground(
+    answer: &str,
+    question: &str,
+    verification: &VerificationReport,
+    ledger: &Ledger,
+    corpus: &Corpus,
+) -> (Vec<ClaimReport>, Grounded) {
+    let ledger_chunks: Vec<SourceChunk> = ledger
+        .chunk_ids()
+        .iter()
+        .filter_map(|id| corpus.chunk(id))
+        .collect();
+    let mut reports = Vec::new();
+    let mut grounded = Grounded::default();
+    for c in claims::claims(answer) {
+        if c.structural {
+            continue;
+        }
+        let text = answer[c.start..c.end].trim().to_string();
+        let own: Vec<Citation> = verification
+            .citations
+            .iter()
+            .filter(|x| x.answer_offset >= c.start && x.answer_offset < c.end)
+            .cloned()
+            .collect();
+        // Source references in prose ("the passage from chunk:ab12-0 says",
+        // a path, a malformed marker) name where the model read the claim,
+        // not what it says: they are no terms to match, and the chunks they
+        // name are looked at first.
+        let (claim_text, named) = without_source_refs(&strip_markers(&text), corpus);
+        let (numbers, words) = claim_terms(&claim_text);
+        if numbers.is_empty()
+            && words.is_empty()
+            && !own.iter().any(|x| x.status == CitationStatus::Verified)
+        {
+            // Punctuation, a stray `]]`, "see [[chunk:ID]]": nothing to back.
+            continue;
+        }
+        grounded.claims += 1;
+        if own.iter().any(|x| x.status == CitationStatus::Verified) {
+            grounded.supported += 1;
+            reports.push(ClaimReport {
+                text,
+                start: c.start,
+                end: c.end,
+                citations: own,
+                support: Support::Supported,
+                origin: "model".into(),
+                verdict: None,
+            });
+            continue;
+        }
+        // A one-word answer ("Tromso") is searched with the question's words.
+        let query = if is_short(&claim_text) {
+            format!("{claim_text} {question}")
+        } else {
+            claim_text.clone()
+        };
+        let looked_at: Vec<SourceChunk> = named
+            .into_iter()
+            .chain(ledger_chunks.iter().cloned())
+            .collect();
+        let attached = support_from(&claim_text, question, &looked_at)
+            .or_else(|| support_from(&claim_text, question, &search_chunks(corpus, &query)))
+            .map(|(chunk, offset, quote)| {
+                let mut cite = engine_citation(c.start, &chunk, offset, quote);
+                cite.line = line_of(corpus, chunk.doc_index, cite.byte_start);
+                cite
+            });
+        let mut citations = own;
+        let (support, origin) = match attached {
+            Some(cite) => {
+                citations.push(cite);
+                grounded.supported += 1;
+                grounded.engine_attached += 1;
+                (Support::Supported, "engine")
+            }
+            None => (Support::Unsupported, "none"),
+        };
+        reports.push(ClaimReport {
+            text,
+            start: c.start,
+            end: c.end,
+            citations,
+            support,
+            origin: origin.into(),
+            verdict: None,
+        });
+    }
+    (reports, grounded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::citations::CitationOrigin;
+
+    #[test]
+    fn source_references_in_prose_are_no_terms_and_quotes_are_no_query_syntax() {
+        let event = "Media day was re-branded as Super Bowl Opening Night. \
+            The event was held on February 1, 2016 at SAP Center. \
+            It featured player introductions on a replica of the Golden Gate Bridge.";
+        let corpus = Corpus::in_memory(
+            &[
+                rlm_corpus::MemoryDocument::new(
+                    "notes/harbour.txt",
+                    "The harbour opened in 1840. Ships came from the north.",
+                ),
+                rlm_corpus::MemoryDocument::new("notes/event.txt", event),
+            ],
+            2000,
+        )
+        .unwrap();
+        let id = rlm_corpus::chunk_id(&rlm_corpus::document_id("notes/event.txt"), 0);
+        let answer = format!(
+            "The passage from chunk:{id} says: \"The event was held on February 1, 2016 at SAP Center.\"\n\
+             [[chunk:{id}] A replica of the Golden Gate Bridge was present at Super Bowl Opening Night. ]]\n\
+             According to corpus/notes/event.txt, the media day was re-branded as Super Bowl Opening Night.\n"
+        );
+        let report = crate::citations::verify(&answer, &corpus);
+        let (claims, grounded) = ground(&answer, "", &report, &Ledger::default(), &corpus);
+        // The stray `]]` is no claim; the three sentences are, each backed by
+        // the event note although no search for the claim as typed finds it
+        // (a quote is a phrase query, an id or a path holds no word of it).
+        assert_eq!(grounded.claims, 3, "{claims:#?}");
+        assert_eq!(grounded.supported, 3, "{claims:#?}");
+        for c in &claims {
+            let cite = c
+                .citations
+                .iter()
+                .find(|x| x.origin == CitationOrigin::Engine)
+                .unwrap();
+            assert_eq!(cite.chunk_id.as_deref(), Some(id.as_str()), "{c:#?}");
+            assert!(event.contains(cite.quote.as_deref().unwrap()), "{c:#?}");
+        }
+        // The claim joining the first and third sentences is quoted over all three.
+        assert!(
+            claims[1].citations[0]
+                .quote
+                .as_deref()
+                .unwrap()
+                .starts_with("Media day")
+        );
+        // A reference does not back what the passage does not say.
+        let wrong =
+            format!("The passage chunk:{id} says the replica was of the Eiffel Tower in Paris.");
+        let report = crate::citations::verify(&wrong, &corpus);
+        let (_, grounded) = ground(&wrong, "", &report, &Ledger::default(), &corpus);
+        assert_eq!((grounded.claims, grounded.supported), (1, 0));
+    }
+}
