@@ -501,7 +501,6 @@ pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
             .iter()
             .filter(|w| {
                 w.chars().count() >= 3
-                    && w.as_str() != "chunk"
                     && !crate::text::STOP_WORDS.contains(&w.as_str())
                     && !asked.contains(w)
             })

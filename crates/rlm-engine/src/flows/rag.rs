@@ -181,29 +181,27 @@ async fn second_look(
     if !abstained && grounding::backs_a_claim(reply, &req.question, &shown, corpus) {
         return None;
     }
-    let passages: Vec<(&str, &str)> = hits
-        .iter()
-        .map(|h| (h.chunk_id.as_str(), h.text.as_str()))
-        .collect();
-    let best = grounding::question_sentences(&req.question, &passages, LOOK_AGAIN_SENTENCES);
+    let best = grounding::question_sentences(&req.question, &shown, LOOK_AGAIN_SENTENCES);
     if best.is_empty() {
         return None;
     }
-    let why = if abstained {
-        "Your reply says the passages do not answer the question."
+    // What the model is told, and what the trace says.
+    let (why, seen) = if abstained {
+        (
+            "Your reply says the passages do not answer the question.",
+            "the reply says the passages do not answer",
+        )
     } else {
-        "No sentence of the passages states what your reply says."
+        (
+            "No sentence of the passages states what your reply says.",
+            "no passage backs the reply",
+        )
     };
     fx.fallback(
         ROOT_AGENT,
         "rag_answer",
         &format!(
-            "{}; shown again the {} sentences sharing most of the question's words",
-            if abstained {
-                "the reply says the passages do not answer"
-            } else {
-                "no passage backs the reply"
-            },
+            "{seen}; shown again the {} sentences sharing most of the question's words",
             best.len()
         ),
     );

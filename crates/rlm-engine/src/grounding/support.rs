@@ -34,7 +34,7 @@ pub(crate) fn backs_a_claim(
         })
 }
 
-/// The excerpts of `passages` (chunk id, text) that share the most content
+/// The excerpts of `chunks` that share the most content
 /// words with `question`: a sentence and the one after it (a question
 /// often names its subject in one sentence and its answer sits in the
 /// next), sharing at least two of the words and a third of them; best first
@@ -42,19 +42,15 @@ pub(crate) fn backs_a_claim(
 /// with its chunk id.
 pub(crate) fn question_sentences(
     question: &str,
-    passages: &[(&str, &str)],
+    chunks: &[SourceChunk],
     n: usize,
 ) -> Vec<(String, String)> {
     let (numbers, mut wanted) = claim_terms(question);
     wanted.extend(numbers);
-    // (shared, passage, first sentence, span in the passage)
+    let split: Vec<Sentences> = chunks.iter().map(Sentences::of).collect();
+    // (shared, chunk, first sentence, span in the chunk's text)
     let mut scored: Vec<(usize, usize, usize, usize, usize)> = Vec::new();
-    for (p, (_, passage)) in passages.iter().enumerate() {
-        let sents = sentences(passage);
-        let tokens: Vec<HashSet<String>> = sents
-            .iter()
-            .map(|(_, sentence)| text::words(sentence).collect())
-            .collect();
+    for (p, Sentences { sents, tokens, .. }) in split.iter().enumerate() {
         for i in 0..sents.len() {
             let last = (i + 1).min(sents.len() - 1);
             let shared = wanted
@@ -81,8 +77,8 @@ pub(crate) fn question_sentences(
             continue;
         }
         chosen.push((p, i));
-        let (id, passage) = passages[p];
-        out.push((id.to_string(), passage[start..end].to_string()));
+        let chunk = &chunks[p];
+        out.push((chunk.id.clone(), chunk.text[start..end].to_string()));
     }
     out
 }
@@ -115,7 +111,11 @@ pub(super) fn without_source_refs(text: &str, corpus: &Corpus) -> (String, Vec<S
             Some(id) => (true, id.trim_matches(|c: char| !c.is_alphanumeric())),
             None => (false, bare),
         };
-        let chunk = corpus.chunk(id);
+        // Chunk ids are `DOCUMENT-ORDINAL`: only such a token is looked up.
+        let id_shaped = id.rsplit_once('-').is_some_and(|(doc, n)| {
+            !doc.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+        });
+        let chunk = id_shaped.then(|| corpus.chunk(id)).flatten();
         let is_path = token.matches('/').count() >= 2;
         if prefixed || chunk.is_some() || is_path {
             if let Some(c) = chunk
@@ -488,11 +488,11 @@ mod tests {
     #[test]
     fn sentences_sharing_the_question_words_come_first() {
         let passages = [
-            (
+            chunk_with(
                 "a-0",
                 "Newcastle keeps a medieval street layout. Stairs lead to the Castle Keep.",
             ),
-            (
+            chunk_with(
                 "b-0",
                 "Close, Sandhill and Quayside contain modern buildings. The towns grew.",
             ),
@@ -508,7 +508,7 @@ mod tests {
             )]
         );
         // The subject in one sentence, the answer in the next.
-        let passages = [(
+        let passages = [chunk_with(
             "c-0",
             "Alexis Torres, resume. Contact: based in Madrid, Spain. Hobbies: chess.",
         )];
@@ -533,8 +533,12 @@ mod tests {
     }
 
     fn chunk(text: &str) -> SourceChunk {
+        chunk_with("d-0", text)
+    }
+
+    fn chunk_with(id: &str, text: &str) -> SourceChunk {
         SourceChunk {
-            id: "d-0".into(),
+            id: id.into(),
             doc_id: "d".into(),
             doc_index: 0,
             path: "a.txt".into(),
