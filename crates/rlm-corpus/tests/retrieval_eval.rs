@@ -4,7 +4,7 @@
 //! quotes; run with `-- --nocapture` to see it. Needs all-MiniLM-L6-v2 (see
 //! `retrieval_model.rs`).
 
-mod retrieval_support;
+use crate::retrieval_support;
 
 use std::path::Path;
 

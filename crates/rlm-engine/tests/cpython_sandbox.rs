@@ -5,8 +5,8 @@
 //! chose. Skipped (with the reason) where bubblewrap cannot run, unless
 //! RLM_REQUIRE_CPYTHON_SANDBOX is set.
 
-mod common;
-mod pipeline_support;
+use crate::common;
+use crate::pipeline_support;
 
 use common::*;
 use rlm_engine::TraceEvent;

@@ -2,7 +2,7 @@
 //! `llm_query_async` calls gathered in one cell run to the end (the pipes
 //! between the parent and the worker never deadlock) within the run's limits.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

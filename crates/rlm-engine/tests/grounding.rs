@@ -2,7 +2,7 @@
 //! claim of the answer gets the model's verified citation, or one the engine
 //! attaches (verbatim quote, chunk span), or is marked unsupported.
 
-mod common;
+use crate::common;
 
 use common::*;
 use rlm_engine::citations::{CitationOrigin, CitationStatus};

@@ -4,7 +4,7 @@
 //! do, and the interpreter lives on. Run through the REPL a person gets
 //! (`ReplConsole`), which answers host calls exactly as an agent's does.
 
-mod common;
+use crate::common;
 
 use rlm_engine::console::ReplConsole;
 use rlm_sandbox::{SandboxConfig, WorkerPool};

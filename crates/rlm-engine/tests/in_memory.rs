@@ -2,7 +2,7 @@
 //! the caller, no store folder): the loop, search and citations work as over
 //! a store on disk, and citations resolve to spans of the given texts.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! transcripts, minified pages): it shows the window around the words of the
 //! question, never the head of a long line.
 
-mod common;
+use crate::common;
 
 use common::*;
 use rlm_llm::testing::{Script, ScriptedServer};

@@ -1,6 +1,6 @@
 //! Loops a small model falls into, and what the engine tells it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use rlm_llm::testing::{Script, ScriptedServer};

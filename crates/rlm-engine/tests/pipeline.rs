@@ -3,8 +3,8 @@
 //! "model" reads each prompt and answers the way a model would for that
 //! stage; each test switches one behavior to drive a guardrail or fallback.
 
-mod common;
-mod pipeline_support;
+use crate::common;
+use crate::pipeline_support;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Time spent waiting for sub-calls does not count against the sandbox's
 //! per-cell interpreter time limit (a fan-out may take minutes).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

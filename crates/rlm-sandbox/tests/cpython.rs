@@ -2,7 +2,7 @@
 //! real CPython in bubblewrap. Skipped (with the reason) where bubblewrap or
 //! user namespaces are missing, unless RLM_REQUIRE_CPYTHON_SANDBOX is set.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering;
 

@@ -1,6 +1,6 @@
 //! The parent API against real worker processes.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

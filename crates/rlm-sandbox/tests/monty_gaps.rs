@@ -1,7 +1,7 @@
 //! The monty gaps fixed by the patched copies in `vendor/` (see
 //! vendor/PATCHES.md): each test fails on unpatched monty 0.0.23.
 
-mod common;
+use crate::common;
 
 use common::interpreter_with;
 

@@ -3,7 +3,7 @@
 //! prints for it (`python3 -c ...`); `import` of these modules failed on
 //! unpatched monty 0.0.23.
 
-mod common;
+use crate::common;
 
 /// Runs `code` and returns what it printed; a Python error fails the test.
 async fn printed(code: &str) -> String {

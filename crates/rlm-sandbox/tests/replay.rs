@@ -1,7 +1,7 @@
 //! Real model-written cells (tests/data, see REPLAY_DATA.md) through the
 //! sandbox, compared cell by cell with CPython 3.11, on both back-ends.
 
-mod common;
+use crate::common;
 
 use rlm_sandbox::SandboxConfig;
 use rlm_sandbox::replay::{ReplayReport, run_replay};

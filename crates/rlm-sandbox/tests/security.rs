@@ -1,7 +1,7 @@
 //! Hostile cells: each must fail with a clear message and leave the host (and
 //! the parent process) untouched.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

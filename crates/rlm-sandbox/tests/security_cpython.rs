@@ -4,7 +4,7 @@
 //! system, and the host (this test process) lives on. Skipped where the
 //! CPython sandbox cannot start, unless RLM_REQUIRE_CPYTHON_SANDBOX is set.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

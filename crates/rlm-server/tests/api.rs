@@ -8,7 +8,7 @@ use rlm_llm::testing::{Matcher, Reply, Script};
 use rlm_server::Limits;
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{Harness, error_message, needle_script, root, status_json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use rlm_server::{Limits, ServerOptions};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{Harness, error_message, needle_script};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
 use rlm_server::Limits;
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::root;
 
 /// Finds the code with a regex, then answers citing the document.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rlm_server::{Limits, ServerOptions};
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::{Harness, error_message, needle_script, raw};
 
 const TOKEN: &str = "s3cret-token_1";
@@ -509,8 +509,8 @@ async fn the_page_has_a_strict_policy_an_etag_and_gzip() {
     h.shutdown().await;
 }
 
-/// A measurement, not a check (`cargo test -p rlm-server --test security --
-/// --ignored --nocapture`): 3,000 clients each send half a request head and
+/// A measurement, not a check (`cargo test -p rlm-server --test integration --
+/// --ignored --nocapture security::measure_three`): 3,000 clients each send half a request head and
 /// wait, against the default limits (256 connections, 10 s header
 /// timeout). Prints how long until every connection was answered or closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer, TEST_API_KEY};
 
-mod common;
+use crate::common;
 use common::{stderr, stdout};
 
 struct Fixture {

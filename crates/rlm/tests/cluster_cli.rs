@@ -9,8 +9,8 @@
 //! `rlm index` is what every node answers from without a restart, and a
 //! node whose store connection ended connects again.
 
-mod common;
-mod serve_support;
+use crate::common;
+use crate::serve_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;

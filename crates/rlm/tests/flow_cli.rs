@@ -6,7 +6,7 @@ use std::process::Output;
 
 use rlm_llm::testing::{Reply, Script, ScriptedServer, TEST_API_KEY};
 
-mod common;
+use crate::common;
 use common::{stderr, stdout};
 
 struct Fixture {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rlm_llm::testing::{Matcher, Script, ScriptedServer};
 
-mod common;
+use crate::common;
 use common::{stderr, stdout};
 
 /// Generous for a debug build on a loaded 2-core machine; the real runs take

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-mod serve_support;
+use crate::common;
+use crate::serve_support;
 use serve_support::{NOTES, Server, exchange, first_turn, message, model, wait_until};
 
 /// Whether a run's trace file shows it waiting on the model.

@@ -3,7 +3,7 @@
 
 use rlm_llm::testing::{Fault, Reply, Script, ScriptedServer, TEST_API_KEY};
 
-mod common;
+use crate::common;
 use common::{rlm, rlm_stdin, stderr, stdout};
 
 fn server_env(server: &ScriptedServer) -> Vec<(&'static str, String)> {

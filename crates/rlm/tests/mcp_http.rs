@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod common;
-mod serve_support;
+use crate::common;
+use crate::serve_support;
 use common::indexed_docs;
 use serve_support::{NOTES, Server, model, wait_until};
 

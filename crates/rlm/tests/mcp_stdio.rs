@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 const DOCS: &[(&str, &str)] = &[
     ("a_intro.txt", "This memo describes the office move.\n"),
@@ -711,7 +711,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// What `rlm mcp` adds over `rlm ask`: the same question, the scripted model
 /// at zero latency, runs interleaved. Not part of the suite (timing);
 /// `RLM_MCP_BENCH_RUNS` (default 30) runs of each:
-/// `cargo test --release --no-default-features -p rlm --test mcp_stdio -- --ignored --nocapture overhead`
+/// `cargo test --release --no-default-features -p rlm --test integration -- --ignored --nocapture mcp_stdio::overhead`
 #[test]
 #[ignore]
 fn overhead_of_mcp_ask_over_rlm_ask() {

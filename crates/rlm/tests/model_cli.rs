@@ -4,7 +4,7 @@
 
 use rlm_local::testing::FakeIndex;
 
-mod common;
+use crate::common;
 use common::{rlm, stderr, stdout};
 
 #[test]

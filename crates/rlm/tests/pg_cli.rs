@@ -5,7 +5,7 @@
 //! `rlm index` leaves the previous generation intact, and rlm.toml's
 //! `[store] location` selects the store.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! sandbox worker subcommand, the scripted model over real HTTP; and the
 //! mistakes a user can make when starting it.
 
-mod common;
-mod serve_support;
+use crate::common;
+use crate::serve_support;
 use common::{indexed_docs, rlm, stderr};
 use serve_support::{NOTES, Server, exchange_text, model};
 

@@ -4,7 +4,7 @@
 //! panic's 101). The API's fields are covered by rlm-server's tests, the
 //! whole table of settings by rlm-engine's `tests/settings.rs`.
 
-mod common;
+use crate::common;
 
 use common::{rlm, stderr};
 

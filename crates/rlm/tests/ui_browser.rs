@@ -10,8 +10,8 @@
 use rlm_llm::testing::{Fault, Matcher, Reply, Script, ScriptedServer};
 use serde_json::{Value, json};
 
-mod common;
-mod ui;
+use crate::common;
+use crate::ui;
 
 use ui::server::{Gate, Server};
 use ui::webdriver::Browser;

@@ -1,0 +1,13 @@
+//! The integration tests of this crate, one module per file, linked into
+//! one test binary (a binary per file cost a link and ~80 MB of disk each).
+//! Run one file's tests with `cargo test --test integration -- FILE::`.
+
+mod common;
+
+mod cpython;
+mod interpreter;
+mod monty_gaps;
+mod monty_modules;
+mod replay;
+mod security;
+mod security_cpython;

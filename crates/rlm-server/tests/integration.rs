@@ -1,0 +1,10 @@
+//! The integration tests of this crate, one module per file, linked into
+//! one test binary (a binary per file cost a link and ~80 MB of disk each).
+//! Run one file's tests with `cargo test --test integration -- FILE::`.
+
+mod common;
+
+mod api;
+mod features;
+mod openai;
+mod security;
