@@ -32,6 +32,13 @@ Metrics (per question, then over the pass):
   separately for engine-attached (`origin: engine`) and model-written
   (`origin: model`) citations. "Supports the answer" (lenient) also counts a
   citation whose quote contains a gold answer, wherever it is.
+- precision on answer claims: the same share, over the engine-attached
+  citations of the claims that state a gold answer (the claim's normalized
+  text contains it). A model's answer often has further sentences about
+  other passages it was shown; their citations are right for those
+  sentences but not on the gold passage, so the plain precision mixes the
+  engine's matching with the model's focus. This one measures the matching
+  where it matters: does the sentence carrying the answer cite its source?
 - quote validity: every quote of an engine-attached citation must occur
   byte for byte in the text of the chunk it names, read here from the
   store's SQLite file (documents.text sliced at chunks.byte_start..byte_end),
@@ -166,7 +173,8 @@ def score(q, answer, store, trace_path):
     correct = any(g and g in cleaned for g in golds)
     exact = any(g == cleaned for g in golds)
     cits = citations_of(answer)
-    per = {"engine": {"verified": 0, "gold": 0, "supports": 0, "quotes": 0, "quotes_valid": 0, "invalid": []},
+    per = {"engine": {"verified": 0, "gold": 0, "supports": 0, "quotes": 0, "quotes_valid": 0, "invalid": [],
+                      "answer_claims": 0, "answer_claims_gold": 0},
            "model": {"verified": 0, "gold": 0, "supports": 0, "quotes": 0, "quotes_valid": 0, "invalid": [],
                      "written": 0}}
     for c in cits:
@@ -201,6 +209,16 @@ def score(q, answer, store, trace_path):
                 p["quotes_valid"] += 1
             else:
                 p["invalid"].append({"chunk_id": chunk_id, "quote": quote})
+    for claim in answer.get("claims") or []:
+        if not any(g and g in normalize(claim.get("text") or "") for g in golds):
+            continue
+        for c in claim.get("citations") or []:
+            if c.get("origin") != "engine" or c.get("status") != "verified":
+                continue
+            per["engine"]["answer_claims"] += 1
+            doc_path, _ = store.chunk(c.get("chunk_id") or "")
+            if doc_path and (doc_path == q["gold_doc"] or doc_path.endswith("/" + q["gold_doc"])):
+                per["engine"]["answer_claims_gold"] += 1
     usage = answer.get("usage") or {}
     grounded = answer.get("grounded") or {}
     sem = grounded.get("semantic")
@@ -307,7 +325,9 @@ def report(args):
         "committed_with_verified_citation": len(with_cite),
         "answers_citing_gold": sum(1 for r in rows
                                    if r["citations"]["engine"]["gold"] + r["citations"]["model"]["gold"] > 0),
-        "engine": {k: tot("engine", k) for k in ("verified", "gold", "supports", "quotes", "quotes_valid")},
+        "engine": {k: sum(r["citations"]["engine"].get(k, 0) for r in rows)
+                   for k in ("verified", "gold", "supports", "quotes", "quotes_valid",
+                             "answer_claims", "answer_claims_gold")},
         "model": {k: tot("model", k) for k in ("written", "verified", "gold", "supports", "quotes", "quotes_valid")},
         "invalid_engine_quotes": [dict(i, id=r["id"]) for r in rows for i in r["citations"]["engine"]["invalid"]],
         "calls": sum(r["calls"] or 0 for r in rows),
@@ -340,6 +360,7 @@ def report(args):
         f"| committed answers with >= 1 verified citation | {pct(len(with_cite), len(committed))} |",
         f"| answers citing the gold passage | {pct(summary['answers_citing_gold'], n)} |",
         f"| citation precision vs gold, engine-attached | {pct(e['gold'], e['verified'])} |",
+        f"| citation precision vs gold, engine-attached, on claims stating the answer | {pct(e['answer_claims_gold'], e['answer_claims'])} |",
         f"| citation precision vs gold, model-written (verified) | {pct(m['gold'], m['verified'])} |",
         f"| citations whose quote holds a gold answer (engine / model) | {pct(e['supports'], e['verified'])} / {pct(m['supports'], m['verified'])} |",
         f"| model-written citations verified | {pct(m['verified'], m['written'])} |",
