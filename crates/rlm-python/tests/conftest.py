@@ -3,6 +3,7 @@ OpenAI-compatible model server (the MCP client test's, a real socket on
 127.0.0.1) and an environment free of the developer's RLM_* settings."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,24 @@ def model_url():
 def slow_model_url():
     """A scripted model whose STALL questions wait 1 s (for the GIL test)."""
     yield from serve_model(1.0)
+
+
+def default_sigint():
+    """Ctrl-C raises KeyboardInterrupt, as in a terminal. A shell starting
+    a command in the background without job control (`cmd &` in a script,
+    as CI runners and `nohup` do) starts it with SIGINT ignored, and Python
+    then installs no handler: `_thread.interrupt_main` and a real SIGINT do
+    nothing, so the Ctrl-C tests would test the harness, not rlm_rs."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def sigint_as_in_a_terminal():
+    """`preexec_fn` of a child Python program: SIGINT back to its default,
+    so the child's interpreter installs its KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+default_sigint()
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONTEXT
+from conftest import CONTEXT, sigint_as_in_a_terminal
 from rlm_rs import RLM, RLMCancelled, RLMChatCompletion, Source
 
 
@@ -250,7 +250,13 @@ def test_ctrl_c_in_a_python_program_cancels_its_question(model_url, tmp_path):
             """
         )
     )
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_as_in_a_terminal,
+    )
     try:
         assert proc.stdout.readline().strip() == "asking"
         proc.send_signal(signal.SIGINT)
