@@ -494,18 +494,17 @@ pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
     }
     // An id named as a source ("the passage chunk:ab12-0 says …") is no
     // fault; one standing in for the fact (nothing else new is said) is.
+    // A number the question does not hold is a fact said ("… states that
+    // 2000 guests attended").
     let says_little_else = || {
         let rest = chunk_id.replace_all(&text, " ");
         let asked = words(question);
-        words(&rest)
-            .iter()
-            .filter(|w| {
-                w.chars().count() >= 3
-                    && !crate::text::STOP_WORDS.contains(&w.as_str())
-                    && !asked.contains(w)
-            })
-            .count()
-            < 2
+        let new: Vec<String> = words(&rest)
+            .into_iter()
+            .filter(|w| !asked.contains(w) && !crate::text::STOP_WORDS.contains(&w.as_str()))
+            .collect();
+        let has_digit = |w: &String| w.chars().any(|c| c.is_ascii_digit());
+        !new.iter().any(has_digit) && new.iter().filter(|w| w.chars().count() >= 3).count() < 2
     };
     if let Some(id) = chunk_id.find(&text)
         && says_little_else()
@@ -770,6 +769,17 @@ mod tests {
             )
             .is_none()
         );
+        // A new number is the fact, however few words surround it.
+        let guests = "How many guests attended the dinner celebrating the opening of the market?";
+        assert!(
+            not_an_answer(
+                "The passage from [chunk:c155b8a53fa2daba-0] states that 2000 guests attended the dinner celebrating the opening of the market.",
+                guests
+            )
+            .is_none()
+        );
+        assert!(not_an_answer("It is 7 [chunk:c155b8a53fa2daba-0].", q).is_none());
+        assert!(not_an_answer("See chunk:c155b8a53fa2daba-0 for the guests.", guests).is_some());
         assert!(
             not_an_answer("[[chunk:12495df8814cacdd-1]]", q)
                 .unwrap()
