@@ -44,7 +44,7 @@ impl App {
     ) -> Result<Job, ApiError> {
         let Some(store) = self.local_store() else {
             return Err(ApiError::conflict(format!(
-                "this server's store is PostgreSQL ({}): index it with rlm index --store URL PATH (every node sees the new documents when restarted)",
+                "this server's store is PostgreSQL ({}): index it with rlm index --store URL PATH (running nodes see the new documents at their next question)",
                 self.store().location()
             )));
         };

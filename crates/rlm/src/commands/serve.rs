@@ -308,7 +308,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
 fn connect_cluster(args: &ServeArgs, url: &str) -> anyhow::Result<rlm_cluster::Cluster> {
     if args.allow_upload || args.allow_index_paths || !args.sources.is_empty() {
         anyhow::bail!(
-            "--allow-upload, --allow-index-paths and --source index through the server, which a PostgreSQL store does not do yet: index with rlm index PATH --store URL, then start the nodes"
+            "--allow-upload, --allow-index-paths and --source index through the server, which a PostgreSQL store does not do yet: index with rlm index PATH --store URL (running nodes see the new documents at their next question)"
         );
     }
     if args.cluster_max_concurrent == Some(0) {
