@@ -526,6 +526,20 @@ pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
     None
 }
 
+/// True when a reply announces what its writer will do next ("I will
+/// search…", "Let me check…", "Next, we need…"): a plan, not an answer,
+/// whatever facts it mentions on the way.
+pub fn announces_steps(reply: &str) -> bool {
+    static STEPS: OnceLock<regex::Regex> = OnceLock::new();
+    let re = STEPS.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)\b(i\s+will|i'll|i\s+need|i\s+would|i\s+can|let\s+me|let's|let\s+us|we\s+need|we\s+can|we\s+will|you\s+can|you\s+could|next,?\s+(i|we))\b",
+        )
+        .expect("valid regex")
+    });
+    re.is_match(reply)
+}
+
 /// True when a short answer says the material does not answer the question
 /// ("The passages do not answer the question.", "No information about it
 /// is provided."): an abstention, not a claim.
@@ -744,6 +758,24 @@ mod tests {
         assert_eq!(v["entity"], "Kevin");
         assert!(parse_json_object("no json").is_none());
         assert!(parse_json_object("} {").is_none());
+    }
+
+    #[test]
+    fn plans_are_told_from_statements() {
+        for plan in [
+            "I will search for the vault code.",
+            "Let me check the security memo first.",
+            "Next, we need to read document 2.",
+            "You can use search() to find it.",
+        ] {
+            assert!(announces_steps(plan), "{plan}");
+        }
+        for answer in [
+            "The vault access code for the Lisbon office is 8316.",
+            "Willow Creek is the site; the will was signed in 1901.",
+        ] {
+            assert!(!announces_steps(answer), "{answer}");
+        }
     }
 
     #[test]

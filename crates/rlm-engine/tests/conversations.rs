@@ -394,6 +394,62 @@ async fn prose_answer_then_apologies_gets_a_last_turn_showing_it() {
     );
 }
 
+/// The answer in plain words right after a search printed it (what
+/// Qwen2.5-Coder-1.5B does): a statement backed by a chunk the agent was
+/// shown, with a term the question lacks, is committed at once instead of
+/// being nudged three times for FINAL(...). A plan that mentions the same
+/// fact, or the question said back, is nudged as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_prose_statement_of_a_fact_seen_is_the_answer() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            repl("print(search('secret code'))"),
+            "The secret code in the meeting notes is 4721.".to_string(),
+        ],
+    ))
+    .await;
+    let e = engine(&server, config()).await;
+    let (answer, trace) = ask(&e, &ts, "What is the secret code?").await;
+    assert_eq!(
+        answer.answer,
+        "The secret code in the meeting notes is 4721."
+    );
+    assert!(!answer.partial, "{:?}", answer.partial_reason);
+    assert_eq!(server.requests().len(), 2);
+    assert!(
+        trace
+            .iter()
+            .any(|r| matches!(&r.event, TraceEvent::Final { via, .. } if via == "prose_fact_seen"))
+    );
+    assert!(
+        answer.grounded.as_ref().is_some_and(|g| g.supported == 1),
+        "{:?}",
+        answer.claims
+    );
+
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            repl("print(search('secret code'))"),
+            "I will check whether the secret code 4721 is still current.".to_string(),
+            "What is the secret code?".to_string(),
+            "FINAL(The secret code is 4721.)".to_string(),
+        ],
+    ))
+    .await;
+    let e = engine(&server, config()).await;
+    let (answer, trace) = ask(&e, &ts, "What is the secret code?").await;
+    assert_eq!(answer.answer, "The secret code is 4721.");
+    assert_eq!(server.requests().len(), 4, "both prose replies were nudged");
+    assert!(
+        !trace
+            .iter()
+            .any(|r| matches!(&r.event, TraceEvent::Final { via, .. } if via == "prose_fact_seen"))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn code_between_prose_replies_resets_the_count() {
     let ts = needle_store();

@@ -107,7 +107,7 @@ impl Ledger {
     }
 
     /// Chunk ids the agents saw, first sighting first.
-    pub(super) fn chunk_ids(&self) -> Vec<String> {
+    pub(crate) fn chunk_ids(&self) -> Vec<String> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut seen = HashSet::new();
         inner

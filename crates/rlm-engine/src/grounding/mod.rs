@@ -21,7 +21,7 @@ pub use report::{ClaimReport, Coverage, Grounded, SemanticSummary, Support, Verd
 pub(crate) use semantic::{
     SEMANTIC_BATCH, checkable, flag_by_verdict, parse_verdicts, semantic_prompt,
 };
-pub(crate) use support::{backs_a_claim, question_sentences};
+pub(crate) use support::{backs_a_claim, question_sentences, states_a_fact_of};
 
 use crate::citations::{Citation, CitationSource, CitationStatus, SourceChunk, VerificationReport};
 use crate::claims;

@@ -34,6 +34,30 @@ pub(crate) fn backs_a_claim(
         })
 }
 
+/// True when a claim of `answer` states a fact of `chunks`: a passage backs
+/// it (as [`backs_a_claim`]), and the quote holds a term of the claim that
+/// the question does not, a number or a word. So "The code is 8316." is a
+/// fact read from the passages; "I will search for the code" and the
+/// question said back are not, however many of its words they share.
+pub(crate) fn states_a_fact_of(answer: &str, question: &str, chunks: &[SourceChunk]) -> bool {
+    let (q_numbers, q_words) = claim_terms(question);
+    claims::claims(answer)
+        .iter()
+        .filter(|c| !c.structural)
+        .any(|c| {
+            let claim = strip_markers(&answer[c.start..c.end]);
+            let Some((_, _, quote)) = support_from(&claim, question, chunks) else {
+                return false;
+            };
+            let quoted: HashSet<String> = text::words(&quote).collect();
+            let (numbers, words) = claim_terms(&claim);
+            numbers
+                .iter()
+                .chain(&words)
+                .any(|t| !q_numbers.contains(t) && !q_words.contains(t) && quoted.contains(t))
+        })
+}
+
 /// The excerpts of `chunks` that share the most content
 /// words with `question`: a sentence and the one after it (a question
 /// often names its subject in one sentence and its answer sits in the

@@ -20,8 +20,9 @@ use super::inspection::{
 };
 use super::synthesis::{Outcome, material_from_ctx, synthesize};
 use crate::budget::Exhausted;
+use crate::citations::CitationSource;
 use crate::corpus::ContextShape;
-use crate::grounding::EvidenceKind;
+use crate::grounding::{self, EvidenceKind};
 use crate::parse::{self, FinalDirective, RepeatDetector};
 use crate::prompts::{self, render};
 use crate::run::{CallError, CallOpts, MODEL_FAILED, Run};
@@ -52,6 +53,9 @@ const CODE_BLOCK_END: &str = "\n```\n";
 /// Turns in a row that only printed counts before the agent is shown where
 /// the matches are.
 const COUNTS_ONLY_TURNS: u32 = 3;
+/// Longest reply in plain words taken as the answer when it states a fact
+/// the agents were shown (longer ones are nudged for FINAL as before).
+const PROSE_ANSWER_CHARS: usize = 600;
 
 /// True when a turn's outputs are only counts ("1 of 1 documents mention
 /// lease", "42", "matches: 3"): a few short lines, each starting or ending
@@ -396,6 +400,36 @@ impl Agent {
         ))
     }
 
+    /// The root's reply without code or FINAL, committed when it is a short
+    /// statement (no plan, no abstention, an answer) of which a claim is
+    /// backed by a chunk in the ledger, with a term the question lacks.
+    async fn fact_seen_in_prose(&mut self, reply: &str) -> Option<Outcome> {
+        let text = reply.trim();
+        if self.depth != 0
+            || self.input.is_some()
+            || text.is_empty()
+            || text.chars().count() > PROSE_ANSWER_CHARS
+            || parse::abstains(text)
+            || parse::announces_steps(text)
+            || parse::not_an_answer(text, &self.task).is_some()
+        {
+            return None;
+        }
+        let ids = self.ctx.ledger.chunk_ids();
+        let corpus = self.ctx.corpus.clone();
+        let (answer, question) = (text.to_string(), self.task.clone());
+        let states = tokio::task::spawn_blocking(move || {
+            let chunks: Vec<_> = ids
+                .iter()
+                .filter_map(|id| CitationSource::chunk(corpus.as_ref(), id))
+                .collect();
+            grounding::states_a_fact_of(&answer, &question, &chunks)
+        })
+        .await
+        .unwrap_or(false);
+        states.then(|| self.commit(text, "prose_fact_seen"))
+    }
+
     fn commit(&self, answer: &str, via: &str) -> Outcome {
         self.trace(TraceEvent::Final {
             agent: self.id.clone(),
@@ -478,6 +512,13 @@ impl Agent {
             let streak = repeats.observe(&reply);
             let parsed = parse::parse_reply(&reply);
             if parsed.code_blocks.is_empty() && parsed.prose_final.is_none() {
+                // A plain statement of a fact the agents were shown is the
+                // answer (Qwen2.5-Coder-1.5B states it after a search printed
+                // it): nudging it for FINAL(...) costs three turns, then the
+                // same text is committed anyway.
+                if let Some(outcome) = self.fact_seen_in_prose(&reply).await {
+                    return outcome;
+                }
                 // Small models answer in prose, then apologize to every nudge
                 // until the turn cap. One nudge; after a second such reply, a
                 // last turn that shows them their first prose reply.
