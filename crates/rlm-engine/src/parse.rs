@@ -533,7 +533,7 @@ pub fn announces_steps(reply: &str) -> bool {
     static STEPS: OnceLock<regex::Regex> = OnceLock::new();
     let re = STEPS.get_or_init(|| {
         regex::Regex::new(
-            r"(?i)\b(i\s+will|i'll|i\s+need|i\s+would|i\s+can|let\s+me|let's|let\s+us|we\s+need|we\s+can|we\s+will|you\s+can|you\s+could|next,?\s+(i|we))\b",
+            r"(?i)\b(i\s+will|i'll|i\s+need\s+to|let\s+me|let's|let\s+us|we\s+need\s+to|we\s+will|we'll|you\s+can\s+use|next,?\s+(i|we))\b",
         )
         .expect("valid regex")
     });
@@ -772,6 +772,8 @@ mod tests {
         }
         for answer in [
             "The vault access code for the Lisbon office is 8316.",
+            // A conclusion, not a plan (the embedded model's words).
+            "The search shows the move, so we can conclude: Okafor moved to Tromso in 2019.",
             "Willow Creek is the site; the will was signed in 1901.",
         ] {
             assert!(!announces_steps(answer), "{answer}");
