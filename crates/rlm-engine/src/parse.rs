@@ -177,9 +177,24 @@ pub fn find_prose_final(reply: &str) -> Option<FinalDirective> {
             return Some(FinalDirective::Answer(unquote(first_argument(
                 inner.trim(),
             ))));
+        } else if let Some(answer) = final_answer_line(&line[lead..]) {
+            return Some(FinalDirective::Answer(answer));
         }
     }
     None
+}
+
+/// The answer of a line `Final answer: …` (any case, `**` around the label
+/// tolerated), which small models write instead of FINAL(...).
+fn final_answer_line(line: &str) -> Option<String> {
+    let label = "final answer";
+    let head = line.get(..label.len())?;
+    if !head.eq_ignore_ascii_case(label) {
+        return None;
+    }
+    let rest = line[label.len()..].trim_start_matches('*');
+    let answer = rest.strip_prefix(':')?.trim().trim_matches('*').trim();
+    (!answer.is_empty()).then(|| answer.to_string())
 }
 
 /// The first argument of a call's argument text when it is a string literal
@@ -848,6 +863,20 @@ mod tests {
             Some(FinalDirective::Answer("a, b".into()))
         );
         assert_eq!(find_prose_final("Final (draft) version"), None);
+        // "Final answer: …", as small models write it.
+        for reply in [
+            "The generator is serviced by Halvorsen Electric.\n\nFinal answer: Halvorsen Electric",
+            "**Final answer:** Halvorsen Electric",
+            "- final answer: Halvorsen Electric\n",
+        ] {
+            assert_eq!(
+                find_prose_final(reply),
+                Some(FinalDirective::Answer("Halvorsen Electric".into())),
+                "{reply}"
+            );
+        }
+        assert_eq!(find_prose_final("Final answer:"), None);
+        assert_eq!(find_prose_final("The final answer depends on it."), None);
         assert_eq!(first_argument("\"x\" + y"), "\"x\" + y");
         assert_eq!(first_argument("'a', 'b'"), "'a', 'b'");
     }
