@@ -398,7 +398,7 @@ async fn prose_answer_then_apologies_gets_a_last_turn_showing_it() {
 /// Qwen2.5-Coder-1.5B does): a statement backed by a chunk the agent was
 /// shown, with a term the question lacks, is committed at once instead of
 /// being nudged three times for FINAL(...). A plan that mentions the same
-/// fact, or the question said back, is nudged as before.
+/// fact, or a copy of the search output that printed it, is nudged as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_prose_statement_of_a_fact_seen_is_the_answer() {
     let ts = needle_store();
@@ -434,7 +434,8 @@ async fn a_prose_statement_of_a_fact_seen_is_the_answer() {
         [
             repl("print(search('secret code'))"),
             "I will check whether the secret code 4721 is still current.".to_string(),
-            "What is the secret code?".to_string(),
+            "Full-text search for 'secret code' found: [DOCUMENT 1: b_notes.txt] The secret code is 4721."
+                .to_string(),
             "FINAL(The secret code is 4721.)".to_string(),
         ],
     ))
@@ -442,7 +443,11 @@ async fn a_prose_statement_of_a_fact_seen_is_the_answer() {
     let e = engine(&server, config()).await;
     let (answer, trace) = ask(&e, &ts, "What is the secret code?").await;
     assert_eq!(answer.answer, "The secret code is 4721.");
-    assert_eq!(server.requests().len(), 4, "both prose replies were nudged");
+    assert_eq!(
+        server.requests().len(),
+        4,
+        "the plan and the copied output were nudged, then the last turn"
+    );
     assert!(
         !trace
             .iter()

@@ -56,6 +56,14 @@ const COUNTS_ONLY_TURNS: u32 = 3;
 /// Longest reply in plain words taken as the answer when it states a fact
 /// the agents were shown (longer ones are nudged for FINAL as before).
 const PROSE_ANSWER_CHARS: usize = 600;
+/// Text of the engine's own output (document headers, the inspection lead):
+/// a reply holding it copies what it was shown, it does not answer.
+const ENGINE_OUTPUT_MARKS: &[&str] = &[
+    "[DOCUMENT ",
+    "Full-text search",
+    "a lead, not proof",
+    "REPL output",
+];
 
 /// True when a turn's outputs are only counts ("1 of 1 documents mention
 /// lease", "42", "matches: 3"): a few short lines, each starting or ending
@@ -411,6 +419,7 @@ impl Agent {
             || text.chars().count() > PROSE_ANSWER_CHARS
             || parse::abstains(text)
             || parse::announces_steps(text)
+            || ENGINE_OUTPUT_MARKS.iter().any(|m| text.contains(m))
             || parse::not_an_answer(text, &self.task).is_some()
         {
             return None;
