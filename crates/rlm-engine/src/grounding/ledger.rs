@@ -107,7 +107,7 @@ impl Ledger {
     }
 
     /// Chunk ids the agents saw, first sighting first.
-    pub(crate) fn chunk_ids(&self) -> Vec<String> {
+    fn chunk_ids(&self) -> Vec<String> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut seen = HashSet::new();
         inner
@@ -115,6 +115,14 @@ impl Ledger {
             .iter()
             .filter_map(|e| e.chunk_id.clone())
             .filter(|id| seen.insert(id.clone()))
+            .collect()
+    }
+
+    /// The chunks the agents saw, read from `corpus`, first sighting first.
+    pub(crate) fn chunks(&self, corpus: &Corpus) -> Vec<SourceChunk> {
+        self.chunk_ids()
+            .iter()
+            .filter_map(|id| corpus.chunk(id))
             .collect()
     }
 }

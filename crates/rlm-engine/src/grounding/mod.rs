@@ -23,7 +23,7 @@ pub(crate) use semantic::{
 };
 pub(crate) use support::{backs_a_claim, question_sentences, states_a_fact_of};
 
-use crate::citations::{Citation, CitationSource, CitationStatus, SourceChunk, VerificationReport};
+use crate::citations::{Citation, CitationStatus, SourceChunk, VerificationReport};
 use crate::claims;
 use crate::corpus::Corpus;
 use support::{
@@ -40,11 +40,7 @@ pub fn ground(
     ledger: &Ledger,
     corpus: &Corpus,
 ) -> (Vec<ClaimReport>, Grounded) {
-    let ledger_chunks: Vec<SourceChunk> = ledger
-        .chunk_ids()
-        .iter()
-        .filter_map(|id| corpus.chunk(id))
-        .collect();
+    let ledger_chunks = ledger.chunks(corpus);
     let mut reports = Vec::new();
     let mut grounded = Grounded::default();
     for c in claims::claims(answer) {

@@ -20,7 +20,6 @@ use super::inspection::{
 };
 use super::synthesis::{Outcome, material_from_ctx, synthesize};
 use crate::budget::Exhausted;
-use crate::citations::CitationSource;
 use crate::corpus::ContextShape;
 use crate::grounding::{self, EvidenceKind};
 use crate::parse::{self, FinalDirective, RepeatDetector};
@@ -424,15 +423,11 @@ impl Agent {
         {
             return None;
         }
-        let ids = self.ctx.ledger.chunk_ids();
-        let corpus = self.ctx.corpus.clone();
+        let ctx = self.ctx.clone();
         let (answer, question) = (text.to_string(), self.task.clone());
         let states = tokio::task::spawn_blocking(move || {
-            let chunks: Vec<_> = ids
-                .iter()
-                .filter_map(|id| CitationSource::chunk(corpus.as_ref(), id))
-                .collect();
-            grounding::states_a_fact_of(&answer, &question, &chunks)
+            let seen = ctx.ledger.chunks(&ctx.corpus);
+            grounding::states_a_fact_of(&answer, &question, &seen)
         })
         .await
         .unwrap_or(false);
