@@ -510,7 +510,8 @@ fn settings_come_from_rlm_toml_and_environment() {
     std::fs::write(&file, "[embeddings]\nmodel = \"x\"\n").unwrap();
     let err = EmbeddingSettings::load_with_env(Some(&file), |_| None).unwrap_err();
     assert!(
-        err.to_string().contains("unknown key [embeddings] model"),
+        err.to_string()
+            .contains("[embeddings] has no setting \"model\""),
         "{err}"
     );
     let err = EmbeddingSettings::load_with_env(None, |k| {

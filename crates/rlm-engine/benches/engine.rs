@@ -179,7 +179,7 @@ async fn bench_iteration() {
     }))
     .await;
     let budget = BudgetConfig {
-        root_iterations: 100,
+        max_iterations: 100,
         max_llm_calls: 200,
         ..Default::default()
     };

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::values::{FromSettings, Lookup, Reader};
+use crate::values::{FromSettings, Lookup, Reader, table};
 
 /// Limits for one question. Every field has an
 /// environment variable (see [`BudgetConfig::from_env`]).
@@ -20,8 +20,11 @@ pub struct BudgetConfig {
     /// Deepest agent level: 0 = root, 1 = sub-agent, ... `rlm_query` at this
     /// depth degrades to a plain `llm_query`. `RLM_MAX_DEPTH`, default 2.
     pub max_depth: u32,
-    /// Model turns (REPL rounds) of the root agent. `RLM_MAX_CALLS`, default 25.
-    pub root_iterations: u32,
+    /// Model turns (REPL rounds) of the root agent. `RLM_MAX_ITERATIONS`,
+    /// default 25. Traces keep the key they always had (`max_iterations`),
+    /// so traces written before the rename still read.
+    #[serde(rename = "root_iterations")]
+    pub max_iterations: u32,
     /// Model turns of each sub-agent. `RLM_SUB_AGENT_CALLS`, default 8.
     pub sub_iterations: u32,
     /// Model calls across the whole tree. `RLM_MAX_LLM_CALLS`, default 50.
@@ -48,7 +51,7 @@ impl Default for BudgetConfig {
     fn default() -> Self {
         BudgetConfig {
             max_depth: 2,
-            root_iterations: 25,
+            max_iterations: 25,
             sub_iterations: 8,
             max_llm_calls: 50,
             root_reserved_calls: 5,
@@ -71,23 +74,23 @@ impl FromSettings for BudgetConfig {
     fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
         let r = Reader::new(lookup);
         let mut c = BudgetConfig::default();
-        if let Some(v) = r.whole("RLM_MAX_DEPTH")? {
+        if let Some(v) = r.whole(&table::MAX_DEPTH)? {
             c.max_depth = v;
         }
-        if let Some(v) = r.whole("RLM_MAX_CALLS")? {
-            c.root_iterations = v;
+        if let Some(v) = r.whole(&table::MAX_ITERATIONS)? {
+            c.max_iterations = v;
         }
-        if let Some(v) = r.whole("RLM_SUB_AGENT_CALLS")? {
+        if let Some(v) = r.whole(&table::SUB_AGENT_CALLS)? {
             c.sub_iterations = v;
         }
-        let calls = r.found("RLM_MAX_LLM_CALLS");
-        if let Some(v) = r.whole("RLM_MAX_LLM_CALLS")? {
+        let calls = r.found(&table::MAX_LLM_CALLS);
+        if let Some(v) = r.whole(&table::MAX_LLM_CALLS)? {
             c.max_llm_calls = v;
         }
         // The root's reserve shrinks to fit a call limit set at a stronger
         // layer (a question's own limit beats the environment's reserve).
-        let reserve = r.found("RLM_ROOT_RESERVED");
-        if let Some(v) = r.whole("RLM_ROOT_RESERVED")? {
+        let reserve = r.found(&table::ROOT_RESERVED);
+        if let Some(v) = r.whole(&table::ROOT_RESERVED)? {
             c.root_reserved_calls = v;
         }
         match (&reserve, &calls) {
@@ -95,22 +98,22 @@ impl FromSettings for BudgetConfig {
             (Some(res), Some(calls)) if calls.layer < res.layer => c.fit_reserve(),
             _ => {}
         }
-        if let Some(v) = r.whole("RLM_MAX_CONCURRENT")? {
+        if let Some(v) = r.whole(&table::ENGINE_MAX_CONCURRENT)? {
             c.max_concurrent = v;
         }
-        if let Some(v) = r.whole("RLM_MAX_TOKENS")? {
+        if let Some(v) = r.whole(&table::MAX_TOKENS)? {
             c.max_total_tokens = v;
         }
-        if let Some(v) = r.number("RLM_MAX_COST_USD")? {
+        if let Some(v) = r.number(&table::MAX_COST_USD)? {
             c.max_cost_usd = Some(v);
         }
-        if let Some(v) = r.number("RLM_MAX_WALL_SECS")? {
+        if let Some(v) = r.number(&table::MAX_WALL_SECS)? {
             c.wall_clock = Duration::from_secs_f64(v);
         }
-        if let Some(v) = r.whole("RLM_MAX_ERRORS")? {
+        if let Some(v) = r.whole(&table::MAX_ERRORS)? {
             c.max_consecutive_errors = v;
         }
-        if let Some(v) = r.whole("RLM_TRUNCATE_LEN")? {
+        if let Some(v) = r.whole(&table::TRUNCATE_LEN)? {
             c.truncate_len = v;
         }
         c.validate()?;
@@ -121,8 +124,8 @@ impl FromSettings for BudgetConfig {
 impl BudgetConfig {
     /// Rejects limits that cannot work, with a message saying which and why.
     pub fn validate(&self) -> Result<(), String> {
-        if self.root_iterations == 0 {
-            return Err("root iterations (RLM_MAX_CALLS) must be at least 1".into());
+        if self.max_iterations == 0 {
+            return Err("root iterations (RLM_MAX_ITERATIONS) must be at least 1".into());
         }
         if self.max_llm_calls == 0 {
             return Err("max LLM calls (RLM_MAX_LLM_CALLS) must be at least 1".into());
@@ -154,7 +157,7 @@ impl BudgetConfig {
     /// Iteration cap of an agent at `depth`.
     pub fn iterations_at(&self, depth: u32) -> u32 {
         if depth == 0 {
-            self.root_iterations
+            self.max_iterations
         } else {
             self.sub_iterations
         }
@@ -562,7 +565,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(c.max_depth, 1);
-        assert_eq!(c.root_iterations, 7);
+        assert_eq!(c.max_iterations, 7);
         assert_eq!(c.sub_iterations, 3);
         assert_eq!(c.max_llm_calls, 20);
         assert_eq!(c.root_reserved_calls, 2);

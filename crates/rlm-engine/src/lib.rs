@@ -76,5 +76,5 @@ pub use corpus::{ContextShape, Corpus};
 pub use engine::Engine;
 pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestion, Surface};
 pub use session::{Finding, SessionState, SessionStore, Turn};
-pub use settings::SettingsFile;
+pub use settings::{EngineSettings, SettingsFile};
 pub use trace::{Trace, TraceEvent, TraceRecord};

@@ -12,7 +12,7 @@ use crate::citations::CitationPolicy;
 use crate::config::{EngineConfig, Flow, Inspector, VerifyMode};
 use crate::session::SessionState;
 use crate::trace::Trace;
-use crate::values::{Found, LAYER_QUESTION, Reader};
+use crate::values::{Found, LAYER_QUESTION, Reader, Setting, table};
 
 /// One question.
 #[derive(Debug, Clone)]
@@ -142,23 +142,24 @@ pub struct ResolvedQuestion {
 }
 
 impl QuestionSettings {
-    /// Each setting: its field, its flag, the `RLM_*` key whose rules it follows.
-    const SETTINGS: [(&'static str, &'static str, &'static str); 14] = [
-        ("coverage", "--coverage", "RLM_COVERAGE"),
-        ("inspector", "--inspector", "RLM_INSPECTOR"),
-        ("citations", "--citations", "RLM_CITATIONS"),
-        ("verify", "--verify", "RLM_VERIFY"),
-        ("context_shape", "--context-shape", "RLM_CONTEXT_SHAPE"),
-        ("sandbox", "--sandbox", "RLM_SANDBOX"),
-        ("max_llm_calls", "--max-llm-calls", "RLM_MAX_LLM_CALLS"),
-        ("max_iterations", "--max-iterations", "RLM_MAX_CALLS"),
-        ("max_depth", "--max-depth", "RLM_MAX_DEPTH"),
-        ("max_cost_usd", "--max-cost-usd", "RLM_MAX_COST_USD"),
-        ("max_wall_secs", "--max-wall-secs", "RLM_MAX_WALL_SECS"),
+    /// The settings a question can set besides its flow (each setting's
+    /// API field names the field of this struct; its flag, the flag).
+    const SETTINGS: [&'static Setting; 14] = [
+        &table::COVERAGE,
+        &table::INSPECTOR,
+        &table::CITATIONS,
+        &table::VERIFY,
+        &table::CONTEXT_SHAPE,
+        &table::SANDBOX,
+        &table::MAX_LLM_CALLS,
+        &table::MAX_ITERATIONS,
+        &table::MAX_DEPTH,
+        &table::MAX_COST_USD,
+        &table::MAX_WALL_SECS,
         // The original system's retrieval toggles: per question only.
-        ("high_recall", "--high-recall", "high_recall"),
-        ("expand_files", "--expand-files", "expand_files"),
-        ("rlm_summarize", "--rlm-summarize", "rlm_summarize"),
+        &table::HIGH_RECALL,
+        &table::EXPAND_FILES,
+        &table::RLM_SUMMARIZE,
     ];
 
     fn field(&self, name: &str) -> Option<&String> {
@@ -188,12 +189,15 @@ impl QuestionSettings {
         }
     }
 
-    /// The question's value for `key`, named as the user wrote it.
-    fn found(&self, key: &str) -> Option<Found> {
-        let (field, flag, _) = Self::SETTINGS.iter().find(|(_, _, k)| *k == key)?;
+    /// The question's value for `setting`, named as the user wrote it.
+    fn found(&self, setting: &Setting) -> Option<Found> {
+        if !Self::SETTINGS.contains(&setting) {
+            return None;
+        }
+        let field = setting.api?;
         self.field(field).map(|v| Found {
             value: v.clone(),
-            name: self.name(field, flag).to_string(),
+            name: self.name(field, setting.flag.unwrap_or(field)).to_string(),
             layer: LAYER_QUESTION,
         })
     }
@@ -201,14 +205,14 @@ impl QuestionSettings {
     /// Checks every setting and lays them over `base`. An explicit citation
     /// policy applies to every flow (it beats `RLM_CITATION_POLICY` too).
     pub fn resolve(&self, base: &EngineConfig) -> Result<ResolvedQuestion, String> {
-        let lookup = |k: &str| self.found(k);
+        let lookup = |s: &Setting| self.found(s);
         let r = Reader::new(&lookup);
         let mut config = base.clone();
         let mut pipeline = PipelineRequest::default();
-        if let Some(v) = r.parsed("RLM_CONTEXT_SHAPE")? {
+        if let Some(v) = r.parsed(&table::CONTEXT_SHAPE)? {
             config.context_shape = v;
         }
-        if let Some(v) = r.parsed("RLM_SANDBOX")? {
+        if let Some(v) = r.parsed(&table::SANDBOX)? {
             config.sandbox = v;
         }
         // The CPython sandbox refuses where it cannot isolate (no bubblewrap,
@@ -217,36 +221,36 @@ impl QuestionSettings {
         if config.sandbox == rlm_sandbox::SandboxBackend::CPython {
             rlm_sandbox::cpython::launcher(None)?;
         }
-        if let Some(v) = r.parsed("RLM_CITATIONS")? {
+        if let Some(v) = r.parsed(&table::CITATIONS)? {
             config.citation_policy = v;
             pipeline.citation_policy = Some(v);
         }
-        if let Some(v) = r.parsed::<VerifyMode>("RLM_VERIFY")? {
+        if let Some(v) = r.parsed::<VerifyMode>(&table::VERIFY)? {
             v.apply(&mut config);
         }
-        if let Some(v) = r.boolean("RLM_COVERAGE")? {
+        if let Some(v) = r.boolean(&table::COVERAGE)? {
             config.coverage = v;
         }
-        pipeline.inspector = r.parsed("RLM_INSPECTOR")?;
+        pipeline.inspector = r.parsed(&table::INSPECTOR)?;
         let b = &mut config.budget;
-        if let Some(v) = r.whole("RLM_MAX_LLM_CALLS")? {
+        if let Some(v) = r.whole(&table::MAX_LLM_CALLS)? {
             b.max_llm_calls = v;
             b.fit_reserve();
         }
-        if let Some(v) = r.whole("RLM_MAX_CALLS")? {
-            b.root_iterations = v;
+        if let Some(v) = r.whole(&table::MAX_ITERATIONS)? {
+            b.max_iterations = v;
         }
-        if let Some(v) = r.whole("RLM_MAX_DEPTH")? {
+        if let Some(v) = r.whole(&table::MAX_DEPTH)? {
             b.max_depth = v;
         }
-        if let Some(v) = r.number("RLM_MAX_COST_USD")? {
+        if let Some(v) = r.number(&table::MAX_COST_USD)? {
             b.max_cost_usd = Some(v);
         }
-        if let Some(v) = r.number("RLM_MAX_WALL_SECS")? {
+        if let Some(v) = r.number(&table::MAX_WALL_SECS)? {
             b.wall_clock = Duration::from_secs_f64(v);
         }
         b.validate()?;
-        if let Some(v) = r.boolean("high_recall")? {
+        if let Some(v) = r.boolean(&table::HIGH_RECALL)? {
             config.flows.low_recall_mode = !v;
         }
         let mut flow = match (&self.flow, self.use_rlm) {
@@ -272,14 +276,12 @@ impl QuestionSettings {
     /// conflict with the flow or RLM switch the question also set.
     fn pipeline_stages(&self, r: &Reader<'_>, flow: Flow) -> Result<Option<Flow>, String> {
         let mut wanted: Option<(bool, &'static str)> = None;
-        for (field, flag) in [
-            ("expand_files", "--expand-files"),
-            ("rlm_summarize", "--rlm-summarize"),
-        ] {
-            let Some(v) = r.boolean(field)? else {
+        for setting in [&table::EXPAND_FILES, &table::RLM_SUMMARIZE] {
+            let Some(v) = r.boolean(setting)? else {
                 continue;
             };
-            let name = self.name(field, flag);
+            let field = setting.api.unwrap_or(setting.key);
+            let name = self.name(field, setting.flag.unwrap_or(field));
             match wanted {
                 Some((w, other)) if w != v => {
                     return Err(format!(

@@ -628,7 +628,7 @@ async fn no_final_until_the_cap_then_answer_now_turn() {
     .await;
     let cfg = EngineConfig {
         budget: BudgetConfig {
-            root_iterations: 2,
+            max_iterations: 2,
             ..BudgetConfig::default()
         },
         ..config()
@@ -662,7 +662,7 @@ async fn no_final_even_after_answer_now_gives_partial_synthesis() {
     .await;
     let cfg = EngineConfig {
         budget: BudgetConfig {
-            root_iterations: 2,
+            max_iterations: 2,
             ..BudgetConfig::default()
         },
         ..config()

@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use rlm_engine::values::{FromSettings, NUMERIC_SETTINGS, NumericSetting, Range};
-use rlm_engine::{EngineConfig, QuestionSettings, SettingsFile, Surface};
+use rlm_engine::values::{FromSettings, Kind, Setting, numeric_settings};
+use rlm_engine::{EngineConfig, EngineSettings, QuestionSettings, SettingsFile, Surface};
 
 /// Values no numeric setting accepts, plus the ones just past its range.
-fn bad_values(s: &NumericSetting) -> Vec<String> {
+fn bad_values(s: &Setting) -> Vec<String> {
     let mut v: Vec<String> = [
         "nan",
         "NaN",
@@ -25,32 +25,34 @@ fn bad_values(s: &NumericSetting) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    match s.range {
-        Range::Whole(min, max) => {
+    match s.kind {
+        Kind::Whole(min, max) => {
             v.push((max as u128 + 1).to_string());
             if min > 0 {
                 v.push((min - 1).to_string());
             }
             v.push("1.5".into());
         }
-        Range::Above(min, max) => {
+        Kind::Above(min, max) => {
             v.push(min.to_string());
             v.push((max * 2.0).to_string());
         }
-        Range::Between(min, max) => {
+        Kind::Between(min, max) => {
             v.push((min - 0.5).to_string());
             v.push((max + 0.5).to_string());
         }
+        _ => {}
     }
     v
 }
 
 /// Values at the edges of the range, which must be accepted alone.
-fn good_values(s: &NumericSetting) -> Vec<String> {
-    match s.range {
-        Range::Whole(min, max) => vec![min.to_string(), max.to_string()],
-        Range::Above(min, max) => vec![(min + 0.5).to_string(), max.to_string()],
-        Range::Between(min, max) => vec![min.to_string(), max.to_string()],
+fn good_values(s: &Setting) -> Vec<String> {
+    match s.kind {
+        Kind::Whole(min, max) => vec![min.to_string(), max.to_string()],
+        Kind::Above(min, max) => vec![(min + 0.5).to_string(), max.to_string()],
+        Kind::Between(min, max) => vec![min.to_string(), max.to_string()],
+        _ => Vec::new(),
     }
 }
 
@@ -62,21 +64,22 @@ fn needs_partner(key: &str, value: &str) -> bool {
 
 #[test]
 fn environment_values() {
-    for s in NUMERIC_SETTINGS {
+    for s in numeric_settings() {
+        let env = s.env.unwrap();
         for bad in bad_values(s) {
             let r = std::panic::catch_unwind(|| {
-                EngineConfig::from_lookup(|k| (k == s.key).then(|| bad.clone()))
+                EngineConfig::from_lookup(|k| (k == env).then(|| bad.clone()))
             });
             let e = r
-                .unwrap_or_else(|_| panic!("{}={bad} panicked", s.key))
-                .expect_err(&format!("{}={bad} accepted", s.key));
-            assert!(e.contains(s.key), "{}={bad}: {e}", s.key);
-            assert!(!e.contains('\n'), "{}={bad}: {e}", s.key);
+                .unwrap_or_else(|_| panic!("{env}={bad} panicked"))
+                .expect_err(&format!("{env}={bad} accepted"));
+            assert!(e.contains(env), "{env}={bad}: {e}");
+            assert!(!e.contains('\n'), "{env}={bad}: {e}");
         }
         for good in good_values(s) {
-            let r = EngineConfig::from_lookup(|k| (k == s.key).then(|| good.clone()));
-            if !needs_partner(s.key, &good) {
-                assert!(r.is_ok(), "{}={good}: {r:?}", s.key);
+            let r = EngineConfig::from_lookup(|k| (k == env).then(|| good.clone()));
+            if !needs_partner(env, &good) {
+                assert!(r.is_ok(), "{env}={good}: {r:?}");
             }
         }
     }
@@ -84,12 +87,8 @@ fn environment_values() {
 
 #[test]
 fn settings_file_values() {
-    for s in NUMERIC_SETTINGS {
-        let key = s
-            .key
-            .strip_prefix("RLM_")
-            .unwrap_or(s.key)
-            .to_ascii_lowercase();
+    for s in numeric_settings() {
+        let key = s.key;
         for bad in bad_values(s) {
             // As a TOML number where TOML has one (nan, inf, -1, 1.5 …), else as a string.
             // (TOML's own 0x10 is the number 16: only its string form is bad.)
@@ -114,7 +113,7 @@ fn settings_file_values() {
 /// A question's numeric settings: (field, flag, key).
 const QUESTION_NUMBERS: [(&str, &str, &str); 5] = [
     ("max_llm_calls", "--max-llm-calls", "RLM_MAX_LLM_CALLS"),
-    ("max_iterations", "--max-iterations", "RLM_MAX_CALLS"),
+    ("max_iterations", "--max-iterations", "RLM_MAX_ITERATIONS"),
     ("max_depth", "--max-depth", "RLM_MAX_DEPTH"),
     ("max_cost_usd", "--max-cost-usd", "RLM_MAX_COST_USD"),
     ("max_wall_secs", "--max-wall-secs", "RLM_MAX_WALL_SECS"),
@@ -140,7 +139,7 @@ fn question(field: &str, value: &str, surface: Surface) -> QuestionSettings {
 fn question_values_from_flags_and_api_fields() {
     let base = EngineConfig::default();
     for (field, flag, key) in QUESTION_NUMBERS {
-        let s = NUMERIC_SETTINGS.iter().find(|s| s.key == key).unwrap();
+        let s = numeric_settings().find(|s| s.env == Some(key)).unwrap();
         for (surface, name) in [(Surface::Flags, flag), (Surface::Api, field)] {
             for bad in bad_values(s) {
                 let e = question(field, &bad, surface)
@@ -283,7 +282,7 @@ mod fuzz {
             pick in 0usize..64,
             v in value(),
         ) {
-            let keys: Vec<&str> = NUMERIC_SETTINGS.iter().map(|s| s.key).chain(KEYS.iter().copied()).collect();
+            let keys: Vec<&str> = numeric_settings().filter_map(|s| s.env).chain(KEYS.iter().copied()).collect();
             let key = keys[pick % keys.len()];
             let _ = EngineConfig::from_lookup(|k| (k == key).then(|| v.clone()));
         }

@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::Deserialize;
+use rlm_settings::{Found, Reader, Setting, SettingError, SettingsFile, table};
 
 use crate::error::LlmError;
 use crate::pricing::{ContextWindows, Price, PriceTable};
 use crate::types::ModelRole;
 
 /// The config file read when none is named: `./rlm.toml`, if it exists.
-pub const DEFAULT_CONFIG_FILE: &str = "rlm.toml";
+pub const DEFAULT_CONFIG_FILE: &str = rlm_settings::DEFAULT_SETTINGS_FILE;
 /// Default per-attempt timeout (`RLM_TIMEOUT`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
 /// Default concurrency limit per client (`RLM_MAX_CONCURRENT`).
@@ -240,8 +240,8 @@ impl LlmConfig {
         flags: &ConfigOverrides,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, LlmError> {
-        let (file, config_file) = read_config_file(flags.config_file.as_deref())?;
-        Self::resolve(flags, &env, file, config_file)
+        let file = SettingsFile::load(flags.config_file.as_deref()).map_err(config_error)?;
+        Self::resolve(flags, &env, &file)
     }
 
     /// Builds from an in-memory `rlm.toml` text (flags and `env` still win).
@@ -250,253 +250,61 @@ impl LlmConfig {
         flags: &ConfigOverrides,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, LlmError> {
-        let file = parse_config_text(toml_text, "<string>")?;
-        Self::resolve(flags, &env, file, None)
+        let file = SettingsFile::parse(toml_text, Path::new("<string>")).map_err(config_error)?;
+        let mut config = Self::resolve(flags, &env, &file)?;
+        config.config_file = None;
+        Ok(config)
     }
 
+    /// Every value from `flags`, then `env`, then `file`, each checked
+    /// against its declaration in `rlm-settings`.
     fn resolve(
         flags: &ConfigOverrides,
         env: &dyn Fn(&str) -> Option<String>,
-        file: LlmFile,
-        config_file: Option<PathBuf>,
+        file: &SettingsFile,
     ) -> Result<Self, LlmError> {
-        // Empty variables count as unset, as shells make them easy to leave behind.
-        let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-
-        let provider = match (&flags.provider, env("RLM_PROVIDER"), &file.provider) {
-            (Some(p), _, _) => *p,
-            (None, Some(v), _) => v.parse()?,
-            (None, None, Some(v)) => v.parse()?,
-            (None, None, None) => ProviderKind::default(),
-        };
-        // Nothing configured at all: with the embedded model built in, run
-        // on it instead of failing for want of an API key.
-        let local_auto_selected = cfg!(feature = "local")
-            && flags.provider.is_none()
-            && env("RLM_PROVIDER").is_none()
-            && file.provider.is_none()
-            && flags.api_key.is_none()
-            && env("RLM_API_KEY").is_none()
-            && [
-                "OPENAI_API_KEY",
-                "AZURE_OPENAI_API_KEY",
-                "ANTHROPIC_API_KEY",
-            ]
-            .iter()
-            .all(|var| env(var).is_none())
-            && file.api_key.is_none()
-            && flags.base_url.is_none()
-            && env("RLM_BASE_URL").is_none()
-            && file.base_url.is_none()
-            && flags.replay.is_none();
-        let provider = if local_auto_selected {
-            ProviderKind::Local
-        } else {
-            provider
-        };
-        let local_model = env("RLM_LOCAL_MODEL")
-            .map(PathBuf::from)
-            .or_else(|| file.local_model.clone());
-
-        let base_url = flags
-            .base_url
-            .clone()
-            .or_else(|| env("RLM_BASE_URL"))
-            .or(file.base_url)
-            .or_else(|| provider.default_base_url().map(str::to_string))
-            // The local model has no URL; `local:` keeps messages meaningful.
-            .or_else(|| (provider == ProviderKind::Local).then(|| "local:".to_string()))
-            .ok_or_else(|| {
-                LlmError::Config(
-                    "Azure OpenAI needs the resource endpoint: set RLM_BASE_URL=https://<resource>.openai.azure.com"
-                        .into(),
-                )
-            })?;
-        let base_url = base_url.trim().trim_end_matches('/').to_string();
-        if provider != ProviderKind::Local
-            && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
-        {
-            return Err(LlmError::Config(format!(
-                "base URL '{base_url}' must start with http:// or https://"
-            )));
-        }
-
-        let (api_key, api_key_source) = if let Some(k) = &flags.api_key {
-            (Some(k.clone()), Some("--api-key".to_string()))
-        } else if let Some(k) = env("RLM_API_KEY") {
-            (Some(ApiKey::new(k)), Some("RLM_API_KEY".to_string()))
-        } else if let Some(k) = env(provider.key_env_var()) {
-            (
-                Some(ApiKey::new(k)),
-                Some(provider.key_env_var().to_string()),
-            )
-        } else if let Some(k) = file.api_key.clone() {
-            (
-                Some(ApiKey::new(k)),
-                Some("rlm.toml [llm] api_key".to_string()),
-            )
-        } else {
-            (None, None)
-        };
-
-        let primary = flags
-            .primary_model
-            .clone()
-            .or_else(|| env("RLM_PRIMARY_MODEL"))
-            .or(file.primary_model);
-        let sub = flags
-            .sub_model
-            .clone()
-            .or_else(|| env("RLM_SUB_MODEL"))
-            .or(file.sub_model);
-        // The local model is named after its file (`qwen2.5-coder-1.5b-instruct`).
-        let local_name = local_model_name(local_model.as_deref());
-        let defaults = match provider {
-            ProviderKind::Local => Some((local_name.as_str(), local_name.as_str())),
-            _ => provider.default_models(),
-        };
-        // One named model serves both roles unless the other is named too: a
-        // local server usually has exactly one.
-        let (root_model, sub_model) = match (primary, sub, defaults) {
-            (Some(p), Some(s), _) => (p, s),
-            (Some(p), None, _) => (p.clone(), p),
-            (None, Some(s), Some((d, _))) => (d.to_string(), s),
-            (None, None, Some((d, s))) => (d.to_string(), s.to_string()),
-            (None, _, None) => {
-                return Err(LlmError::Config(
-                    "Azure OpenAI has no default deployment: set RLM_PRIMARY_MODEL (and optionally RLM_SUB_MODEL) to your deployment names".into(),
-                ));
-            }
-        };
-
-        let timeout_secs = match (flags.timeout_secs, env("RLM_TIMEOUT")) {
-            (Some(t), _) => Some(t),
-            (None, Some(v)) => Some(parse_env::<f64>("RLM_TIMEOUT", &v, "a number of seconds")?),
-            (None, None) => file.timeout_secs,
-        };
-        let timeout = match timeout_secs {
+        let question = |s: &Setting| flags.found(s);
+        let env_or_file = |s: &Setting| file.env_then_file(s, env);
+        let layers: [&dyn Fn(&Setting) -> Option<Found>; 2] = [&question, &env_or_file];
+        let lookup = rlm_settings::layered(&layers);
+        let r = Reader::new(&lookup);
+        let (provider, local_auto_selected) = choose_provider(flags, env, file, &r)?;
+        let local_model = rlm_settings::env_found(&table::LOCAL_MODEL, env)
+            .map(|f| PathBuf::from(f.value))
+            .or_else(|| file.path_value(&table::LOCAL_MODEL));
+        let base_url = base_url(provider, &r)?;
+        let (api_key, api_key_source) = api_key(flags, provider, env, file);
+        let (root_model, sub_model) = model_names(provider, local_model.as_deref(), &r)?;
+        let timeout = match r.number(&table::TIMEOUT).map_err(config_error)? {
+            Some(t) => Duration::from_secs_f64(t),
             // CPU inference queues fan-out behind a few parallel sequences.
             None if provider == ProviderKind::Local => DEFAULT_LOCAL_TIMEOUT,
             None => DEFAULT_TIMEOUT,
-            Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => Duration::from_secs_f64(t),
-            Some(t) => {
-                return Err(LlmError::Config(format!(
-                    "timeout {t} must be more than 0 and at most 86400 seconds"
-                )));
-            }
         };
-
-        let max_concurrent = match (flags.max_concurrent, env("RLM_MAX_CONCURRENT")) {
-            (Some(n), _) => n,
-            (None, Some(v)) => parse_env::<usize>("RLM_MAX_CONCURRENT", &v, "a whole number")?,
-            (None, None) => file.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT),
-        };
-        if !(1..=MAX_CONCURRENT_LIMIT).contains(&max_concurrent) {
-            return Err(LlmError::Config(format!(
-                "max concurrent requests {max_concurrent} must be between 1 and {MAX_CONCURRENT_LIMIT}"
-            )));
-        }
-
-        let role = |role: ModelRole,
-                    model: String,
-                    flag_temp: Option<f32>,
-                    flag_max: Option<u32>,
-                    file_role: &RoleFile|
-         -> Result<RoleSettings, LlmError> {
-            let upper = role.as_str().to_ascii_uppercase();
-            let temp_var = format!("RLM_{upper}_TEMPERATURE");
-            let max_var = format!("RLM_{upper}_MAX_OUTPUT_TOKENS");
-            let temperature = match (flag_temp, env(&temp_var)) {
-                (Some(t), _) => Some(t),
-                (None, Some(v)) => Some(parse_env::<f32>(&temp_var, &v, "a number")?),
-                (None, None) => file_role.temperature,
-            };
-            if let Some(t) = temperature
-                && !(0.0..=2.0).contains(&t)
-            {
-                return Err(LlmError::Config(format!(
-                    "{} temperature {t} must be between 0 and 2",
-                    role.as_str()
-                )));
-            }
-            let max_output_tokens = match (flag_max, env(&max_var)) {
-                (Some(m), _) => Some(m),
-                (None, Some(v)) => Some(parse_env::<u32>(&max_var, &v, "a whole number")?),
-                (None, None) => file_role.max_output_tokens,
-            };
-            if max_output_tokens == Some(0) {
-                return Err(LlmError::Config(format!(
-                    "{} max output tokens must be at least 1",
-                    role.as_str()
-                )));
-            }
-            if model.trim().is_empty() {
-                return Err(LlmError::Config(format!(
-                    "{} model name is empty",
-                    role.as_str()
-                )));
-            }
-            Ok(RoleSettings {
-                model,
-                temperature,
-                max_output_tokens,
-            })
-        };
-        let root = role(
-            ModelRole::Root,
+        let max_concurrent = r
+            .whole(&table::MAX_CONCURRENT)
+            .map_err(config_error)?
+            .unwrap_or(DEFAULT_MAX_CONCURRENT);
+        let root = role_settings(
             root_model,
-            flags.root_temperature,
-            flags.root_max_output_tokens,
-            &file.root,
+            &table::ROOT_TEMPERATURE,
+            &table::ROOT_MAX_OUTPUT_TOKENS,
+            &r,
         )?;
-        let sub = role(
-            ModelRole::Sub,
+        let sub = role_settings(
             sub_model,
-            flags.sub_temperature,
-            flags.sub_max_output_tokens,
-            &file.sub,
+            &table::SUB_TEMPERATURE,
+            &table::SUB_MAX_OUTPUT_TOKENS,
+            &r,
         )?;
-
-        let defaults = RetryPolicy::default();
-        let retry = RetryPolicy {
-            max_retries: flags
-                .max_retries
-                .or(file.max_retries)
-                .unwrap_or(defaults.max_retries),
-            initial_backoff: file
-                .initial_backoff_ms
-                .map(Duration::from_millis)
-                .unwrap_or(defaults.initial_backoff),
-            max_backoff: file
-                .max_backoff_ms
-                .map(Duration::from_millis)
-                .unwrap_or(defaults.max_backoff),
-            max_retry_after: file
-                .max_retry_after_secs
-                .map(Duration::from_secs)
-                .unwrap_or(defaults.max_retry_after),
-        };
-        if retry.max_retries > 20 {
-            return Err(LlmError::Config(format!(
-                "max_retries {} is more than 20",
-                retry.max_retries
-            )));
-        }
-
-        let stream = match env("RLM_STREAM") {
-            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "on" | "true" | "yes" | "1" => true,
-                "off" | "false" | "no" | "0" => false,
-                _ => {
-                    return Err(LlmError::Config(format!(
-                        "RLM_STREAM='{v}' is not on or off"
-                    )));
-                }
-            },
-            None => file.stream.unwrap_or(true),
-        };
-        let prices = local_prices(provider, &root, &sub, file.prices);
-        let context_windows = local_windows(provider, &root, &sub, &env, file.context_windows)?;
+        let retry = retry_policy(&r)?;
+        let stream = r
+            .boolean(&table::STREAM)
+            .map_err(config_error)?
+            .unwrap_or(true);
+        let prices = local_prices(provider, &root, &sub, structured(file, "llm.prices")?);
+        let windows = structured(file, "llm.context_windows")?;
+        let context_windows = local_windows(provider, &root, &sub, env, windows)?;
         Ok(LlmConfig {
             provider,
             base_url,
@@ -507,22 +315,202 @@ impl LlmConfig {
             timeout,
             max_concurrent,
             retry,
-            azure_api_version: file
-                .azure_api_version
+            azure_api_version: r
+                .text(&table::AZURE_API_VERSION)
                 .unwrap_or_else(|| DEFAULT_AZURE_API_VERSION.to_string()),
-            anthropic_version: file
-                .anthropic_version
+            anthropic_version: r
+                .text(&table::ANTHROPIC_VERSION)
                 .unwrap_or_else(|| DEFAULT_ANTHROPIC_VERSION.to_string()),
             prices: PriceTable::with_overrides(prices),
             context_windows: ContextWindows::with_overrides(context_windows),
             record: flags.record.clone(),
             replay: flags.replay.clone(),
-            config_file,
+            config_file: file.path().map(Path::to_path_buf),
             local_model,
             local_auto_selected,
             stream,
         })
     }
+}
+
+/// The provider asked for, and whether `local` was chosen because nothing
+/// at all was configured: with the embedded model built in, a bare run uses
+/// it instead of failing for want of an API key.
+fn choose_provider(
+    flags: &ConfigOverrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: &SettingsFile,
+    r: &Reader<'_>,
+) -> Result<(ProviderKind, bool), LlmError> {
+    let provider = match r.found(&table::PROVIDER) {
+        Some(f) => f.value.parse()?,
+        None => ProviderKind::default(),
+    };
+    let set = |s: &Setting| r.found(s).is_some();
+    let provider_keys = [
+        "OPENAI_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ];
+    let nothing_configured = !set(&table::PROVIDER)
+        && flags.api_key.is_none()
+        && file.env_then_file(&table::API_KEY, env).is_none()
+        && provider_keys
+            .iter()
+            .all(|var| env(var).is_none_or(|v| v.trim().is_empty()))
+        && !set(&table::BASE_URL)
+        && flags.replay.is_none();
+    let auto = cfg!(feature = "local") && nothing_configured;
+    Ok(if auto {
+        (ProviderKind::Local, true)
+    } else {
+        (provider, false)
+    })
+}
+
+fn base_url(provider: ProviderKind, r: &Reader<'_>) -> Result<String, LlmError> {
+    let base_url = r
+        .text(&table::BASE_URL)
+        .or_else(|| provider.default_base_url().map(str::to_string))
+        // The local model has no URL; `local:` keeps messages meaningful.
+        .or_else(|| (provider == ProviderKind::Local).then(|| "local:".to_string()))
+        .ok_or_else(|| {
+            LlmError::Config(
+                "Azure OpenAI needs the resource endpoint: set RLM_BASE_URL=https://<resource>.openai.azure.com"
+                    .into(),
+            )
+        })?;
+    let base_url = base_url.trim().trim_end_matches('/').to_string();
+    if provider != ProviderKind::Local
+        && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+    {
+        return Err(LlmError::Config(format!(
+            "base URL '{base_url}' must start with http:// or https://"
+        )));
+    }
+    Ok(base_url)
+}
+
+/// The key and where it came from: `--api-key`, `RLM_API_KEY`, the
+/// provider's own variable, then the file.
+fn api_key(
+    flags: &ConfigOverrides,
+    provider: ProviderKind,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: &SettingsFile,
+) -> (Option<ApiKey>, Option<String>) {
+    let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    if let Some(k) = &flags.api_key {
+        (Some(k.clone()), Some("--api-key".to_string()))
+    } else if let Some(k) = env("RLM_API_KEY") {
+        (Some(ApiKey::new(k)), Some("RLM_API_KEY".to_string()))
+    } else if let Some(k) = env(provider.key_env_var()) {
+        (
+            Some(ApiKey::new(k)),
+            Some(provider.key_env_var().to_string()),
+        )
+    } else if let Some(f) = file.found(&table::API_KEY) {
+        (
+            Some(ApiKey::new(f.value)),
+            Some("rlm.toml [llm] api_key".to_string()),
+        )
+    } else {
+        (None, None)
+    }
+}
+
+/// The root and sub model names. One named model serves both roles unless
+/// the other is named too: a local server usually has exactly one.
+fn model_names(
+    provider: ProviderKind,
+    local_model: Option<&Path>,
+    r: &Reader<'_>,
+) -> Result<(String, String), LlmError> {
+    // The local model is named after its file (`qwen2.5-coder-1.5b-instruct`).
+    let local_name = local_model_name(local_model);
+    let defaults = match provider {
+        ProviderKind::Local => Some((local_name.as_str(), local_name.as_str())),
+        _ => provider.default_models(),
+    };
+    let primary = r.found(&table::PRIMARY_MODEL).map(|f| f.value);
+    let sub = r.found(&table::SUB_MODEL).map(|f| f.value);
+    match (primary, sub, defaults) {
+        (Some(p), Some(s), _) => Ok((p, s)),
+        (Some(p), None, _) => Ok((p.clone(), p)),
+        (None, Some(s), Some((d, _))) => Ok((d.to_string(), s)),
+        (None, None, Some((d, s))) => Ok((d.to_string(), s.to_string())),
+        (None, _, None) => Err(LlmError::Config(
+            "Azure OpenAI has no default deployment: set RLM_PRIMARY_MODEL (and optionally RLM_SUB_MODEL) to your deployment names".into(),
+        )),
+    }
+}
+
+fn role_settings(
+    model: String,
+    temperature: &Setting,
+    max_output_tokens: &Setting,
+    r: &Reader<'_>,
+) -> Result<RoleSettings, LlmError> {
+    if model.trim().is_empty() {
+        let role = temperature
+            .table
+            .unwrap_or("llm")
+            .trim_start_matches("llm.");
+        return Err(LlmError::Config(format!("{role} model name is empty")));
+    }
+    Ok(RoleSettings {
+        model,
+        temperature: r
+            .number(temperature)
+            .map_err(config_error)?
+            .map(|t| t as f32),
+        max_output_tokens: r.whole(max_output_tokens).map_err(config_error)?,
+    })
+}
+
+fn retry_policy(r: &Reader<'_>) -> Result<RetryPolicy, LlmError> {
+    let defaults = RetryPolicy::default();
+    let millis = |s: &Setting| -> Result<Option<Duration>, LlmError> {
+        Ok(r.whole::<u64>(s)
+            .map_err(config_error)?
+            .map(Duration::from_millis))
+    };
+    Ok(RetryPolicy {
+        max_retries: r
+            .whole(&table::MAX_RETRIES)
+            .map_err(config_error)?
+            .unwrap_or(defaults.max_retries),
+        initial_backoff: millis(&table::INITIAL_BACKOFF_MS)?.unwrap_or(defaults.initial_backoff),
+        max_backoff: millis(&table::MAX_BACKOFF_MS)?.unwrap_or(defaults.max_backoff),
+        max_retry_after: r
+            .whole::<u64>(&table::MAX_RETRY_AFTER_SECS)
+            .map_err(config_error)?
+            .map(Duration::from_secs)
+            .unwrap_or(defaults.max_retry_after),
+    })
+}
+
+/// A structured table of the file (`llm.prices`, `llm.context_windows`).
+fn structured<T: serde::de::DeserializeOwned + Default>(
+    file: &SettingsFile,
+    name: &str,
+) -> Result<T, LlmError> {
+    match file.structured(name) {
+        None => Ok(T::default()),
+        Some(value) => value.clone().try_into().map_err(|e: toml::de::Error| {
+            LlmError::Config(format!(
+                "{}: [{name}] {}",
+                file.path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                e.to_string().trim().replace('\n', " ")
+            ))
+        }),
+    }
+}
+
+fn config_error(e: SettingError) -> LlmError {
+    LlmError::Config(e.to_string())
 }
 
 /// Values given on the command line (or by an embedding program); each one
@@ -561,82 +549,38 @@ pub struct ConfigOverrides {
     pub replay: Option<PathBuf>,
 }
 
-/// The `[llm]` table of `rlm.toml`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LlmFile {
-    provider: Option<String>,
-    base_url: Option<String>,
-    api_key: Option<String>,
-    primary_model: Option<String>,
-    sub_model: Option<String>,
-    timeout_secs: Option<f64>,
-    max_concurrent: Option<usize>,
-    max_retries: Option<u32>,
-    initial_backoff_ms: Option<u64>,
-    max_backoff_ms: Option<u64>,
-    max_retry_after_secs: Option<u64>,
-    azure_api_version: Option<String>,
-    anthropic_version: Option<String>,
-    #[serde(default)]
-    root: RoleFile,
-    #[serde(default)]
-    sub: RoleFile,
-    #[serde(default)]
-    prices: BTreeMap<String, Price>,
-    #[serde(default)]
-    context_windows: BTreeMap<String, u64>,
-    local_model: Option<PathBuf>,
-    stream: Option<bool>,
-}
-
-/// `[llm.root]` / `[llm.sub]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RoleFile {
-    temperature: Option<f32>,
-    max_output_tokens: Option<u32>,
-}
-
-/// The whole file: only `[llm]` is ours; other tables belong to other crates.
-#[derive(Debug, Default, Deserialize)]
-struct FileRoot {
-    #[serde(default)]
-    llm: LlmFile,
-}
-
-fn parse_config_text(text: &str, origin: &str) -> Result<LlmFile, LlmError> {
-    let root: FileRoot = toml::from_str(text).map_err(|e| {
-        LlmError::Config(format!(
-            "{origin}: {}",
-            e.to_string().trim().replace('\n', " ")
-        ))
-    })?;
-    Ok(root.llm)
-}
-
-fn read_config_file(explicit: Option<&Path>) -> Result<(LlmFile, Option<PathBuf>), LlmError> {
-    let path = match explicit {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let p = PathBuf::from(DEFAULT_CONFIG_FILE);
-            if !p.is_file() {
-                return Ok((LlmFile::default(), None));
+impl ConfigOverrides {
+    /// The value this command line gives `setting`, named by its flag.
+    fn found(&self, setting: &Setting) -> Option<Found> {
+        let text = |v: &dyn ToString| Some(v.to_string());
+        let value = match setting.env? {
+            "RLM_PROVIDER" => self.provider.as_ref().and_then(|p| text(p)),
+            "RLM_BASE_URL" => self.base_url.clone(),
+            "RLM_PRIMARY_MODEL" => self.primary_model.clone(),
+            "RLM_SUB_MODEL" => self.sub_model.clone(),
+            "RLM_TIMEOUT" => self.timeout_secs.as_ref().and_then(|v| text(v)),
+            "RLM_MAX_CONCURRENT" => self.max_concurrent.as_ref().and_then(|v| text(v)),
+            "RLM_ROOT_TEMPERATURE" => self.root_temperature.as_ref().and_then(|v| text(v)),
+            "RLM_SUB_TEMPERATURE" => self.sub_temperature.as_ref().and_then(|v| text(v)),
+            "RLM_ROOT_MAX_OUTPUT_TOKENS" => {
+                self.root_max_output_tokens.as_ref().and_then(|v| text(v))
             }
-            p
+            "RLM_SUB_MAX_OUTPUT_TOKENS" => {
+                self.sub_max_output_tokens.as_ref().and_then(|v| text(v))
+            }
+            _ => None,
         }
-    };
-    let text = crate::bounded::read_text(&path, "config file", crate::bounded::CONFIG_FILE_LIMIT)
-        .map_err(LlmError::Config)?;
-    let file = parse_config_text(&text, &path.display().to_string())?;
-    Ok((file, Some(path)))
-}
-
-fn parse_env<T: FromStr>(name: &str, value: &str, what: &str) -> Result<T, LlmError> {
-    value
-        .trim()
-        .parse()
-        .map_err(|_| LlmError::Config(format!("{name}='{value}' is not {what}")))
+        .or_else(|| {
+            (setting.key == "max_retries" && setting.table == Some("llm"))
+                .then(|| self.max_retries.map(|v| v.to_string()))
+                .flatten()
+        })?;
+        Some(Found {
+            value,
+            name: setting.flag.unwrap_or(setting.key).to_string(),
+            layer: rlm_settings::LAYER_QUESTION,
+        })
+    }
 }
 
 /// The local model's name: the file stem of `RLM_LOCAL_MODEL`, else the
@@ -678,10 +622,11 @@ fn local_windows(
     mut windows: BTreeMap<String, u64>,
 ) -> Result<BTreeMap<String, u64>, LlmError> {
     if provider == ProviderKind::Local {
-        let window = match env("RLM_LOCAL_CONTEXT") {
-            Some(v) => parse_env::<u64>("RLM_LOCAL_CONTEXT", &v, "a whole number of tokens")?,
-            None => DEFAULT_LOCAL_CONTEXT,
-        };
+        let found = |s: &Setting| rlm_settings::env_found(s, env);
+        let window = Reader::new(&found)
+            .whole(&table::LOCAL_CONTEXT)
+            .map_err(config_error)?
+            .unwrap_or(DEFAULT_LOCAL_CONTEXT);
         for name in [&root.model, &sub.model] {
             windows.entry(name.clone()).or_insert(window);
         }

@@ -196,17 +196,19 @@ fn api_key_falls_back_to_the_providers_own_variable() {
 
 #[test]
 fn bad_values_are_one_line_errors_naming_the_setting() {
-    assert!(
-        config_err("", &[("RLM_TIMEOUT", "soon")])
-            .contains("RLM_TIMEOUT='soon' is not a number of seconds")
-    );
+    assert!(config_err("", &[("RLM_TIMEOUT", "soon")]).contains(
+        "environment variable RLM_TIMEOUT=\"soon\" is not a number more than 0 and at most 86400"
+    ));
     assert!(
         config_err("", &[("RLM_TIMEOUT", "0")])
-            .contains("timeout 0 must be more than 0 and at most 86400 seconds")
+            .contains("RLM_TIMEOUT=\"0\" is not a number more than 0 and at most 86400")
     );
-    assert!(config_err("", &[("RLM_MAX_CONCURRENT", "0")]).contains("between 1 and 1024"));
     assert!(
-        config_err("", &[("RLM_MAX_CONCURRENT", "many")]).contains("RLM_MAX_CONCURRENT='many'")
+        config_err("", &[("RLM_MAX_CONCURRENT", "0")])
+            .contains("is not a whole number from 1 to 1024")
+    );
+    assert!(
+        config_err("", &[("RLM_MAX_CONCURRENT", "many")]).contains("RLM_MAX_CONCURRENT=\"many\"")
     );
     assert!(config_err("", &[("RLM_PROVIDER", "gemini")]).contains("unknown provider 'gemini'"));
     assert!(
@@ -214,11 +216,11 @@ fn bad_values_are_one_line_errors_naming_the_setting() {
     );
     assert!(
         config_err("", &[("RLM_ROOT_TEMPERATURE", "3")])
-            .contains("root temperature 3 must be between 0 and 2")
+            .contains("RLM_ROOT_TEMPERATURE=\"3\" is not a number from 0 to 2")
     );
     assert!(
         config_err("", &[("RLM_SUB_MAX_OUTPUT_TOKENS", "0")])
-            .contains("sub max output tokens must be at least 1")
+            .contains("RLM_SUB_MAX_OUTPUT_TOKENS=\"0\" is not a whole number from 1 to")
     );
     assert!(
         config_err("", &[("RLM_PROVIDER", "azure")])

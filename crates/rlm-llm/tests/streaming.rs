@@ -148,7 +148,7 @@ fn rlm_stream_is_on_or_off() {
     let err = LlmConfig::from_toml_str("", &flags, env("maybe")).unwrap_err();
     assert!(
         err.to_string()
-            .contains("RLM_STREAM='maybe' is not on or off"),
+            .contains("RLM_STREAM=\"maybe\" is not a boolean; use true or false"),
         "{err}"
     );
 }

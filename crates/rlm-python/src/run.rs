@@ -118,7 +118,7 @@ impl Engine {
         json!({
             "flow": self.flow.as_str(),
             "max_depth": c.budget.max_depth,
-            "max_iterations": c.budget.root_iterations,
+            "max_iterations": c.budget.max_iterations,
             "max_llm_calls": c.budget.max_llm_calls,
             "max_tokens": c.budget.max_total_tokens,
             "max_errors": c.budget.max_consecutive_errors,

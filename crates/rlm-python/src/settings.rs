@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rlm_engine::values::{Found, LAYER_QUESTION, Reader};
-use rlm_engine::{QuestionSettings, ResolvedQuestion, SettingsFile, Surface};
+use rlm_engine::values::{Found, LAYER_QUESTION, Reader, Setting, table};
+use rlm_engine::{EngineSettings, QuestionSettings, ResolvedQuestion, SettingsFile, Surface};
 use rlm_llm::{ApiKey, ConfigOverrides, LlmConfig, LlmError, ProviderKind};
 use rlm_sandbox::{SandboxConfig, WorkerCommand};
 
@@ -83,9 +83,9 @@ const QUESTION_KWARGS: [(&str, &str); 11] = [
 
 /// Settings the engine reads from `RLM_*` keys that `QuestionSettings` does
 /// not carry: the keyword argument and its key.
-const BUDGET_KWARGS: [(&str, &str); 2] = [
-    ("max_tokens", "RLM_MAX_TOKENS"),
-    ("max_errors", "RLM_MAX_ERRORS"),
+const BUDGET_KWARGS: [(&str, &Setting); 2] = [
+    ("max_tokens", &table::MAX_TOKENS),
+    ("max_errors", &table::MAX_ERRORS),
 ];
 
 /// The engine settings: `RLM_*` variables over `rlm.toml`'s `[engine]`,
@@ -130,8 +130,8 @@ pub fn engine_settings(
             Some(rest) => format!("environment_kwargs[\"sandbox\"]:{rest}"),
             None => as_kwarg(&e),
         })?;
-    let lookup = |key: &str| {
-        let (kw, _) = BUDGET_KWARGS.iter().find(|(_, k)| *k == key)?;
+    let lookup = |setting: &Setting| {
+        let (kw, _) = BUDGET_KWARGS.iter().find(|(_, s)| *s == setting)?;
         kwargs.get(*kw).map(|v| Found {
             value: v.clone(),
             name: kw.to_string(),
@@ -140,10 +140,10 @@ pub fn engine_settings(
     };
     let r = Reader::new(&lookup);
     let b = &mut resolved.config.budget;
-    if let Some(v) = r.whole("RLM_MAX_TOKENS")? {
+    if let Some(v) = r.whole(&table::MAX_TOKENS)? {
         b.max_total_tokens = v;
     }
-    if let Some(v) = r.whole("RLM_MAX_ERRORS")? {
+    if let Some(v) = r.whole(&table::MAX_ERRORS)? {
         b.max_consecutive_errors = v;
     }
     b.validate()?;

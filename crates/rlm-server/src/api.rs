@@ -193,7 +193,7 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
             "citations": c.citation_policy,
             "high_recall": !c.flows.low_recall_mode,
             "max_llm_calls": b.max_llm_calls,
-            "max_iterations": b.root_iterations,
+            "max_iterations": b.max_iterations,
             "max_depth": b.max_depth,
             "max_cost_usd": b.max_cost_usd,
             "max_wall_secs": b.wall_clock.as_secs_f64(),

@@ -4,7 +4,7 @@
 //! added in one place). A test checks that every route of the router is in
 //! it and every documented one answers.
 
-use rlm_engine::values::{NUMERIC_SETTINGS, Range};
+use rlm_engine::values::{Kind, table};
 use serde_json::{Value, json};
 
 fn error_response(description: &str) -> Value {
@@ -205,7 +205,7 @@ pub fn document() -> Value {
                 "citations": {"enum": ["strict", "best_effort"]},
                 "coverage": {"type": "boolean", "description": "also report the documents that match the question but back no claim (grounded.coverage)"},
                 "max_llm_calls": number_schema("RLM_MAX_LLM_CALLS"),
-                "max_iterations": number_schema("RLM_MAX_CALLS"),
+                "max_iterations": number_schema("RLM_MAX_ITERATIONS"),
                 "max_depth": number_schema("RLM_MAX_DEPTH"),
                 "max_cost_usd": number_schema("RLM_MAX_COST_USD"),
                 "max_wall_secs": number_schema("RLM_MAX_WALL_SECS"),
@@ -325,16 +325,12 @@ fn openai_paths() -> serde_json::Map<String, Value> {
 /// The schema of a numeric request field, from the engine's range for its
 /// setting (the same range the server enforces).
 fn number_schema(key: &str) -> Value {
-    match NUMERIC_SETTINGS
-        .iter()
-        .find(|s| s.key == key)
-        .map(|s| s.range)
-    {
-        Some(Range::Whole(min, max)) => json!({"type": "integer", "minimum": min, "maximum": max}),
-        Some(Range::Above(min, max)) => {
+    match table::by_env(key).map(|s| s.kind) {
+        Some(Kind::Whole(min, max)) => json!({"type": "integer", "minimum": min, "maximum": max}),
+        Some(Kind::Above(min, max)) => {
             json!({"type": "number", "exclusiveMinimum": min, "maximum": max})
         }
-        Some(Range::Between(min, max)) => json!({"type": "number", "minimum": min, "maximum": max}),
-        None => json!({"type": "number"}),
+        Some(Kind::Between(min, max)) => json!({"type": "number", "minimum": min, "maximum": max}),
+        _ => json!({"type": "number"}),
     }
 }

@@ -77,7 +77,8 @@ fn id(s: &Setting) -> String {
 }
 
 fn code(v: Option<&str>) -> String {
-    v.map(|v| format!("`{v}`")).unwrap_or_else(|| "—".to_string())
+    v.map(|v| format!("`{v}`"))
+        .unwrap_or_else(|| "—".to_string())
 }
 
 fn row(out: &mut String, s: &Setting) {

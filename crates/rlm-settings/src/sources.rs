@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::error::SettingError;
-use crate::spec::{OldName, Setting};
+use crate::spec::{Kind, OldName, Setting};
 use crate::table;
 
 /// The config file read when none is named, if it exists.
@@ -129,14 +129,12 @@ impl SettingsFile {
     /// folder relative paths in it are resolved against.
     pub fn parse(text: &str, path: &Path) -> Result<Self, SettingError> {
         let shown = path.display();
-        let doc: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| {
-                SettingError::File(format!(
-                    "{shown} is not valid TOML: {}",
-                    e.to_string().trim().replace('\n', " ")
-                ))
-            })?;
+        let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            SettingError::File(format!(
+                "{shown} is not valid TOML: {}",
+                e.to_string().trim().replace('\n', " ")
+            ))
+        })?;
         let mut file = SettingsFile {
             path: Some(path.to_path_buf()),
             ..Default::default()
@@ -175,6 +173,17 @@ impl SettingsFile {
                 return Err(SettingError::File(format!(
                     "{shown}: [{name}] has no setting {key:?}; its keys are: {} (see docs/configuration.md)",
                     keys_of(name).join(", ")
+                )));
+            }
+            let wants_text = table::ALL.iter().any(|s| {
+                s.table == Some(name)
+                    && s.key == key.to_ascii_lowercase()
+                    && matches!(s.kind, Kind::Path | Kind::Text | Kind::Secret)
+            });
+            if wants_text && !value.is_str() {
+                return Err(SettingError::File(format!(
+                    "{shown}: [{name}] {key} must be text in quotes, not {}",
+                    value.type_str()
                 )));
             }
             let text = match value {
@@ -290,12 +299,12 @@ fn known_table(name: &str) -> bool {
 
 fn known_key(table: &str, key: &str) -> bool {
     let key = key.to_ascii_lowercase();
-    table::ALL.iter().any(|s| {
-        s.table == Some(table)
-            && (s.key == key || s.old.iter().any(|o| o.is_toml(&key)))
-    }) || table::ALL
+    table::ALL
         .iter()
-        .any(|s| s.table == Some(&format!("{table}.{key}")))
+        .any(|s| s.table == Some(table) && (s.key == key || s.old.iter().any(|o| o.is_toml(&key))))
+        || table::ALL
+            .iter()
+            .any(|s| s.table == Some(&format!("{table}.{key}")))
 }
 
 fn keys_of(table: &str) -> Vec<&'static str> {

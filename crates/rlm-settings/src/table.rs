@@ -14,7 +14,6 @@ const ENV_ONLY: Option<&str> = None;
 
 use Group::{Answering, Budgets, EmbeddedModel, Models, Pipeline, Serving, Store};
 
-
 // ---- Models ([llm]) -------------------------------------------------------
 
 /// The wire protocol.
@@ -173,8 +172,7 @@ pub const ROOT_TEMPERATURE: Setting = Setting::new(
     Kind::Between(0.0, 2.0),
     "the provider's (embedded model: 0.2)",
     "Sampling temperature of the root agent.",
-)
-.flag("--root-temperature");
+);
 /// Sub temperature.
 pub const SUB_TEMPERATURE: Setting = Setting::new(
     Models,
@@ -184,8 +182,7 @@ pub const SUB_TEMPERATURE: Setting = Setting::new(
     Kind::Between(0.0, 2.0),
     "the provider's (embedded model: 0.2)",
     "Sampling temperature of sub-agents and `llm_query`.",
-)
-.flag("--sub-temperature");
+);
 /// Root output cap.
 pub const ROOT_MAX_OUTPUT_TOKENS: Setting = Setting::new(
     Models,
@@ -195,8 +192,7 @@ pub const ROOT_MAX_OUTPUT_TOKENS: Setting = Setting::new(
     Kind::Whole(1, 4_294_967_295),
     "the provider's (Anthropic: 4096)",
     "Output token cap of the root agent's replies.",
-)
-.flag("--root-max-output-tokens");
+);
 /// Sub output cap.
 pub const SUB_MAX_OUTPUT_TOKENS: Setting = Setting::new(
     Models,
@@ -206,8 +202,7 @@ pub const SUB_MAX_OUTPUT_TOKENS: Setting = Setting::new(
     Kind::Whole(1, 4_294_967_295),
     "the provider's (Anthropic: 4096)",
     "Output token cap of sub-agents' replies.",
-)
-.flag("--sub-max-output-tokens");
+);
 
 // ---- The embedded model ---------------------------------------------------
 
@@ -1178,9 +1173,9 @@ pub const STRUCTURED_TABLES: &[(&str, &str)] = &[
 
 /// The setting whose environment variable (or old variable) is `env`.
 pub fn by_env(env: &str) -> Option<&'static Setting> {
-    ALL.iter().copied().find(|s| {
-        s.env == Some(env) || s.old.iter().any(|o| o.is_env(env))
-    })
+    ALL.iter()
+        .copied()
+        .find(|s| s.env == Some(env) || s.old.iter().any(|o| o.is_env(env)))
 }
 
 /// Environment variables of the test suites and scripts, not of the

@@ -29,7 +29,11 @@ fn the_configuration_reference_is_generated_from_the_table() {
 fn every_setting_is_in_the_table_once() {
     let source = include_str!("table.rs");
     let declared = source.matches(": Setting = Setting::new(").count();
-    assert_eq!(declared, ALL.len(), "a setting constant is missing from ALL");
+    assert_eq!(
+        declared,
+        ALL.len(),
+        "a setting constant is missing from ALL"
+    );
     let mut seen = std::collections::BTreeSet::new();
     for s in ALL {
         assert!(
@@ -58,10 +62,14 @@ fn every_setting_is_in_the_table_once() {
     // model client and the budget both read.
     let mut envs = std::collections::BTreeMap::new();
     for s in ALL {
-        for env in s.env.into_iter().chain(s.old.iter().filter_map(|o| match o {
-            OldName::Env(v) => Some(*v),
-            OldName::Toml(_) => None,
-        })) {
+        for env in s
+            .env
+            .into_iter()
+            .chain(s.old.iter().filter_map(|o| match o {
+                OldName::Env(v) => Some(*v),
+                OldName::Toml(_) => None,
+            }))
+        {
             if let Some(other) = envs.insert(env, s.key)
                 && env != "RLM_MAX_CONCURRENT"
             {
@@ -133,7 +141,16 @@ fn one(setting: &'static Setting, value: &'static str) -> impl Fn(&Setting) -> O
 fn whole_numbers_are_range_checked() {
     let l = one(&table::MAX_DEPTH, "3");
     assert_eq!(Reader::new(&l).whole::<u32>(&table::MAX_DEPTH), Ok(Some(3)));
-    for bad in ["-1", "11", "1.5", "inf", "NaN", "1e3", "x", "99999999999999999999999"] {
+    for bad in [
+        "-1",
+        "11",
+        "1.5",
+        "inf",
+        "NaN",
+        "1e3",
+        "x",
+        "99999999999999999999999",
+    ] {
         let l = one(&table::MAX_DEPTH, bad);
         let e = Reader::new(&l)
             .whole::<u32>(&table::MAX_DEPTH)
@@ -191,7 +208,9 @@ fn old_names_still_work_and_warn_once() {
         _ => None,
     };
     assert_eq!(
-        crate::env_found(&table::MAX_ITERATIONS, &env).unwrap().value,
+        crate::env_found(&table::MAX_ITERATIONS, &env)
+            .unwrap()
+            .value,
         "9"
     );
     let file = SettingsFile::parse("[engine]\nmax_calls = 4\n", Path::new("rlm.toml")).unwrap();
@@ -214,17 +233,37 @@ fn old_names_still_work_and_warn_once() {
 #[test]
 fn the_file_refuses_what_no_setting_reads() {
     let parse = |t: &str| SettingsFile::parse(t, Path::new("rlm.toml"));
-    let e = parse("[engine]\nmax_llm_cals = 5\n").unwrap_err().to_string();
-    assert!(e.contains("[engine] has no setting \"max_llm_cals\""), "{e}");
+    let e = parse("[engine]\nmax_llm_cals = 5\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[engine] has no setting \"max_llm_cals\""),
+        "{e}"
+    );
     assert!(e.contains("max_llm_calls"), "the keys are listed: {e}");
-    let e = parse("[llm]\nprovder = \"openai\"\n").unwrap_err().to_string();
+    let e = parse("[llm]\nprovder = \"openai\"\n")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("[llm] has no setting \"provder\""), "{e}");
-    let e = parse("[llm.root]\ntemprature = 1\n").unwrap_err().to_string();
-    assert!(e.contains("[llm.root] has no setting \"temprature\""), "{e}");
+    let e = parse("[llm.root]\ntemprature = 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[llm.root] has no setting \"temprature\""),
+        "{e}"
+    );
     let e = parse("[engine]\nmax_llm_calls = [1]\n")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("must be a string, number or boolean, not array"), "{e}");
+    assert!(
+        e.contains("must be a string, number or boolean, not array"),
+        "{e}"
+    );
+    let e = parse("[store]\nlocation = 3\n").unwrap_err().to_string();
+    assert!(
+        e.contains("[store] location must be text in quotes, not integer"),
+        "{e}"
+    );
     let e = parse("engine = 3\n").unwrap_err().to_string();
     assert!(e.contains("[engine] must be a table"), "{e}");
     let e = parse("[engine\n").unwrap_err().to_string();
@@ -232,7 +271,10 @@ fn the_file_refuses_what_no_setting_reads() {
     let e = SettingsFile::load(Some(Path::new("/nonexistent/rlm.toml")))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("cannot read config file /nonexistent/rlm.toml"), "{e}");
+    assert!(
+        e.contains("cannot read config file /nonexistent/rlm.toml"),
+        "{e}"
+    );
     // Tables of other programs are theirs; structured tables are kept whole.
     let f = parse(
         "[tool.other]\nx = 1\n[llm]\nprovider = \"openai\"\n[llm.prices.\"m\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n[llm.context_windows]\nm = 4096\n[llm.sub]\ntemperature = 0.5\n",
@@ -263,8 +305,11 @@ fn paths_in_the_file_are_relative_to_it() {
 
 #[test]
 fn layers_give_the_strongest_value() {
-    let file = SettingsFile::parse("[engine]\nmax_depth = 3\nrag_k = 4\n", Path::new("rlm.toml"))
-        .unwrap();
+    let file = SettingsFile::parse(
+        "[engine]\nmax_depth = 3\nrag_k = 4\n",
+        Path::new("rlm.toml"),
+    )
+    .unwrap();
     let env = |k: &str| (k == "RLM_MAX_DEPTH").then(|| "1".to_string());
     let question = |s: &Setting| {
         (s == &table::RAG_K).then(|| Found {

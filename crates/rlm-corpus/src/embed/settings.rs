@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rlm_settings::{Reader, Setting, SettingError, SettingsFile, table};
+
 use super::{
     DEFAULT_PROVIDER_MODEL, EmbedError, Embedder, MiniLmEmbedder, ProviderEmbedder,
     ProviderEmbedderConfig,
@@ -36,28 +38,6 @@ impl std::str::FromStr for EmbeddingsChoice {
     }
 }
 
-/// The largest config file read (as `rlm_llm::bounded::CONFIG_FILE_LIMIT`;
-/// this crate does not depend on `rlm-llm`).
-const CONFIG_FILE_LIMIT: u64 = 1 << 20;
-
-/// The text of the config file `path`, refused past [`CONFIG_FILE_LIMIT`]
-/// (only that much is read, so an endless file ends too).
-fn read_config(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let fail = |e: std::io::Error| format!("cannot read config file {}: {e}", path.display());
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(CONFIG_FILE_LIMIT + 1).read_to_string(&mut text))
-        .map_err(fail)?;
-    if text.len() as u64 > CONFIG_FILE_LIMIT {
-        return Err(format!(
-            "config file {} is larger than the limit of 1 MiB",
-            path.display()
-        ));
-    }
-    Ok(text)
-}
-
 /// Embedding settings that do not belong to the model provider's config.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EmbeddingSettings {
@@ -77,76 +57,30 @@ impl EmbeddingSettings {
     }
 
     /// [`EmbeddingSettings::load`] with an explicit environment, for tests.
+    /// The values are declared in `rlm-settings` (the `[embeddings]` table,
+    /// `RLM_EMBED_*`); the environment beats the file.
     pub fn load_with_env(
         config_file: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<EmbeddingSettings, EmbedError> {
-        let mut s = EmbeddingSettings::default();
         // Not only regular files: a named FIFO or device is read too (with
         // the size cap), as the other readers of the same file do.
-        if let Some(path) = config_file.filter(|p| p.exists()) {
-            let text = read_config(path).map_err(EmbedError::Config)?;
-            let doc: toml::Table = toml::from_str(&text)
-                .map_err(|e| EmbedError::Config(format!("{}: {e}", path.display())))?;
-            if let Some(table) = doc.get("embeddings") {
-                let table = table.as_table().ok_or_else(|| {
-                    EmbedError::Config(format!("{}: [embeddings] must be a table", path.display()))
-                })?;
-                for (key, value) in table {
-                    let bad = || {
-                        EmbedError::Config(format!(
-                            "{}: [embeddings] {key} has the wrong type",
-                            path.display()
-                        ))
-                    };
-                    match key.as_str() {
-                        "model_path" => {
-                            let p = PathBuf::from(value.as_str().ok_or_else(bad)?);
-                            // Relative to the config file, like other paths in it.
-                            s.model_path = Some(match path.parent() {
-                                Some(dir) if p.is_relative() => dir.join(p),
-                                _ => p,
-                            });
-                        }
-                        "provider_model" => {
-                            s.provider_model = Some(value.as_str().ok_or_else(bad)?.to_string())
-                        }
-                        "batch_size" => {
-                            s.batch_size = Some(
-                                value
-                                    .as_integer()
-                                    .and_then(|n| usize::try_from(n).ok())
-                                    .ok_or_else(bad)?,
-                            )
-                        }
-                        other => {
-                            return Err(EmbedError::Config(format!(
-                                "{}: unknown key [embeddings] {other} (known: model_path, provider_model, batch_size)",
-                                path.display()
-                            )));
-                        }
-                    }
-                }
-            }
-        }
-        let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
-        if let Some(p) = env("RLM_EMBED_MODEL") {
-            s.model_path = Some(PathBuf::from(p));
-        }
-        if let Some(m) = env("RLM_EMBED_PROVIDER_MODEL") {
-            s.provider_model = Some(m);
-        }
-        if let Some(b) = env("RLM_EMBED_BATCH") {
-            s.batch_size = Some(b.trim().parse().map_err(|_| {
-                EmbedError::Config(format!("RLM_EMBED_BATCH={b:?} is not a whole number"))
-            })?);
-        }
-        if s.batch_size == Some(0) {
-            return Err(EmbedError::Config(
-                "the embedding batch size must be at least 1".into(),
-            ));
-        }
-        Ok(s)
+        let file = match config_file.filter(|p| p.exists()) {
+            Some(path) => SettingsFile::load(Some(path)).map_err(config_error)?,
+            None => SettingsFile::default(),
+        };
+        let found = |s: &Setting| file.env_then_file(s, &env);
+        let r = Reader::new(&found);
+        let model_path = match rlm_settings::env_found(&table::EMBED_MODEL, &env) {
+            Some(f) => Some(PathBuf::from(f.value)),
+            // Relative to the config file, like other paths in it.
+            None => file.path_value(&table::EMBED_MODEL),
+        };
+        Ok(EmbeddingSettings {
+            model_path,
+            provider_model: r.text(&table::EMBED_PROVIDER_MODEL),
+            batch_size: r.whole(&table::EMBED_BATCH).map_err(config_error)?,
+        })
     }
 
     /// Loads the local model named by `model_path`.
@@ -223,6 +157,10 @@ impl EmbeddingSettings {
     }
 }
 
+fn config_error(e: SettingError) -> EmbedError {
+    EmbedError::Config(e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,7 +173,7 @@ mod tests {
         std::fs::write(&p, &text).unwrap();
         let s = EmbeddingSettings::load_with_env(Some(&p), |_| None).unwrap();
         assert_eq!(s.batch_size, Some(8));
-        text.push_str(&"#".repeat(CONFIG_FILE_LIMIT as usize));
+        text.push_str(&"#".repeat(rlm_settings::SETTINGS_FILE_LIMIT as usize));
         std::fs::write(&p, &text).unwrap();
         let e = EmbeddingSettings::load_with_env(Some(&p), |_| None).unwrap_err();
         assert_eq!(

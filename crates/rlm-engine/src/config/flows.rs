@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Flow;
 use crate::citations::CitationPolicy;
-use crate::values::{FromSettings, Lookup, Reader};
+use crate::values::{FromSettings, Lookup, Reader, Setting, table};
 
 /// The per-file inspector of the `pipeline` flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -178,10 +178,10 @@ impl FromSettings for FlowsConfig {
     fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
         let r = Reader::new(lookup);
         let mut c = FlowsConfig::default();
-        if let Some(v) = r.boolean("RLM_ENABLED")? {
+        if let Some(v) = r.boolean(&table::ENABLED)? {
             c.rlm_enabled = v;
         }
-        if let Some(f) = r.found("RLM_FLOW") {
+        if let Some(f) = r.found(&table::FLOW) {
             c.rlm_flow = match f.value.parse::<Flow>() {
                 Ok(flow @ (Flow::Repl | Flow::Pipeline)) => flow,
                 _ => {
@@ -192,22 +192,22 @@ impl FromSettings for FlowsConfig {
                 }
             };
         }
-        if let Some(v) = r.boolean("RLM_LOW_RECALL_MODE")? {
+        if let Some(v) = r.boolean(&table::LOW_RECALL_MODE)? {
             c.low_recall_mode = v;
         }
-        let wholes: [(&str, &mut usize); 8] = [
-            ("RLM_RAG_K", &mut c.rag_k),
-            ("RLM_HIGH_RECALL_K", &mut c.high_recall_k),
-            ("RLM_MAX_FILES", &mut c.max_files),
-            ("RLM_MAX_CHUNKS", &mut c.max_chunks),
-            ("MAX_PREFILTER_CHUNKS", &mut c.max_prefilter_chunks),
-            ("RLM_MIN_KEEP", &mut c.min_keep),
+        let wholes: [(&Setting, &mut usize); 8] = [
+            (&table::RAG_K, &mut c.rag_k),
+            (&table::HIGH_RECALL_K, &mut c.high_recall_k),
+            (&table::MAX_FILES, &mut c.max_files),
+            (&table::MAX_CHUNKS, &mut c.max_chunks),
+            (&table::MAX_PREFILTER_CHUNKS, &mut c.max_prefilter_chunks),
+            (&table::MIN_KEEP, &mut c.min_keep),
             (
-                "MAX_SELECTED_CHUNKS_PER_FILE",
+                &table::MAX_SELECTED_CHUNKS_PER_FILE,
                 &mut c.max_selected_chunks_per_file,
             ),
             (
-                "MAX_TOTAL_CHARS_FOR_SUMMARY",
+                &table::MAX_TOTAL_CHARS_FOR_SUMMARY,
                 &mut c.max_total_chars_for_summary,
             ),
         ];
@@ -216,40 +216,40 @@ impl FromSettings for FlowsConfig {
                 *slot = v;
             }
         }
-        if let Some(v) = r.whole("RLM_MAX_EXTRACTED_BYTES")? {
+        if let Some(v) = r.whole(&table::MAX_EXTRACTED_BYTES)? {
             c.max_extracted_bytes = v;
         }
-        if let Some(v) = r.whole("RLM_RELEVANCE_BATCH")? {
+        if let Some(v) = r.whole(&table::RELEVANCE_BATCH)? {
             c.relevance_batch = v;
         }
-        if let Some(v) = r.whole("MAX_RLM_ITERATIONS")? {
+        if let Some(v) = r.whole(&table::ITERATIVE_ROUNDS)? {
             c.max_rlm_iterations = v;
         }
-        if let Some(v) = r.whole("RLM_HYPOTHESIS_MAX_DEPTH")? {
+        if let Some(v) = r.whole(&table::HYPOTHESIS_MAX_DEPTH)? {
             c.hypothesis_max_depth = v;
         }
-        if let Some(v) = r.number("RLM_HYPOTHESIS_CONFIDENCE")? {
+        if let Some(v) = r.number(&table::HYPOTHESIS_CONFIDENCE)? {
             c.hypothesis_confidence = v;
         }
-        if let Some(v) = r.number("RLM_HYPOTHESIS_KEEP")? {
+        if let Some(v) = r.number(&table::HYPOTHESIS_KEEP)? {
             c.hypothesis_keep = v;
         }
-        if let Some(v) = r.parsed("RLM_CITATION_POLICY")? {
+        if let Some(v) = r.parsed(&table::CITATION_POLICY)? {
             c.citation_policy = Some(v);
         }
-        if let Some(v) = r.parsed("RLM_INSPECTOR")? {
+        if let Some(v) = r.parsed(&table::INSPECTOR)? {
             c.inspector = v;
         }
-        c.codegen_model = r.text("RLM_CODEGEN_MODEL");
-        c.summary_model = r.text("RLM_SUMMARY_MODEL");
-        if let Some(v) = r.parsed("RLM_RECENCY")? {
+        c.codegen_model = r.text(&table::CODEGEN_MODEL);
+        c.summary_model = r.text(&table::SUMMARY_MODEL);
+        if let Some(v) = r.parsed(&table::RECENCY)? {
             c.recency = v;
         }
-        let limits: [(&str, &mut u64); 4] = [
-            ("RLM_CHUNK_EVAL_TIMEOUT_MS", &mut c.chunk_eval_timeout_ms),
-            ("RLM_CHUNK_EVAL_MEMORY_MB", &mut c.chunk_eval_memory_mb),
-            ("RLM_ITERATION_TIMEOUT_MS", &mut c.iteration_timeout_ms),
-            ("RLM_ITERATION_MEMORY_MB", &mut c.iteration_memory_mb),
+        let limits: [(&Setting, &mut u64); 4] = [
+            (&table::CHUNK_EVAL_TIMEOUT_MS, &mut c.chunk_eval_timeout_ms),
+            (&table::CHUNK_EVAL_MEMORY_MB, &mut c.chunk_eval_memory_mb),
+            (&table::ITERATION_TIMEOUT_MS, &mut c.iteration_timeout_ms),
+            (&table::ITERATION_MEMORY_MB, &mut c.iteration_memory_mb),
         ];
         for (key, slot) in limits {
             if let Some(v) = r.whole(key)? {
@@ -269,13 +269,13 @@ impl FlowsConfig {
             ("RLM_HIGH_RECALL_K", self.high_recall_k),
             ("RLM_MAX_FILES", self.max_files),
             ("RLM_MAX_CHUNKS", self.max_chunks),
-            ("MAX_PREFILTER_CHUNKS", self.max_prefilter_chunks),
+            ("RLM_MAX_PREFILTER_CHUNKS", self.max_prefilter_chunks),
             (
-                "MAX_SELECTED_CHUNKS_PER_FILE",
+                "RLM_MAX_SELECTED_CHUNKS_PER_FILE",
                 self.max_selected_chunks_per_file,
             ),
             (
-                "MAX_TOTAL_CHARS_FOR_SUMMARY",
+                "RLM_MAX_TOTAL_CHARS_FOR_SUMMARY",
                 self.max_total_chars_for_summary,
             ),
             ("RLM_RELEVANCE_BATCH", self.relevance_batch),
@@ -287,7 +287,7 @@ impl FlowsConfig {
         }
         if self.max_rlm_iterations == 0 || self.hypothesis_max_depth == 0 {
             return Err(
-                "MAX_RLM_ITERATIONS and RLM_HYPOTHESIS_MAX_DEPTH must be at least 1".into(),
+                "RLM_ITERATIVE_ROUNDS and RLM_HYPOTHESIS_MAX_DEPTH must be at least 1".into(),
             );
         }
         for (name, v) in [

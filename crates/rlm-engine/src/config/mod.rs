@@ -14,7 +14,7 @@ pub use flows::{FlowsConfig, Inspector, RecencyMode};
 use crate::budget::BudgetConfig;
 use crate::citations::CitationPolicy;
 use crate::corpus::ContextShape;
-use crate::values::{FromSettings, Lookup, Reader};
+use crate::values::{FromSettings, Lookup, Reader, table};
 
 /// Engine settings beyond the budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,40 +124,37 @@ impl FromSettings for EngineConfig {
             flows: FlowsConfig::from_settings(lookup)?,
             ..Default::default()
         };
-        if let Some(v) = r.parsed("RLM_CONTEXT_SHAPE")? {
+        if let Some(v) = r.parsed(&table::CONTEXT_SHAPE)? {
             c.context_shape = v;
         }
-        if let Some(v) = r.parsed("RLM_SANDBOX")? {
+        if let Some(v) = r.parsed(&table::SANDBOX)? {
             c.sandbox = v;
         }
-        if let Some(v) = r.parsed("RLM_CITATIONS")? {
+        if let Some(v) = r.parsed(&table::CITATIONS)? {
             c.citation_policy = v;
         }
-        if let Some(v) = r.boolean("RLM_VERIFY_CITATIONS")? {
-            c.verify_citations = v;
-        }
-        if let Some(v) = r.parsed::<VerifyMode>("RLM_VERIFY")? {
+        if let Some(v) = r.parsed::<VerifyMode>(&table::VERIFY)? {
             v.apply(&mut c);
         }
-        if let Some(v) = r.boolean("RLM_COVERAGE")? {
+        if let Some(v) = r.boolean(&table::COVERAGE)? {
             c.coverage = v;
         }
-        if let Some(f) = r.found("RLM_STOP_AFTER_CODE") {
+        if let Some(f) = r.found(&table::STOP_AFTER_CODE) {
             c.stop_after_code = match f.value.trim().to_ascii_lowercase().as_str() {
                 "auto" => None,
-                _ => r.boolean("RLM_STOP_AFTER_CODE")?,
+                _ => r.boolean(&table::STOP_AFTER_CODE)?,
             };
         }
-        if let Some(v) = r.boolean("RLM_DEFER_FINAL")? {
+        if let Some(v) = r.boolean(&table::DEFER_FINAL)? {
             c.defer_final_after_fanout = v;
         }
-        if let Some(v) = r.whole("RLM_INSPECT_SEARCH_K")? {
+        if let Some(v) = r.whole(&table::INSPECT_SEARCH_K)? {
             c.inspect_search_k = v;
         }
-        if let Some(v) = r.whole("RLM_MAX_NO_CODE_REPLIES")? {
+        if let Some(v) = r.whole(&table::MAX_NO_CODE_REPLIES)? {
             c.max_replies_without_code = v;
         }
-        if let Some(v) = r.whole("RLM_SUB_CONTEXT_CHARS")? {
+        if let Some(v) = r.whole(&table::SUB_CONTEXT_CHARS)? {
             c.sub_context_chars = v;
         }
         Ok(c)

@@ -15,8 +15,8 @@ use rlm_corpus::IndexOptions;
 use rlm_engine::citations::CitationStatus;
 use rlm_engine::grounding::Support;
 use rlm_engine::{
-    Answer, AskRequest, CancelToken, Corpus, Engine, Flow, QuestionSettings, ResolvedQuestion,
-    SettingsFile, Surface, Trace, TraceEvent, TraceRecord, Turn,
+    Answer, AskRequest, CancelToken, Corpus, Engine, EngineSettings, Flow, QuestionSettings,
+    ResolvedQuestion, SettingsFile, Surface, Trace, TraceEvent, TraceRecord, Turn,
 };
 use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;

@@ -18,7 +18,7 @@ use clap::{Args, ValueEnum};
 use rlm_engine::console::ReplConsole;
 use rlm_engine::corpus::{ContextShape, Corpus};
 use rlm_engine::host::REPL_FUNCTIONS;
-use rlm_engine::{Engine, SettingsFile, Trace};
+use rlm_engine::{Engine, EngineSettings, SettingsFile, Trace};
 use rlm_llm::bounded::{self, Line};
 use rlm_llm::{LlmClient, LlmConfig, LlmError};
 use rlm_sandbox::{CellResult, SandboxConfig, WorkerPool};
@@ -89,14 +89,10 @@ fn check_args(args: &ReplArgs) -> anyhow::Result<()> {
     check_flag("--cell-timeout", args.cell_timeout, CELL_TIMEOUT_SECS)?;
     check_flag("--memory-mib", args.memory_mib, MEMORY_MIB)?;
     // Output shown per cell: the range of the engine's RLM_TRUNCATE_LEN.
-    let truncate = rlm_engine::values::NUMERIC_SETTINGS
-        .iter()
-        .find(|s| s.key == "RLM_TRUNCATE_LEN")
-        .and_then(|s| match s.range {
-            rlm_engine::values::Range::Whole(min, max) => Some(min..=max),
-            _ => None,
-        })
-        .unwrap_or(1..=u64::MAX);
+    let truncate = match rlm_engine::values::table::TRUNCATE_LEN.kind {
+        rlm_engine::values::Kind::Whole(min, max) => min..=max,
+        _ => 1..=u64::MAX,
+    };
     check_flag("--truncate", args.truncate as u64, truncate)?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use rlm_engine::{Engine, SettingsFile};
+use rlm_engine::{Engine, EngineSettings, SettingsFile};
 use rlm_sandbox::WorkerPool;
 use rlm_server::{App, Limits, ServerOptions};
 

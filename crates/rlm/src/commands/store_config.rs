@@ -4,7 +4,7 @@
 //! URL (`postgres://…`) is taken as written.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::bail;
 
@@ -37,47 +37,26 @@ pub fn location_from_config(
             args.iter()
                 .find_map(|a| a.strip_prefix("--config=").map(PathBuf::from))
         });
-    let file = named.unwrap_or_else(|| PathBuf::from("rlm.toml"));
+    let file = named.unwrap_or_else(|| PathBuf::from(rlm_settings::DEFAULT_SETTINGS_FILE));
     if !file.is_file() {
         return Ok(None);
     }
-    let Ok(text) =
-        rlm_llm::bounded::read_text(&file, "config", rlm_llm::bounded::CONFIG_FILE_LIMIT)
-    else {
+    let settings = match rlm_settings::SettingsFile::load(Some(&file)) {
+        Ok(settings) => settings,
+        // A wrong [store] table is this function's to report; anything else
+        // in the file is left to the command, which reads it again.
+        Err(e) if e.to_string().contains("[store]") => bail!("{e}"),
+        Err(_) => return Ok(None),
+    };
+    let Some(found) = settings.found(&rlm_settings::table::STORE) else {
         return Ok(None);
     };
-    let Ok(doc) = text.parse::<toml::Table>() else {
-        return Ok(None);
-    };
-    let Some(table) = doc.get("store") else {
-        return Ok(None);
-    };
-    let Some(table) = table.as_table() else {
-        bail!(
-            "{}: `store` must be a table: [store] with location = \"DIR or postgres://…\"",
-            file.display()
-        );
-    };
-    if let Some(key) = table.keys().find(|k| k.as_str() != "location") {
-        bail!(
-            "{}: [store] has no key `{key}`; it takes: location",
-            file.display()
-        );
+    if rlm_store_pg::is_postgres_url(found.value.trim()) {
+        return Ok(Some(found.value.trim().into()));
     }
-    let Some(location) = table.get("location") else {
-        return Ok(None);
-    };
-    let Some(location) = location.as_str().filter(|l| !l.trim().is_empty()) else {
-        bail!(
-            "{}: [store] location must be a folder or a postgres:// URL in quotes",
-            file.display()
-        );
-    };
-    if rlm_store_pg::is_postgres_url(location) {
-        return Ok(Some(location.into()));
-    }
-    let base = file.parent().unwrap_or(Path::new("."));
-    Ok(Some(base.join(location).into_os_string()))
+    Ok(settings
+        .path_value(&rlm_settings::table::STORE)
+        .map(PathBuf::into_os_string))
 }
 
 #[cfg(test)]
@@ -125,13 +104,13 @@ mod tests {
         for (text, want) in [
             (
                 "[store]\nlocaton = \"x\"\n",
-                "[store] has no key `locaton`; it takes: location",
+                "[store] has no setting \"locaton\"; its keys are: location",
             ),
             (
                 "[store]\nlocation = 3\n",
-                "[store] location must be a folder or a postgres:// URL",
+                "[store] location must be text in quotes",
             ),
-            ("store = \"x\"\n", "`store` must be a table"),
+            ("store = \"x\"\n", "[store] must be a table"),
         ] {
             std::fs::write(&cfg, text).unwrap();
             let e = location_from_config(&a, None).unwrap_err().to_string();

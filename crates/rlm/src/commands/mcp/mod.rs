@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use rlm_engine::{Engine, SettingsFile};
+use rlm_engine::{Engine, EngineSettings, SettingsFile};
 use rlm_sandbox::WorkerPool;
 use rmcp::ServiceExt;
 
