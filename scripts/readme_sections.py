@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Prints named sections of the crate READMEs, headings demoted, for pasting into
-the top README (the crate READMEs stay the detailed reference)."""
+"""Prints the named sections of a Markdown file, headings demoted one level:
+`python3 scripts/readme_sections.py FILE "Heading" ...`."""
 import re
 import sys
 

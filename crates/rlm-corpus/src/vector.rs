@@ -7,7 +7,7 @@
 //! Search is exact: one pass of dot products over all normalized vectors held
 //! contiguously in memory. The pass is memory-bound (1.5 KB per chunk at 384
 //! dimensions): ~12 ms per 50k chunks, ~250 ms per million, with perfect
-//! recall and no index to build, update or tune. See the README for numbers.
+//! recall and no index to build, update or tune. Numbers: docs/benchmarks.md.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

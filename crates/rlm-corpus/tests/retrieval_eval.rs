@@ -1,6 +1,6 @@
 //! Retrieval quality of bm25, vector and hybrid on the labelled set in
 //! `tests/data/retrieval_eval.json` over `tests/data/eval-corpus/` (a made-up
-//! company handbook; see its README.txt). Prints the table the crate README
+//! company handbook; see its README.txt). Prints the table docs/benchmarks.md
 //! quotes; run with `-- --nocapture` to see it. Needs all-MiniLM-L6-v2 (see
 //! `retrieval_model.rs`).
 

@@ -7,9 +7,10 @@
 # one line per run plus a summary: correct (the expected answer appears in the
 # answer), partial, model calls, wall time. Results: OUT_DIR/results.tsv.
 #
-# Model: by default the OpenAI-compatible server of
-# ../shared/tools/local-llm.sh (http://127.0.0.1:8088/v1); RLM_PROVIDER=local
-# uses the in-process model instead (`rlm model pull`, a local-model build).
+# Model: by default an OpenAI-compatible server at http://127.0.0.1:8088/v1
+# (RLM_BASE_URL overrides it), e.g. one serving the embedded model's GGUF;
+# RLM_PROVIDER=local uses the in-process model instead (`rlm model pull`, a
+# local-model build).
 # SIZES="30k" or QUESTIONS="1 3" restrict the runs; WALL caps each run (s).
 set -euo pipefail
 out=${1:?usage: needle_haystack.sh OUT_DIR [rlm]}

@@ -7,20 +7,8 @@
 //! engine has a retrieval pipeline with per-file inspectors (`pipeline`),
 //! plain retrieval (`rag`) and a triage router (`auto`).
 //!
-//! The layout follows one question's path:
-//!
-//! - [`Engine`] (`engine.rs`): the API; [`AskRequest`] (`request.rs`) and the
-//!   per-question settings ([`QuestionSettings`], validated once for every
-//!   surface); [`Answer`] and its reports (`answer.rs`);
-//! - the run harness (`run.rs`): one budget, the trace, model calls, cancel and
-//!   wall clock, citation checks and the finish, shared by every flow;
-//! - the flows (`flows/`): `repl` (agents, their host functions, inspection
-//!   cells, the synthesis fallback), `pipeline` (intent, per-file inspectors,
-//!   summaries and merge), `rag`, `auto`;
-//! - shared pieces: [`config`] and [`values`] (settings and their checks),
-//!   [`host`] (the REPL's function table), [`budget`], [`citations`] and
-//!   `claims`, [`corpus`], `retrieval`, [`parse`], [`prompts`], [`session`],
-//!   [`trace`], [`console`] (the REPL for a person).
+//! The modules and one question's path through them are described in the
+//! repository's `docs/architecture.md`.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {

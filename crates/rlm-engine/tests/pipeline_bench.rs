@@ -2,7 +2,7 @@
 //! chunks with a zero-latency scripted model. A measurement, not a test:
 //!
 //! ```
-//! CARGO_TARGET_DIR=/work/target-pipeline cargo test --release -p rlm-engine --test pipeline_bench -- --ignored --nocapture
+//! cargo test --release -p rlm-engine --test pipeline_bench -- --ignored --nocapture
 //! ```
 
 mod common;

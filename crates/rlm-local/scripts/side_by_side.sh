@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The same GGUF and the same prompt, in-process (rlm-local) and under
-# llama-cpp-python's server (../shared/tools/local-llm.sh, started by this
-# script if it is not running). Prints one JSON line per runtime:
+# The same GGUF and the same prompt, in-process (rlm-local) and, when
+# SERVER_START is set, under an OpenAI-compatible server of the same GGUF on
+# 127.0.0.1:8088 (e.g. llama-cpp-python's): SERVER_START is a command that
+# starts it and returns once it answers, SERVER_STOP (optional) one that stops
+# it first, so its load time is measured like ours. Prints one JSON line per
+# runtime:
 # load time, prompt tokens/s (time to the first token), generation tokens/s
 # (first to last token), greedy, 128 output tokens.
 # Usage: side_by_side.sh [PROMPT_CHARS (default 6000)]
@@ -17,12 +20,14 @@ open(path, 'w').write(text[:n] + '\n\nSummarize the text above in ten numbered p
 PY
 export GGML_AVX=ON GGML_AVX2=ON GGML_FMA=ON GGML_F16C=ON GGML_BMI2=ON LLAMA_LIB_PROFILE=Release
 cargo run -q --release -p rlm-local --features llama --example throughput -- "$prompt" 128
-server=../shared/tools/local-llm.sh
-[ -x "$server" ] || server=/work/shared/tools/local-llm.sh
+if [ -z "${SERVER_START:-}" ]; then
+  rm -f "$prompt"
+  exit 0
+fi
 # Restarted so its load time is measured like ours (process start to ready).
-"$server" stop >/dev/null 2>&1 || true
+[ -z "${SERVER_STOP:-}" ] || sh -c "$SERVER_STOP" >/dev/null 2>&1 || true
 t0=$(date +%s.%N)
-"$server" start >/dev/null
+sh -c "$SERVER_START" >/dev/null
 python3 - "$prompt" "$t0" <<'PY'
 import json, sys, time, urllib.request
 prompt = open(sys.argv[1]).read()
@@ -44,7 +49,7 @@ for line in post(body):
         now = time.time(); first = first or now; last = now; pieces += 1
 usage = json.loads(post({**body, 'stream': False, 'max_tokens': 1}).read())['usage']
 p = usage['prompt_tokens']
-print(json.dumps({'runtime': 'llama-cpp-python server', 'load_s': round(load_s, 2),
+print(json.dumps({'runtime': 'OpenAI-compatible server', 'load_s': round(load_s, 2),
   'prompt_tokens': p, 'prompt_s': round(first - start, 2), 'prompt_tok_s': round(p / (first - start), 1),
   'output_tokens': pieces, 'generation_s': round(last - first, 2),
   'generation_tok_s': round((pieces - 1) / (last - first), 1)}))

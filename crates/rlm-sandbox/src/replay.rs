@@ -1,9 +1,11 @@
 //! Replays real model-written REPL trajectories through the sandbox and compares
 //! each cell with what CPython printed (`tests/data/`, see `REPLAY_DATA.md`).
 //!
-//! The synthetic contexts and stub host functions reproduce
-//! `cpython_reference.py` exactly, including Python's Mersenne Twister, so the
-//! stdout of every cell can be compared byte for byte.
+//! The reference outputs are `tests/data/cpython_results.jsonl`: what CPython
+//! 3.11 printed for each cell, given a synthetic context of the recorded kind
+//! and size and stub host functions. The contexts and stubs are rebuilt here
+//! exactly as that CPython run made them, including Python's Mersenne
+//! Twister, so the stdout of every cell can be compared byte for byte.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -593,7 +595,7 @@ impl HostHandler for Stubs {
     }
 }
 
-/// Builds the interpreter spec of a trajectory the way `cpython_reference.py` does.
+/// Builds the interpreter spec of a trajectory the way the CPython reference run did.
 fn spec_for(rec: &Trajectory) -> Result<(InterpreterSpec, Stubs, Vec<String>), String> {
     let mut rng = PyRandom::new(seed_of(&rec.id));
     let hints = rec.hints.clone().unwrap_or(Value::Null);

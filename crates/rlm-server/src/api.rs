@@ -358,7 +358,7 @@ async fn run_events(
 const SAVED_BATCH: usize = 256;
 
 /// How often the stream of a run another node answers looks for new
-/// events (a shared store; see the README's "Several nodes").
+/// events (a shared store; see docs/deployment.md, "Several nodes").
 const REMOTE_POLL: Duration = Duration::from_millis(50);
 
 /// The next events to send: new trace events, or the closing `end` event.

@@ -2,7 +2,7 @@
 //! the local store (SQLite + tantivy) and into PostgreSQL, then full-text
 //! search latency (p50 / p99 of single questions, k = 10) on each, and how
 //! often PostgreSQL's bounded BM25 search returns exactly the top 10 of the
-//! exhaustive one. Numbers for the READMEs, not a timed test.
+//! exhaustive one. Numbers for docs/benchmarks.md, not a timed test.
 //!
 //! ```sh
 //! export RLM_TEST_POSTGRES_URL="$(scripts/start-postgres)"

@@ -1,7 +1,7 @@
 //! The local store (SQLite + tantivy) against the PostgreSQL store on the
 //! same generated corpus: indexing throughput, then full-text search latency
-//! (p50 / p99 of single queries, k = 10) on each. Numbers for the README,
-//! not a timed test.
+//! (p50 / p99 of single queries, k = 10) on each. Numbers for
+//! docs/benchmarks.md, not a timed test.
 //!
 //! `cargo bench -p rlm-store-pg --bench store_compare` (a release build;
 //! PostgreSQL from `RLM_TEST_POSTGRES_URL` or started by

@@ -2,7 +2,7 @@
 //! English lexemes and the term statistics the store keeps) against the local store's BM25 (tantivy) on rlm-corpus's
 //! labelled set (`crates/rlm-corpus/tests/data/retrieval_eval.json`, 43
 //! questions over a made-up handbook, chunks of 200 characters). Prints the
-//! table the README quotes; run with `-- --nocapture` to see it.
+//! table docs/benchmarks.md quotes; run with `-- --nocapture` to see it.
 
 use std::path::Path;
 

@@ -606,9 +606,9 @@ fn median(v: &mut [f64]) -> f64 {
 /// What each surface of `rlm serve` adds over `rlm ask` on the same
 /// question with the scripted model at zero latency (medians of
 /// interleaved runs; a new connection per request, as the stdio numbers'
-/// process per `rlm ask`). Not a check: it prints the numbers the README
-/// gives. `cargo test --release --no-default-features -p rlm --test
-/// mcp_http -- --ignored --nocapture overhead`
+/// process per `rlm ask`). Not a check: it prints the numbers
+/// docs/benchmarks.md gives. `cargo test --release --no-default-features -p
+/// rlm --test integration -- --ignored --nocapture mcp_http::overhead`
 #[test]
 #[ignore]
 fn overhead_of_mcp_http_and_openai_over_rlm_ask() {

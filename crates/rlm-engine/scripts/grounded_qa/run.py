@@ -15,7 +15,7 @@ OUT/results.jsonl (so an interrupted pass resumes where it stopped), keeps the
 answer JSON in OUT/answers/ID.json and appends one scored line per question.
 The model is whatever the environment configures (RLM_PROVIDER,
 RLM_BASE_URL, ...). `report` re-scores every saved answer against the store
-and prints the tables of the README (and writes them as JSON with --json).
+and prints the benchmark's tables (and writes them as JSON with --json).
 
 Metrics (per question, then over the pass):
 
