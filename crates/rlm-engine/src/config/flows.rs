@@ -78,7 +78,7 @@ impl std::str::FromStr for RecencyMode {
 }
 
 /// Settings of the flows beside `repl`. Every field has an environment
-/// variable (see the README table); [`FlowsConfig::default`] holds the defaults.
+/// variable (docs/configuration.md lists them); [`FlowsConfig::default`] holds the defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowsConfig {
     /// `RLM_ENABLED` (default true): with no flow named in the request, use the
