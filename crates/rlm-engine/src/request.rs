@@ -382,7 +382,8 @@ mod tests {
         .resolve(&EngineConfig::default())
         .unwrap_err();
         assert!(
-            e.starts_with("--expand-files and --rlm-summarize disagree"),
+            // API-only toggles are named by their field on every surface.
+            e.starts_with("expand_files and rlm_summarize disagree"),
             "{e}"
         );
     }

@@ -657,7 +657,6 @@ pub const EXPAND_FILES: Setting = Setting::new(
     "the flow's",
     "Per question: expand entry chunks to whole files (true asks for the pipeline flow, false for rag).",
 )
-.flag("--expand-files")
 .api("expand_files");
 /// Per-question per-file inspection.
 pub const RLM_SUMMARIZE: Setting = Setting::new(
@@ -669,7 +668,6 @@ pub const RLM_SUMMARIZE: Setting = Setting::new(
     "the flow's",
     "Per question: inspect and summarize each file (true asks for the pipeline flow, false for rag).",
 )
-.flag("--rlm-summarize")
 .api("rlm_summarize");
 /// Chunks of rag and low-recall stage 1.
 pub const RAG_K: Setting = Setting::new(

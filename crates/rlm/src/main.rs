@@ -8,6 +8,7 @@
 #[cfg(test)]
 mod cli_fuzz;
 mod commands;
+mod settings_names;
 
 use std::process::ExitCode;
 
