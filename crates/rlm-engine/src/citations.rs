@@ -16,6 +16,7 @@
 
 use std::sync::LazyLock;
 
+use crate::text::named_enum;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -125,6 +126,18 @@ pub enum CitationOrigin {
     /// Attached by the engine to a claim the model left uncited (see
     /// [`crate::grounding`]); its quote is verbatim from the chunk.
     Engine,
+}
+
+named_enum! {
+    /// Who supplied the citation that backs a claim (a claim report's `origin`).
+    pub enum ClaimOrigin {
+        /// The model's own citation in the answer.
+        Model = "model",
+        /// A citation the engine attached (see [`crate::grounding`]).
+        Engine = "engine",
+        /// No citation backs the claim.
+        Unbacked = "none",
+    }
 }
 
 /// One citation found in the answer, resolved and checked.

@@ -126,6 +126,53 @@ pub(crate) fn preview(s: &str, n: usize) -> String {
     }
 }
 
+/// Defines an enum whose values are written as fixed names (in JSON, the
+/// trace, messages): from one list of `Variant = "name"` pairs come the
+/// serde names, `as_str`, `Display`, and comparison with a string (code and
+/// tests that read the JSON compare with the name).
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $text)] $variant, )+
+        }
+
+        impl $name {
+            /// The name as written in JSON and the trace.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $text, )+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,26 +80,9 @@ pub(crate) async fn run(
                 .to_string();
         return finish(fx, text, None, report).await;
     }
-    let chunks: Vec<FileChunk> = hits
-        .iter()
-        .map(|h| FileChunk {
-            id: h.chunk_id.clone(),
-            ordinal: h.ordinal,
-            text: h.text.clone(),
-            entry: true,
-        })
-        .collect();
-    let listing = hits
-        .iter()
-        .map(|h| {
-            let text: String = h.text.chars().take(PASSAGE_CHARS).collect();
-            format!("[chunk:{}] ({})\n{}\n", h.chunk_id, h.path, text.trim_end())
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
     let prompt = render(
         RAG_PROMPT,
-        &[("question", &req.question), ("chunks", &listing)],
+        &[("question", &req.question), ("chunks", &listing(&hits))],
     );
     let mut messages = vec![Message::user(prompt)];
     let mut r = answer_call(fx, &messages).await;
@@ -131,7 +114,31 @@ pub(crate) async fn run(
     {
         r = Ok(second);
     }
-    let (text, partial) = match r {
+    let (text, partial) = answer_text(fx, r, not_answer, &hits);
+    finish(fx, text, partial, report).await
+}
+
+/// The retrieved passages as the answer prompt lists them.
+fn listing(hits: &[Hit]) -> String {
+    hits.iter()
+        .map(|h| {
+            let text: String = h.text.chars().take(PASSAGE_CHARS).collect();
+            format!("[chunk:{}] ({})\n{}\n", h.chunk_id, h.path, text.trim_end())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The answer text and why it is partial: the reply (partial when it is not
+/// an answer, `not_answer` says why), or, when there is none, the retrieved
+/// passages.
+fn answer_text(
+    fx: &Run,
+    reply: Result<String, crate::run::CallError>,
+    not_answer: Option<String>,
+    hits: &[Hit],
+) -> (String, Option<String>) {
+    match reply {
         Ok(t) if !t.trim().is_empty() => {
             let partial = not_answer.map(|why| {
                 fx.fallback(ROOT_AGENT, "rag_answer", &format!("not an answer: {why}"));
@@ -149,6 +156,15 @@ pub(crate) async fn run(
                 "rag_answer",
                 &format!("{reason}; the answer lists the retrieved passages"),
             );
+            let chunks: Vec<FileChunk> = hits
+                .iter()
+                .map(|h| FileChunk {
+                    id: h.chunk_id.clone(),
+                    ordinal: h.ordinal,
+                    text: h.text.clone(),
+                    entry: true,
+                })
+                .collect();
             (
                 format!(
                     "No answer was written ({reason}). The passages retrieved:\n{}",
@@ -157,8 +173,7 @@ pub(crate) async fn run(
                 Some(reason),
             )
         }
-    };
-    finish(fx, text, partial, report).await
+    }
 }
 
 /// The second look: `None` when the reply needs none, no sentence shares

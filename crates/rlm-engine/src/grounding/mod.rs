@@ -23,7 +23,7 @@ pub(crate) use semantic::{
 };
 pub(crate) use support::{backs_a_claim, question_sentences, states_a_fact_of};
 
-use crate::citations::{Citation, CitationStatus, SourceChunk, VerificationReport};
+use crate::citations::{Citation, CitationStatus, ClaimOrigin, SourceChunk, VerificationReport};
 use crate::claims;
 use crate::corpus::Corpus;
 use support::{
@@ -76,7 +76,7 @@ pub fn ground(
                 end: c.end,
                 citations: own,
                 support: Support::Supported,
-                origin: "model".into(),
+                origin: ClaimOrigin::Model,
                 verdict: None,
             });
             continue;
@@ -104,9 +104,9 @@ pub fn ground(
                 citations.push(cite);
                 grounded.supported += 1;
                 grounded.engine_attached += 1;
-                (Support::Supported, "engine")
+                (Support::Supported, ClaimOrigin::Engine)
             }
-            None => (Support::Unsupported, "none"),
+            None => (Support::Unsupported, ClaimOrigin::Unbacked),
         };
         reports.push(ClaimReport {
             text,
@@ -114,7 +114,7 @@ pub fn ground(
             end: c.end,
             citations,
             support,
-            origin: origin.into(),
+            origin,
             verdict: None,
         });
     }

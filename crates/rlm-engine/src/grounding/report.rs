@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::citations::Citation;
+use crate::citations::{Citation, ClaimOrigin};
 
 /// How well a claim is backed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,7 +70,7 @@ pub struct ClaimReport {
     /// Whether it is backed.
     pub support: Support,
     /// Who supplied the backing citation: `model`, `engine`, or `none`.
-    pub origin: String,
+    pub origin: ClaimOrigin,
     /// The semantic check's judgment, when it ran and the claim had a quote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,

@@ -127,7 +127,7 @@ mod tests {
             end,
             citations: Vec::new(),
             support: Support::Supported,
-            origin: "model".into(),
+            origin: crate::citations::ClaimOrigin::Model,
             verdict,
         };
         let mut claims = vec![

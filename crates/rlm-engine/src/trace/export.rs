@@ -1,48 +1,88 @@
 //! Export of a trace to the reference library's `RLMLogger` JSONL format
 //! (`rlm trace export --format rlm-logger`).
 
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
 use super::{TraceEvent, TraceRecord};
 
 /// Converts a trace to the reference library's (`rlm`, alexzhang13/rlm)
 /// `RLMLogger` JSONL format: one `metadata` line, then one `iteration` line per
 /// root-agent turn with the prompt (message list), response, code blocks with
 /// their results and sub-LLM calls, and the final answer.
-pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
-    use serde_json::{Value, json};
-    let mut out = Vec::new();
-    let mut meta = json!({"type": "metadata", "timestamp": "", "root_model": "", "max_depth": 1,
-        "max_iterations": 0, "backend": "openai", "backend_kwargs": {}, "environment_type": "local",
-        "environment_kwargs": {}, "other_backends": null});
-    let mut conversation: Vec<Value> = Vec::new();
-    // The iteration being assembled: (prompt, response, code blocks, final, start ms).
-    struct Iter {
-        prompt: Vec<Value>,
-        response: String,
-        blocks: Vec<Value>,
-        final_answer: Option<String>,
-        start_ms: u64,
-        end_ms: u64,
+pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<Value> {
+    let mut export = LoggerExport::new();
+    for r in records {
+        export.record(r);
     }
-    let mut cur: Option<Iter> = None;
-    let mut pending_calls: Vec<Value> = Vec::new();
-    let mut subcall_prompts: std::collections::HashMap<String, (String, u64)> = Default::default();
-    let mut n = 0u64;
-    let flush = |cur: &mut Option<Iter>, out: &mut Vec<Value>, n: &mut u64| {
-        if let Some(it) = cur.take() {
-            *n += 1;
-            out.push(
-                json!({"type": "iteration", "iteration": *n, "timestamp": "",
+    export.finish()
+}
+
+/// The root agent's turn being assembled.
+struct Iteration {
+    prompt: Vec<Value>,
+    response: String,
+    blocks: Vec<Value>,
+    final_answer: Option<String>,
+    start_ms: u64,
+    end_ms: u64,
+}
+
+/// The export so far: the metadata line, the finished iteration lines, and
+/// what the current iteration still waits for.
+struct LoggerExport {
+    meta: Value,
+    lines: Vec<Value>,
+    /// The root's conversation up to now (each iteration's prompt).
+    conversation: Vec<Value>,
+    current: Option<Iteration>,
+    /// Sub-calls of the current cell that have ended.
+    pending_calls: Vec<Value>,
+    /// Prompts of the root's sub-calls under way, by agent id.
+    subcall_prompts: HashMap<String, String>,
+}
+
+impl LoggerExport {
+    fn new() -> Self {
+        LoggerExport {
+            meta: json!({"type": "metadata", "timestamp": "", "root_model": "", "max_depth": 1,
+                "max_iterations": 0, "backend": "openai", "backend_kwargs": {}, "environment_type": "local",
+                "environment_kwargs": {}, "other_backends": null}),
+            lines: Vec::new(),
+            conversation: Vec::new(),
+            current: None,
+            pending_calls: Vec::new(),
+            subcall_prompts: HashMap::new(),
+        }
+    }
+
+    /// Ends the current iteration: its line.
+    fn flush(&mut self) {
+        if let Some(it) = self.current.take() {
+            let n = self.lines.len() + 1;
+            self.lines
+                .push(json!({"type": "iteration", "iteration": n, "timestamp": "",
                 "prompt": it.prompt, "response": it.response, "code_blocks": it.blocks,
                 "final_answer": it.final_answer,
-                "iteration_time": (it.end_ms.saturating_sub(it.start_ms)) as f64 / 1000.0}),
-            );
+                "iteration_time": (it.end_ms.saturating_sub(it.start_ms)) as f64 / 1000.0}));
         }
-    };
-    for r in records {
+    }
+
+    /// The metadata line followed by the iteration lines.
+    fn finish(mut self) -> Vec<Value> {
+        self.flush();
+        self.lines.insert(0, self.meta);
+        self.lines
+    }
+
+    /// Takes in one record (only the root agent's turns make lines).
+    fn record(&mut self, r: &TraceRecord) {
         match &r.event {
             TraceEvent::RunStarted {
                 root_model, budget, ..
             } => {
+                let meta = &mut self.meta;
                 meta["timestamp"] = json!(r.ts);
                 meta["root_model"] = json!(root_model);
                 meta["max_depth"] = budget.get("max_depth").cloned().unwrap_or(json!(2));
@@ -56,14 +96,14 @@ pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
                 new_messages,
                 ..
             } if agent == "0" => {
-                flush(&mut cur, &mut out, &mut n);
-                conversation.extend(
+                self.flush();
+                self.conversation.extend(
                     new_messages
                         .iter()
                         .map(|m| json!({"role": m.role, "content": m.content})),
                 );
-                cur = Some(Iter {
-                    prompt: conversation.clone(),
+                self.current = Some(Iteration {
+                    prompt: self.conversation.clone(),
                     response: String::new(),
                     blocks: Vec::new(),
                     final_answer: None,
@@ -72,15 +112,16 @@ pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
                 });
             }
             TraceEvent::LlmResponse { agent, text, .. } if agent == "0" => {
-                if let Some(it) = cur.as_mut() {
+                if let Some(it) = self.current.as_mut() {
                     it.response = text.clone();
                     it.end_ms = r.t_ms;
                 }
-                conversation.push(json!({"role": "assistant", "content": text}));
+                self.conversation
+                    .push(json!({"role": "assistant", "content": text}));
             }
             TraceEvent::Cell { agent, code, .. } if agent == "0" => {
-                pending_calls.clear();
-                if let Some(it) = cur.as_mut() {
+                self.pending_calls.clear();
+                if let Some(it) = self.current.as_mut() {
                     it.blocks
                         .push(json!({"code": code, "result": {"stdout": "", "stderr": "",
                         "locals": {}, "execution_time": 0.0, "rlm_calls": []}}));
@@ -92,7 +133,8 @@ pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
                 prompt_preview,
                 ..
             } if parent == "0" => {
-                subcall_prompts.insert(agent.clone(), (prompt_preview.clone(), r.t_ms));
+                self.subcall_prompts
+                    .insert(agent.clone(), prompt_preview.clone());
             }
             TraceEvent::SubcallEnd {
                 agent,
@@ -101,13 +143,12 @@ pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
                 elapsed_ms,
                 ..
             } if parent == "0" => {
-                let prompt = subcall_prompts
-                    .remove(agent)
-                    .map(|p| p.0)
-                    .unwrap_or_default();
-                pending_calls.push(json!({"root_model": meta["root_model"], "prompt": prompt,
+                let prompt = self.subcall_prompts.remove(agent).unwrap_or_default();
+                self.pending_calls.push(
+                    json!({"root_model": self.meta["root_model"], "prompt": prompt,
                     "response": result, "usage_summary": {"model_usage_summaries": {}},
-                    "execution_time": *elapsed_ms as f64 / 1000.0}));
+                    "execution_time": *elapsed_ms as f64 / 1000.0}),
+                );
             }
             TraceEvent::CellOutput {
                 agent,
@@ -116,13 +157,14 @@ pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
                 elapsed_ms,
                 ..
             } if agent == "0" => {
-                if let Some(it) = cur.as_mut()
+                if let Some(it) = self.current.as_mut()
                     && let Some(b) = it.blocks.last_mut()
                 {
                     b["result"]["stdout"] = json!(stdout);
                     b["result"]["stderr"] = json!(error.clone().unwrap_or_default());
                     b["result"]["execution_time"] = json!(*elapsed_ms as f64 / 1000.0);
-                    b["result"]["rlm_calls"] = Value::Array(std::mem::take(&mut pending_calls));
+                    b["result"]["rlm_calls"] =
+                        Value::Array(std::mem::take(&mut self.pending_calls));
                     it.end_ms = r.t_ms;
                 }
             }
@@ -132,16 +174,13 @@ pub fn export_rlm_logger(records: &[TraceRecord]) -> Vec<serde_json::Value> {
                 deferred: false,
                 ..
             } if agent == "0" => {
-                if let Some(it) = cur.as_mut() {
+                if let Some(it) = self.current.as_mut() {
                     it.final_answer = Some(answer.clone());
                 }
             }
             _ => {}
         }
     }
-    flush(&mut cur, &mut out, &mut n);
-    out.insert(0, meta);
-    out
 }
 
 #[cfg(test)]

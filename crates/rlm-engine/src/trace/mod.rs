@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use crate::budget::{Exhausted, UsageReport};
+use crate::text::named_enum;
 
 /// One chat message as sent to the model (for the trace and the logger export).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +64,28 @@ pub enum CallPurpose {
     Answer,
     /// The opt-in semantic check: does each claim's quote support it.
     SemanticCheck,
+}
+
+named_enum! {
+    /// How an agent's answer was committed (the `via` of a `final` event).
+    pub enum CommitVia {
+        /// `FINAL(...)` / `FINAL_VAR(...)` called in a code cell.
+        Code = "code",
+        /// `FINAL(...)` written in the reply's prose.
+        Prose = "prose",
+        /// The `answer = {"content": ..., "ready": True}` convention.
+        AnswerDict = "answer_dict",
+        /// A reply in plain words stating a fact the agents were shown.
+        ProseFactSeen = "prose_fact_seen",
+        /// The last turn after replies without code, shown the first of them.
+        FinalFromProse = "final_from_prose",
+        /// The last turn after the same reply several times in a row.
+        FinalAfterRepeats = "final_after_repeats",
+        /// The last turn after the iteration cap.
+        FinalNow = "final_now",
+        /// The synthesis fallback after a budget, a cap or a failure.
+        Synthesis = "synthesis",
+    }
 }
 
 /// Everything that can happen during a question. `agent` ids name the position
@@ -228,8 +251,8 @@ pub enum TraceEvent {
         depth: u32,
         /// The answer.
         answer: String,
-        /// How: `code`, `prose`, `answer_dict`, `final_now`, `synthesis`.
-        via: String,
+        /// How it was committed.
+        via: CommitVia,
         /// True when the engine deferred it (FINAL in a fan-out cell).
         deferred: bool,
     },
@@ -786,7 +809,7 @@ pub(crate) mod tests {
                 agent: "0".into(),
                 depth: 0,
                 answer: "y".into(),
-                via: "prose".into(),
+                via: CommitVia::Prose,
                 deferred: false,
             },
         ]

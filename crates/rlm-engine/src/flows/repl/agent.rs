@@ -4,9 +4,9 @@
 //! ... until it commits with `FINAL`. Small models get nudges, a raised
 //! temperature when they repeat themselves, and a last turn that shows them
 //! their own earlier prose; budgets and caps end in the synthesis fallback.
+//! The loop is a turn machine: a step decides what comes next (a `Next`,
+//! over the `LoopState` of `turns.rs`), the agent carries it out.
 
-use std::collections::HashSet;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -19,39 +19,21 @@ use super::inspection::{
     CORPUS_OVERVIEW, SUB_INSPECTION, input_sizes, interpreter_spec, root_inspection,
 };
 use super::synthesis::{Outcome, material_from_ctx, synthesize};
+use super::turns::{Commit, LastTurn, LoopState, Next, Stop};
 use crate::budget::Exhausted;
 use crate::corpus::ContextShape;
 use crate::grounding::{self, EvidenceKind};
-use crate::parse::{self, FinalDirective, RepeatDetector};
+use crate::parse::{self, CodeBlock, FinalDirective, ParsedReply};
 use crate::prompts::{self, render};
-use crate::run::{CallError, CallOpts, MODEL_FAILED, Run};
+use crate::run::{CallError, CallOpts, Run};
 use crate::text::{is_identifier, value_to_text};
-use crate::trace::{CallPurpose, TraceEvent};
-
-/// Why an agent stopped without a committed answer.
-#[derive(Debug, Clone)]
-enum Stop {
-    Budget(Exhausted),
-    Failure(String),
-}
-
-impl Stop {
-    fn reason(&self) -> String {
-        match self {
-            Stop::Budget(e) => e.to_string(),
-            Stop::Failure(m) => m.clone(),
-        }
-    }
-}
+use crate::trace::{CallPurpose, CommitVia, TraceEvent};
 
 /// The stop sequence that ends a reply at the end of its first code block
 /// (a closing fence on a line of its own): the cell's real output comes next
 /// turn, instead of an invented "Output:" and prose.
 const CODE_BLOCK_END: &str = "\n```\n";
 
-/// Turns in a row that only printed counts before the agent is shown where
-/// the matches are.
-const COUNTS_ONLY_TURNS: u32 = 3;
 /// Longest reply in plain words taken as the answer when it states a fact
 /// the agents were shown (longer ones are nudged for FINAL as before).
 const PROSE_ANSWER_CHARS: usize = 600;
@@ -64,37 +46,9 @@ const ENGINE_OUTPUT_MARKS: &[&str] = &[
     "REPL output",
 ];
 
-/// True when a turn's outputs are only counts ("1 of 1 documents mention
-/// lease", "42", "matches: 3"): a few short lines, each starting or ending
-/// with a number, none with the text of a match.
-fn only_counts(body: &str) -> bool {
-    let lines: Vec<&str> = body
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("REPL output"))
-        .collect();
-    !lines.is_empty()
-        && lines.len() <= 6
-        && lines.iter().all(|l| {
-            let number = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
-            let words: Vec<&str> = l.split_whitespace().collect();
-            l.chars().count() <= 100
-                && words.len() <= 10
-                // "3 of 12 documents mention lease", "42", "matches: 3"
-                && (words.first().is_some_and(|w| number(w.trim_matches(['(', '[', ','])))
-                    || words.last().is_some_and(|w| number(w)))
-        })
-}
-
-/// Temperature after the same reply (or a stuck turn) `streak` times in a
-/// row: a small model at low temperature repeats itself word for word.
-fn raised_temperature(streak: u32) -> f32 {
-    (0.4 + 0.3 * streak.saturating_sub(1) as f32).min(1.2)
-}
-
 /// What a cell that printed nothing shows the model: small models search
 /// with a condition that never matches and read silence as "try again".
-const NO_OUTPUT: &str = "(no output: the cell printed nothing. If it searched for something, nothing matched: check upper/lower case, try fewer or other words, or print(search(\"keywords\")))";
+pub(super) const NO_OUTPUT: &str = "(no output: the cell printed nothing. If it searched for something, nothing matched: check upper/lower case, try fewer or other words, or print(search(\"keywords\")))";
 
 struct Agent {
     ctx: Arc<Run>,
@@ -123,22 +77,6 @@ pub(crate) fn run_agent(
     input: Option<InputValue>,
 ) -> BoxFut<Result<Outcome, String>> {
     Box::pin(async move {
-        let is_root = input.is_none() && depth == 0;
-        let (shape_desc, sizes) = match &input {
-            Some(v) => input_sizes(v),
-            None => {
-                let sizes = ctx.corpus.documents().iter().map(|d| d.chars).collect();
-                let desc = match ctx.config.context_shape {
-                    ContextShape::String => {
-                        "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`, slice it freely; `documents[i][\"text\"]` is document i alone)"
-                    }
-                    ContextShape::List => {
-                        "a list of strings, `context[i]` is the text of document i (fast to slice per document)"
-                    }
-                };
-                (desc.to_string(), sizes)
-            }
-        };
         // The spec is rebuilt from the corpus when needed instead of kept:
         // holding the corpus-sized inputs for the whole run would double memory.
         let spec = interpreter_spec(&ctx, &task, input.as_ref());
@@ -149,29 +87,9 @@ pub(crate) fn run_agent(
             .map_err(|e| e.to_string())?;
         drop(spec);
         let host = Arc::new(AgentHost::new(ctx.clone(), id.clone(), depth, run_agent));
-        let cfg = &ctx.config;
-        let max_turns = cfg.budget.iterations_at(depth);
-        let depth_note = if depth + 1 >= cfg.budget.max_depth {
-            " At your depth, `rlm_query` is a plain `llm_query`."
-        } else {
-            ""
-        };
-        let truncate = cfg.budget.truncate_len.to_string();
-        let sub_chars = cfg.sub_context_chars.to_string();
-        let total: u64 = sizes.iter().sum();
-        let context_note = render(
-            prompts::CONTEXT_NOTE,
-            &[
-                ("context_description", &shape_desc),
-                ("total_chars", &total.to_string()),
-                ("doc_count", &sizes.len().to_string()),
-                ("doc_sizes", &prompts::describe_sizes(&sizes)),
-            ],
-        )
-        .trim_end()
-        .to_string();
+        let max_turns = ctx.config.budget.iterations_at(depth);
         let mut agent = Agent {
-            ctx: ctx.clone(),
+            ctx,
             id,
             depth,
             task,
@@ -185,73 +103,149 @@ pub(crate) fn run_agent(
             deferred: None,
             rejected_answer: false,
         };
-        // The root's document index goes into its system prompt, not the
-        // first user message: it depends on the corpus only, so the system
-        // prompt is a prefix every question over the corpus shares.
-        let corpus = if is_root {
-            let overview = match agent.run_cell(0, 0, CORPUS_OVERVIEW).await {
-                Ok(r) => r.render(cfg.budget.truncate_len),
-                Err(e) => format!("(the index cell failed: {e})"),
-            };
-            render(
-                prompts::CORPUS_OVERVIEW,
-                &[
-                    ("context_note", &context_note),
-                    ("overview_code", CORPUS_OVERVIEW),
-                    ("overview_output", overview.trim_end()),
-                ],
-            )
-        } else {
-            String::new()
+        agent.brief(max_turns).await;
+        Ok(agent.run(max_turns).await)
+    })
+}
+
+/// How the agent starts: its system prompt and first message.
+impl Agent {
+    /// The root agent: the question over the whole corpus (a sub-agent has
+    /// an input of its own, or is deeper).
+    fn is_root(&self) -> bool {
+        self.input.is_none() && self.depth == 0
+    }
+
+    /// The agent's first messages: the system prompt and the question with
+    /// what an inspection cell found.
+    async fn brief(&mut self, max_turns: u32) {
+        let (shape, sizes) = self.context_shape();
+        let total: u64 = sizes.iter().sum();
+        let context_note = render(
+            prompts::CONTEXT_NOTE,
+            &[
+                ("context_description", &shape),
+                ("total_chars", &total.to_string()),
+                ("doc_count", &sizes.len().to_string()),
+                ("doc_sizes", &prompts::describe_sizes(&sizes)),
+            ],
+        )
+        .trim_end()
+        .to_string();
+        let system = self.system_prompt(&shape, &context_note, max_turns).await;
+        self.messages.push(Message::system(system));
+        let first = self.first_message(&context_note).await;
+        self.messages.push(Message::user(first));
+    }
+
+    /// What `context` is, in words, and the characters of each of its parts.
+    fn context_shape(&self) -> (String, Vec<u64>) {
+        if let Some(v) = &self.input {
+            return input_sizes(v);
+        }
+        let sizes = self
+            .ctx
+            .corpus
+            .documents()
+            .iter()
+            .map(|d| d.chars)
+            .collect();
+        let desc = match self.ctx.config.context_shape {
+            ContextShape::String => {
+                "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`, slice it freely; `documents[i][\"text\"]` is document i alone)"
+            }
+            ContextShape::List => {
+                "a list of strings, `context[i]` is the text of document i (fast to slice per document)"
+            }
         };
-        let system = if depth == 0 {
-            let briefing = ctx
-                .briefing
-                .as_ref()
-                .map(|b| {
-                    format!(
-                        "\n## Briefing (domain instructions from the user)\n\n{}\n",
-                        b.trim()
-                    )
-                })
-                .unwrap_or_default();
-            render(
-                &prompts::system_root_template(),
-                &[
-                    ("context_shape", &shape_desc),
-                    ("sub_context_chars", &sub_chars),
-                    ("depth_note", depth_note),
-                    ("truncate_len", &truncate),
-                    ("briefing", &briefing),
-                    ("corpus", &corpus),
-                ],
-            )
+        (desc.to_string(), sizes)
+    }
+
+    /// The system prompt: the root's, with the briefing and the corpus
+    /// index, or a sub-agent's.
+    async fn system_prompt(&mut self, shape: &str, context_note: &str, max_turns: u32) -> String {
+        let cfg = &self.ctx.config;
+        let depth_note = if self.depth + 1 >= cfg.budget.max_depth {
+            " At your depth, `rlm_query` is a plain `llm_query`."
         } else {
-            render(
+            ""
+        };
+        let truncate = cfg.budget.truncate_len.to_string();
+        let sub_chars = cfg.sub_context_chars.to_string();
+        if self.depth != 0 {
+            return render(
                 &prompts::system_sub_template(),
                 &[
-                    ("context_shape", &shape_desc),
+                    ("context_shape", shape),
                     ("sub_context_chars", &sub_chars),
                     ("truncate_len", &truncate),
                     ("depth_note", depth_note),
                     ("iterations", &max_turns.to_string()),
                 ],
-            )
+            );
+        }
+        let briefing = self
+            .ctx
+            .briefing
+            .as_ref()
+            .map(|b| {
+                format!(
+                    "\n## Briefing (domain instructions from the user)\n\n{}\n",
+                    b.trim()
+                )
+            })
+            .unwrap_or_default();
+        let corpus = if self.is_root() {
+            self.corpus_overview(context_note).await
+        } else {
+            String::new()
         };
-        agent.messages.push(Message::system(system));
-        // The inspection cell: even a weak model starts from a scouted corpus.
+        render(
+            &prompts::system_root_template(),
+            &[
+                ("context_shape", shape),
+                ("sub_context_chars", &sub_chars),
+                ("depth_note", depth_note),
+                ("truncate_len", &truncate),
+                ("briefing", &briefing),
+                ("corpus", &corpus),
+            ],
+        )
+    }
+
+    /// The root's document index, from a cell run for it. It goes into the
+    /// system prompt, not the first user message: it depends on the corpus
+    /// only, so the system prompt is a prefix every question over the corpus
+    /// shares.
+    async fn corpus_overview(&mut self, context_note: &str) -> String {
+        let overview = match self.run_cell(0, 0, CORPUS_OVERVIEW).await {
+            Ok(r) => r.render(self.ctx.config.budget.truncate_len),
+            Err(e) => format!("(the index cell failed: {e})"),
+        };
+        render(
+            prompts::CORPUS_OVERVIEW,
+            &[
+                ("context_note", context_note),
+                ("overview_code", CORPUS_OVERVIEW),
+                ("overview_output", overview.trim_end()),
+            ],
+        )
+    }
+
+    /// The first user message: the question and the output of an inspection
+    /// cell (even a weak model starts from a scouted corpus).
+    async fn first_message(&mut self, context_note: &str) -> String {
+        let is_root = self.is_root();
         let inspection = if is_root {
-            root_inspection(cfg.inspect_search_k)
+            root_inspection(self.ctx.config.inspect_search_k)
         } else {
             SUB_INSPECTION.to_string()
         };
-        let inspection = inspection.as_str();
-        let index = usize::from(is_root);
-        let inspection_output = match agent.run_cell(0, index, inspection).await {
-            Ok(r) => r.render(cfg.budget.truncate_len),
+        let output = match self.run_cell(0, usize::from(is_root), &inspection).await {
+            Ok(r) => r.render(self.ctx.config.budget.truncate_len),
             Err(e) => format!("(inspection failed: {e})"),
         };
-        let inspection_output = match inspection_output.trim_end() {
+        let output = match output.trim_end() {
             "" => "(nothing printed)",
             out => out,
         };
@@ -260,18 +254,16 @@ pub(crate) fn run_agent(
         } else {
             format!("{context_note}\n\n")
         };
-        let first = render(
+        render(
             prompts::FIRST_USER,
             &[
-                ("question", &agent.task),
+                ("question", &self.task),
                 ("context_note", &context_note),
-                ("inspection_code", inspection),
-                ("inspection_output", inspection_output),
+                ("inspection_code", &inspection),
+                ("inspection_output", output),
             ],
-        );
-        agent.messages.push(Message::user(first));
-        Ok(agent.run(max_turns).await)
-    })
+        )
+    }
 }
 
 impl Agent {
@@ -375,7 +367,7 @@ impl Agent {
     /// An answer given this turn via `via`: deferred when the turn fanned
     /// out (its results not seen yet), else committed unless it is not an
     /// answer. `Err` is the note for the model's next turn.
-    fn accept(&mut self, answer: &str, via: &str) -> Result<Outcome, String> {
+    fn accept(&mut self, answer: &str, via: CommitVia) -> Result<Commit, String> {
         let subcalls = self.host.turn_subcalls.load(Ordering::SeqCst);
         if subcalls > 0 && self.ctx.config.defer_final_after_fanout {
             return Err(self.defer(answer, via, subcalls));
@@ -387,19 +379,25 @@ impl Agent {
     /// internal id, a placeholder, the question again): the first time the
     /// agent is told what was wrong (`Err` with the note) and goes on; after
     /// that, or on a last turn, it is committed as partial.
-    fn try_commit(&mut self, answer: &str, via: &str, last_turn: bool) -> Result<Outcome, String> {
+    fn try_commit(
+        &mut self,
+        answer: &str,
+        via: CommitVia,
+        last_turn: bool,
+    ) -> Result<Commit, String> {
         // Sub-agents may be asked for ids (the pipeline's repl inspector).
-        let checked = self.depth == 0 && self.input.is_none();
-        let Some(why) = checked
+        let Some(why) = self
+            .is_root()
             .then(|| parse::not_an_answer(answer, &self.task))
             .flatten()
         else {
-            return Ok(self.commit(answer, via));
+            return Ok(Commit::new(answer, via));
         };
         if self.rejected_answer || last_turn {
-            let mut outcome = self.commit(answer, via);
-            outcome.partial_reason = Some(format!("the committed answer is not an answer: {why}"));
-            return Ok(outcome);
+            return Ok(Commit {
+                partial_reason: Some(format!("the committed answer is not an answer: {why}")),
+                ..Commit::new(answer, via)
+            });
         }
         self.rejected_answer = true;
         Err(format!(
@@ -407,13 +405,29 @@ impl Agent {
         ))
     }
 
+    /// An answer this turn gave (or why it gave none, for the next turn's
+    /// notes): taken as [`Self::accept`] says.
+    fn take_answer(
+        &mut self,
+        answer: Result<String, String>,
+        via: CommitVia,
+        notes: &mut Vec<String>,
+    ) -> Option<Commit> {
+        match answer.and_then(|a| self.accept(&a, via)) {
+            Ok(commit) => Some(commit),
+            Err(note) => {
+                notes.push(note);
+                None
+            }
+        }
+    }
+
     /// The root's reply without code or FINAL, committed when it is a short
     /// statement (no plan, no abstention, an answer) of which a claim is
     /// backed by a chunk in the ledger, with a term the question lacks.
-    async fn fact_seen_in_prose(&mut self, reply: &str) -> Option<Outcome> {
+    async fn fact_seen_in_prose(&mut self, reply: &str) -> Option<Commit> {
         let text = reply.trim();
-        if self.depth != 0
-            || self.input.is_some()
+        if !self.is_root()
             || text.is_empty()
             || text.chars().count() > PROSE_ANSWER_CHARS
             || parse::abstains(text)
@@ -431,29 +445,30 @@ impl Agent {
         })
         .await
         .unwrap_or(false);
-        states.then(|| self.commit(text, "prose_fact_seen"))
+        states.then(|| Commit::new(text, CommitVia::ProseFactSeen))
     }
 
-    fn commit(&self, answer: &str, via: &str) -> Outcome {
+    /// Commits: the agent's outcome.
+    fn commit(&self, commit: Commit) -> Outcome {
         self.trace(TraceEvent::Final {
             agent: self.id.clone(),
             depth: self.depth,
-            answer: answer.into(),
-            via: via.into(),
+            answer: commit.answer.clone(),
+            via: commit.via,
             deferred: false,
         });
         Outcome {
-            answer: answer.trim().to_string(),
-            partial_reason: None,
+            answer: commit.answer.trim().to_string(),
+            partial_reason: commit.partial_reason,
         }
     }
 
-    fn defer(&mut self, answer: &str, via: &str, subcalls: u32) -> String {
+    fn defer(&mut self, answer: &str, via: CommitVia, subcalls: u32) -> String {
         self.trace(TraceEvent::Final {
             agent: self.id.clone(),
             depth: self.depth,
             answer: answer.into(),
-            via: via.into(),
+            via,
             deferred: true,
         });
         self.deferred = Some(answer.to_string());
@@ -486,269 +501,233 @@ impl Agent {
         }
     }
 
-    /// The main loop. Always returns an outcome.
+    /// The main loop, a turn machine: each step asks the model for a reply
+    /// and decides what comes next; the arms carry it out. Always returns an
+    /// outcome.
     async fn run(mut self, max_turns: u32) -> Outcome {
-        let cfg = self.ctx.config.clone();
-        let mut repeats = RepeatDetector::default();
-        let mut temperature: Option<f32> = None;
-        let mut consecutive_errors = 0u32;
-        let mut no_code_streak = 0u32;
-        // Every earlier turn's code and output, hashed: a turn that repeats
-        // any of them is stuck (a small model cycles through four cells as
-        // readily as through two).
-        let mut seen_turns: HashSet<u64> = HashSet::new();
-        let mut stuck = 0u32;
-        let mut counts_only = 0u32;
-        let mut prose_reply: Option<String> = None;
-        let mut stop: Option<Stop> = None;
-        for turn in 1..=max_turns {
-            let reply = match self
-                .ask_model(CallPurpose::Iteration, turn, temperature)
-                .await
-            {
-                Ok(t) => t,
-                Err(s) => {
-                    stop = Some(s);
-                    break;
+        let mut state = LoopState::new(max_turns);
+        let mut next = self.step(&mut state).await;
+        loop {
+            next = match next {
+                Next::RunCode(parsed) => self.run_code(&mut state, parsed).await,
+                Next::Nudge(note) => {
+                    self.push_user(note);
+                    self.step(&mut state).await
                 }
+                Next::LastTurn(last) => self.last_turn(last).await,
+                Next::Commit(commit) => return self.commit(commit),
+                Next::Stop(stop) => return self.give_up(stop).await,
             };
-            self.host.turn_subcalls.store(0, Ordering::SeqCst);
-            let streak = repeats.observe(&reply);
-            let parsed = parse::parse_reply(&reply);
-            if parsed.code_blocks.is_empty() && parsed.prose_final.is_none() {
-                // A plain statement of a fact the agents were shown is the
-                // answer (Qwen2.5-Coder-1.5B states it after a search printed
-                // it): nudging it for FINAL(...) costs three turns, then the
-                // same text is committed anyway.
-                if let Some(outcome) = self.fact_seen_in_prose(&reply).await {
-                    return outcome;
-                }
-                // Small models answer in prose, then apologize to every nudge
-                // until the turn cap. One nudge; after a second such reply, a
-                // last turn that shows them their first prose reply.
-                no_code_streak += 1;
-                if no_code_streak == 1 {
-                    prose_reply = Some(reply.trim().to_string());
-                }
-                if no_code_streak >= cfg.max_replies_without_code.max(1) {
-                    // Shows the model its first prose reply (often the answer, unmarked).
-                    let earlier = truncate_output(&prose_reply.take().unwrap_or_default(), 4000);
-                    let prompt = render(
-                        prompts::FINAL_FROM_PROSE,
-                        &[
-                            ("count", &no_code_streak.to_string()),
-                            ("earlier", &earlier),
-                            ("question", &self.task),
-                        ],
-                    );
-                    let no_answer =
-                        format!("{no_code_streak} replies in a row had no code and no answer");
-                    match self
-                        .last_turn(prompt, turn + 1, "final_from_prose", no_answer)
-                        .await
-                    {
-                        Ok(outcome) => return outcome,
-                        Err(s) => stop = Some(s),
-                    }
-                    break;
-                }
-                if streak >= 2 {
-                    temperature = Some(raised_temperature(streak));
-                }
-                let q = self.task.clone();
-                self.push_user(render(prompts::NUDGE_NO_CODE, &[("question", &q)]));
-                continue;
-            }
-            no_code_streak = 0;
-            prose_reply = None;
-            if streak >= cfg.max_replies_without_code.max(2) {
-                // Nudges and a higher temperature did not change the reply:
-                // more turns will not either.
-                let prompt = render(
-                    prompts::FINAL_AFTER_REPEATS,
-                    &[("count", &streak.to_string()), ("question", &self.task)],
-                );
-                let no_answer = format!(
-                    "the same reply {streak} times in a row, and no answer when asked for one"
-                );
-                match self
-                    .last_turn(prompt, turn + 1, "final_after_repeats", no_answer)
-                    .await
-                {
-                    Ok(outcome) => return outcome,
-                    Err(s) => stop = Some(s),
-                }
-                break;
-            }
-            if streak >= 2 {
-                temperature = Some(raised_temperature(streak));
-                let q = self.task.clone();
-                self.push_user(render(
-                    prompts::NUDGE_REPEAT,
-                    &[("count", &streak.to_string()), ("question", &q)],
-                ));
-                continue;
-            }
-            if stuck == 0 {
-                temperature = None;
-            }
-            let mut outputs = Vec::new();
-            let mut notes = Vec::new();
-            let n = parsed.code_blocks.len();
-            let mut wants_answer_dict = false;
-            for (i, block) in parsed.code_blocks.iter().enumerate() {
-                wants_answer_dict |= block.code.contains("ready");
-                let rendered = match self.run_cell(turn, i, &block.code).await {
-                    Ok(r) => {
-                        if r.error.is_some() {
-                            consecutive_errors += 1;
-                        } else {
-                            consecutive_errors = 0;
-                        }
-                        r.render(cfg.budget.truncate_len)
-                    }
-                    Err(e) => {
-                        consecutive_errors += 1;
-                        format!(
-                            "SandboxError: {e}\nA fresh REPL was started: variables from earlier cells are gone (context and documents are loaded again)."
-                        )
-                    }
-                };
-                let mut rendered = if rendered.trim().is_empty() {
-                    NO_OUTPUT.to_string()
-                } else {
-                    rendered
-                };
-                for note in parse::code_lints(&block.code) {
-                    rendered.push('\n');
-                    rendered.push_str(&note);
-                }
-                outputs.push(if n > 1 {
-                    format!("REPL output of cell {}:\n{}", i + 1, rendered)
-                } else {
-                    format!("REPL output:\n{rendered}")
-                });
-                self.remember_output(&rendered);
-                if let Some(d) = self.take_final() {
-                    match self.resolve(d).await {
-                        Ok(answer) => match self.accept(&answer, "code") {
-                            Ok(outcome) => return outcome,
-                            Err(note) => notes.push(note),
-                        },
-                        Err(msg) => notes.push(msg),
-                    }
-                }
-            }
-            if wants_answer_dict
-                && let Some(Value::Object(m)) = self.get_var("answer").await
-                && m.get("ready").and_then(Value::as_bool) == Some(true)
-            {
-                let content = m.get("content").map(value_to_text).unwrap_or_default();
-                match self.accept(&content, "answer_dict") {
-                    Ok(outcome) => return outcome,
-                    Err(note) => notes.push(note),
-                }
-            }
-            if let Some(d) = parsed.prose_final {
-                // `FINAL(name)` in prose where `name` is a variable: use its value.
-                let d = match d {
-                    FinalDirective::Answer(a) if is_identifier(a.trim()) => {
-                        match self.get_var(a.trim()).await {
-                            Some(v) => FinalDirective::Answer(value_to_text(&v)),
-                            None => FinalDirective::Answer(a),
-                        }
-                    }
-                    other => other,
-                };
-                match self.resolve(d).await {
-                    Ok(answer) => match self.accept(&answer, "prose") {
-                        Ok(outcome) => return outcome,
-                        Err(note) => notes.push(note),
-                    },
-                    Err(msg) => notes.push(msg),
-                }
-            }
-            if consecutive_errors >= cfg.budget.max_consecutive_errors {
-                let e = Exhausted::Errors {
-                    limit: cfg.budget.max_consecutive_errors,
-                };
-                self.trace(TraceEvent::BudgetExhausted {
-                    agent: self.id.clone(),
-                    depth: self.depth,
-                    reason: e.clone(),
-                });
-                stop = Some(Stop::Budget(e));
-                break;
-            }
-            let mut body = outputs.join("\n\n");
-            // The same code with the same output as any earlier turn: the
-            // model is stuck (small models re-send a failing search, or cycle
-            // through a few cells, for 20 turns).
-            let mut signature = DefaultHasher::new();
-            for b in &parsed.code_blocks {
-                b.code.trim().hash(&mut signature);
-            }
-            body.hash(&mut signature);
-            if !seen_turns.insert(signature.finish()) {
-                stuck += 1;
-                temperature = Some(raised_temperature(stuck + 1));
-                notes.push(prompts::NOTE_STUCK.trim().to_string());
-            } else {
-                stuck = 0;
-            }
-            // Cells that keep printing only counts: show where the matches are.
-            if only_counts(&body) {
-                counts_only += 1;
-            } else {
-                counts_only = 0;
-            }
-            if counts_only >= COUNTS_ONLY_TURNS {
-                if let Some(windows) = self.match_windows().await {
-                    notes.push(render(
-                        prompts::NOTE_COUNTS,
-                        &[("count", &counts_only.to_string()), ("windows", &windows)],
-                    ));
-                }
-                counts_only = 0;
-            }
-            for note in notes {
-                body.push_str("\n\n");
-                body.push_str(&note);
-            }
-            let q = self.task.clone();
-            self.push_user(render(
-                prompts::NEXT_TURN,
-                &[
-                    ("outputs", &body),
-                    ("question", &q),
-                    ("turn", &(turn + 1).to_string()),
-                    ("max_turns", &max_turns.to_string()),
-                ],
-            ));
         }
-        let reason = match stop {
-            Some(s) => s.reason(),
-            None => {
-                // Iteration cap: one last request for the answer.
-                let e = Exhausted::Iterations { limit: max_turns };
-                self.trace(TraceEvent::BudgetExhausted {
-                    agent: self.id.clone(),
-                    depth: self.depth,
-                    reason: e.clone(),
-                });
-                let prompt = render(prompts::FINAL_NOW, &[("question", &self.task)]);
-                match self
-                    .last_turn(prompt, max_turns + 1, "final_now", e.to_string())
-                    .await
-                {
-                    Ok(outcome) => return outcome,
-                    Err(s) => s.reason(),
+    }
+
+    /// One step: asks the model for the next turn's reply and decides what
+    /// it means. Past the turn cap, one last request for the answer.
+    async fn step(&mut self, state: &mut LoopState) -> Next {
+        state.turn += 1;
+        if state.turn > state.max_turns {
+            let e = Exhausted::Iterations {
+                limit: state.max_turns,
+            };
+            return Next::LastTurn(LastTurn {
+                prompt: render(prompts::FINAL_NOW, &[("question", &self.task)]),
+                iteration: state.max_turns + 1,
+                via: CommitVia::FinalNow,
+                no_answer: self.exhausted(e),
+            });
+        }
+        let reply = match self
+            .ask_model(CallPurpose::Iteration, state.turn, state.temperature)
+            .await
+        {
+            Ok(reply) => reply,
+            Err(stop) => return Next::Stop(stop),
+        };
+        self.host.turn_subcalls.store(0, Ordering::SeqCst);
+        let streak = state.observe(&reply);
+        let parsed = parse::parse_reply(&reply);
+        let max_without_code = self.ctx.config.max_replies_without_code;
+        if parsed.code_blocks.is_empty() && parsed.prose_final.is_none() {
+            // A plain statement of a fact the agents were shown is the
+            // answer (Qwen2.5-Coder-1.5B states it after a search printed
+            // it): nudging it for FINAL(...) costs three turns, then the
+            // same text is committed anyway.
+            if let Some(commit) = self.fact_seen_in_prose(&reply).await {
+                return Next::Commit(commit);
+            }
+            return state.on_prose(&reply, streak, &self.task, max_without_code);
+        }
+        state
+            .on_code(streak, &self.task, max_without_code)
+            .unwrap_or(Next::RunCode(parsed))
+    }
+
+    /// Runs the reply's cells, then takes an answer a cell, the `answer`
+    /// dict or the prose gave: a commit, the stop when too many cells failed
+    /// in a row, or the next turn's message with the outputs and notes.
+    async fn run_code(&mut self, state: &mut LoopState, parsed: ParsedReply) -> Next {
+        let (mut outputs, mut notes) = (Vec::new(), Vec::new());
+        let blocks = &parsed.code_blocks;
+        if let Some(commit) = self
+            .run_cells(state, blocks, &mut outputs, &mut notes)
+            .await
+        {
+            return Next::Commit(commit);
+        }
+        if blocks.iter().any(|b| b.code.contains("ready"))
+            && let Some(commit) = self.answer_dict(&mut notes).await
+        {
+            return Next::Commit(commit);
+        }
+        if let Some(d) = parsed.prose_final.clone()
+            && let Some(commit) = self.prose_final(d, &mut notes).await
+        {
+            return Next::Commit(commit);
+        }
+        let limit = self.ctx.config.budget.max_consecutive_errors;
+        if state.consecutive_errors >= limit {
+            return Next::Stop(self.exhausted(Exhausted::Errors { limit }));
+        }
+        Next::Nudge(self.next_turn(state, blocks, outputs, notes).await)
+    }
+
+    /// Runs the cells in order, each one's output kept for the next turn; a
+    /// FINAL a cell called is taken at once (`Some` when it commits).
+    async fn run_cells(
+        &mut self,
+        state: &mut LoopState,
+        blocks: &[CodeBlock],
+        outputs: &mut Vec<String>,
+        notes: &mut Vec<String>,
+    ) -> Option<Commit> {
+        for (i, block) in blocks.iter().enumerate() {
+            let rendered = self.cell_output(state, i, &block.code).await;
+            outputs.push(if blocks.len() > 1 {
+                format!("REPL output of cell {}:\n{}", i + 1, rendered)
+            } else {
+                format!("REPL output:\n{rendered}")
+            });
+            self.remember_output(&rendered);
+            if let Some(d) = self.take_final() {
+                let answer = self.resolve(d).await;
+                if let Some(commit) = self.take_answer(answer, CommitVia::Code, notes) {
+                    return Some(commit);
                 }
+            }
+        }
+        None
+    }
+
+    /// Runs one cell of turn `state.turn`: its output as the model sees it
+    /// (errors say what happened, silence says what to try, notes on code
+    /// that cannot work follow).
+    async fn cell_output(&mut self, state: &mut LoopState, index: usize, code: &str) -> String {
+        let rendered = match self.run_cell(state.turn, index, code).await {
+            Ok(r) => {
+                state.cell_ran(r.error.is_some());
+                r.render(self.ctx.config.budget.truncate_len)
+            }
+            Err(e) => {
+                state.cell_ran(true);
+                format!(
+                    "SandboxError: {e}\nA fresh REPL was started: variables from earlier cells are gone (context and documents are loaded again)."
+                )
             }
         };
+        let mut rendered = if rendered.trim().is_empty() {
+            NO_OUTPUT.to_string()
+        } else {
+            rendered
+        };
+        for note in parse::code_lints(code) {
+            rendered.push('\n');
+            rendered.push_str(&note);
+        }
+        rendered
+    }
+
+    /// The `answer = {"content": ..., "ready": True}` convention.
+    async fn answer_dict(&mut self, notes: &mut Vec<String>) -> Option<Commit> {
+        let Some(Value::Object(m)) = self.get_var("answer").await else {
+            return None;
+        };
+        if m.get("ready").and_then(Value::as_bool) != Some(true) {
+            return None;
+        }
+        let content = m.get("content").map(value_to_text).unwrap_or_default();
+        self.take_answer(Ok(content), CommitVia::AnswerDict, notes)
+    }
+
+    /// `FINAL(...)` in the reply's prose; `FINAL(name)` where `name` is a
+    /// variable gives its value.
+    async fn prose_final(&mut self, d: FinalDirective, notes: &mut Vec<String>) -> Option<Commit> {
+        let d = match d {
+            FinalDirective::Answer(a) if is_identifier(a.trim()) => {
+                match self.get_var(a.trim()).await {
+                    Some(v) => FinalDirective::Answer(value_to_text(&v)),
+                    None => FinalDirective::Answer(a),
+                }
+            }
+            other => other,
+        };
+        let answer = self.resolve(d).await;
+        self.take_answer(answer, CommitVia::Prose, notes)
+    }
+
+    /// The next turn's message: the cells' outputs, then the notes (an
+    /// answer not taken, a turn that repeats an earlier one, where the
+    /// matches are after turns that only printed counts).
+    async fn next_turn(
+        &self,
+        state: &mut LoopState,
+        blocks: &[CodeBlock],
+        outputs: Vec<String>,
+        mut notes: Vec<String>,
+    ) -> String {
+        let mut body = outputs.join("\n\n");
+        notes.extend(state.note_if_stuck(blocks, &body));
+        if let Some(count) = state.counts_only_streak(&body)
+            && let Some(windows) = self.match_windows().await
+        {
+            notes.push(render(
+                prompts::NOTE_COUNTS,
+                &[("count", &count.to_string()), ("windows", &windows)],
+            ));
+        }
+        for note in notes {
+            body.push_str("\n\n");
+            body.push_str(&note);
+        }
+        render(
+            prompts::NEXT_TURN,
+            &[
+                ("outputs", &body),
+                ("question", &self.task),
+                ("turn", &(state.turn + 1).to_string()),
+                ("max_turns", &state.max_turns.to_string()),
+            ],
+        )
+    }
+
+    /// A budget ran out: traced, and the reason the agent stops.
+    fn exhausted(&self, e: Exhausted) -> Stop {
+        self.trace(TraceEvent::BudgetExhausted {
+            agent: self.id.clone(),
+            depth: self.depth,
+            reason: e.clone(),
+        });
+        Stop::Budget(e)
+    }
+
+    /// No committed answer: the synthesis fallback writes one from what the
+    /// agent gathered, partial for `stop`'s reason.
+    async fn give_up(&mut self, stop: Stop) -> Outcome {
         let material = self.material().await;
-        let task = self.task.clone();
-        synthesize(&self.ctx, &self.id, self.depth, &task, &reason, material).await
+        let reason = stop.to_string();
+        synthesize(
+            &self.ctx, &self.id, self.depth, &self.task, &reason, material,
+        )
+        .await
     }
 
     /// Where the words of the agent's task fall in the corpus: the top
@@ -817,25 +796,21 @@ impl Agent {
                 Ok(text)
             }
             Err(CallError::Budget(e)) => Err(Stop::Budget(e)),
-            Err(CallError::Model(m)) => Err(Stop::Failure(format!("{MODEL_FAILED}{m}"))),
+            Err(CallError::Model(m)) => Err(Stop::ModelFailed(m)),
         }
     }
 
-    /// One last request for the answer (`prompt` says why): the answer is
-    /// committed via `via`; no answer ends the agent with `no_answer`.
-    async fn last_turn(
-        &mut self,
-        prompt: String,
-        iteration: u32,
-        via: &str,
-        no_answer: String,
-    ) -> Result<Outcome, Stop> {
-        self.push_user(prompt);
-        match self.last_answer_turn(iteration).await? {
-            Some(answer) => Ok(self
-                .try_commit(&answer, via, true)
-                .unwrap_or_else(|_| self.commit(&answer, via))),
-            None => Err(Stop::Failure(no_answer)),
+    /// One last request for the answer: the answer is committed (as partial
+    /// if it is not one); none stops the agent.
+    async fn last_turn(&mut self, last: LastTurn) -> Next {
+        self.push_user(last.prompt);
+        match self.last_answer_turn(last.iteration).await {
+            Ok(Some(answer)) => Next::Commit(
+                self.try_commit(&answer, last.via, true)
+                    .unwrap_or_else(|_| Commit::new(&answer, last.via)),
+            ),
+            Ok(None) => Next::Stop(last.no_answer),
+            Err(stop) => Next::Stop(stop),
         }
     }
 
@@ -893,24 +868,5 @@ impl Agent {
             }
         }
         material_from_ctx(&self.ctx, &self.id, &extra)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn count_only_outputs() {
-        assert!(only_counts("REPL output:\n1 of 1 documents mention lease"));
-        assert!(only_counts("REPL output:\n42\n"));
-        assert!(!only_counts(
-            "REPL output:\nThe lease starts on March 1, 2024."
-        ));
-        assert!(!only_counts(
-            "REPL output:\n3 documents mention the lease: it starts on March 1 and runs for twelve months"
-        ));
-        assert!(!only_counts(NO_OUTPUT));
-        assert!(!only_counts(""));
     }
 }

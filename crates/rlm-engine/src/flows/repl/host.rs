@@ -313,124 +313,10 @@ impl AgentHost {
                 })
                 .await
             }
-            "FINAL" => {
-                let v = arg(&call, 0, "answer")
-                    .ok_or_else(|| type_error("FINAL() needs the answer".into()))?;
-                let answer = value_to_text(v);
-                within(
-                    "the answer given to FINAL()",
-                    &answer,
-                    caps::ANSWER_CHARS,
-                    "write the answer itself, not the material it comes from",
-                )?;
-                self.state
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .final_call = Some(FinalDirective::Answer(answer));
-                Ok(Value::Null)
-            }
-            "FINAL_VAR" => {
-                let v = arg(&call, 0, "name")
-                    .ok_or_else(|| type_error("FINAL_VAR() needs a variable name".into()))?;
-                let directive = match v {
-                    Value::String(s) if is_identifier(s.trim()) => {
-                        FinalDirective::Var(s.trim().to_string())
-                    }
-                    other => {
-                        let answer = value_to_text(other);
-                        within(
-                            "the answer given to FINAL_VAR()",
-                            &answer,
-                            caps::ANSWER_CHARS,
-                            "write the answer itself, not the material it comes from",
-                        )?;
-                        FinalDirective::Answer(answer)
-                    }
-                };
-                self.state
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .final_call = Some(directive);
-                Ok(Value::Null)
-            }
-            "add_finding" => {
-                let text = arg(&call, 0, "text")
-                    .map(value_to_text)
-                    .ok_or_else(|| type_error("add_finding() needs the finding text".into()))?;
-                let source = arg(&call, 1, "source").map(value_to_text);
-                within(
-                    "the finding",
-                    &text,
-                    caps::FINDING_CHARS,
-                    "record the fact in a sentence or two, not the passage",
-                )?;
-                if let Some(source) = &source {
-                    within(
-                        "the finding's source",
-                        source,
-                        caps::FINDING_SOURCE_CHARS,
-                        "name the document or chunk",
-                    )?;
-                }
-                let mut findings = ctx.findings.lock().unwrap_or_else(|e| e.into_inner());
-                let recorded: usize = findings.iter().map(|f| f.text.chars().count()).sum();
-                if findings.len() >= caps::FINDINGS_PER_RUN
-                    || recorded + text.chars().count() > caps::FINDINGS_CHARS_PER_RUN
-                {
-                    return Err(value_error(format!(
-                        "no more findings can be recorded in this run ({} findings, {recorded} characters; the limits are {} and {}): answer from what you have",
-                        findings.len(),
-                        caps::FINDINGS_PER_RUN,
-                        caps::FINDINGS_CHARS_PER_RUN
-                    )));
-                }
-                ctx.trace.emit(TraceEvent::Finding {
-                    agent: self.id.clone(),
-                    text: text.clone(),
-                    source: source.clone(),
-                });
-                findings.push(Finding { text, source });
-                // The count, so a person at `rlm repl` sees the finding land.
-                Ok(Value::from(findings.len()))
-            }
-            "search" => {
-                let query = arg(&call, 0, "query")
-                    .map(value_to_text)
-                    .ok_or_else(|| type_error("search() needs a query string".into()))?;
-                let k = match arg(&call, 1, "k") {
-                    None => 10,
-                    Some(v) => v
-                        .as_u64()
-                        .filter(|k| (1..=MAX_SEARCH_K).contains(k))
-                        .ok_or_else(|| {
-                            type_error(format!(
-                                "search(query, k): k must be an integer between 1 and {MAX_SEARCH_K}, e.g. search(\"refund policy\", 10)"
-                            ))
-                        })? as usize,
-                };
-                within(
-                    "the search() query",
-                    &query,
-                    caps::SEARCH_QUERY_CHARS,
-                    "search with a few keywords",
-                )?;
-                let words = query.split_whitespace().count();
-                if words > caps::SEARCH_QUERY_WORDS {
-                    return Err(value_error(format!(
-                        "the search() query has {words} words; the limit is {}: search with a few keywords",
-                        caps::SEARCH_QUERY_WORDS
-                    )));
-                }
-                // Off the async runtime: a search is CPU work, and under
-                // `rlm serve` other requests share the runtime's threads.
-                let corpus = ctx.corpus.clone();
-                let hits = tokio::task::spawn_blocking(move || corpus.search_json(&query, k))
-                    .await
-                    .map_err(|e| HostError::runtime(format!("search failed: {e}")))?
-                    .map_err(|e| value_error(format!("search failed: {e}")))?;
-                self.saw_hits(&hits).await;
-                Ok(hits)
-            }
+            "FINAL" => self.final_answer(&call),
+            "FINAL_VAR" => self.final_var(&call),
+            "add_finding" => self.add_finding(&call),
+            "search" => self.search(&call).await,
             other => Err(HostError::Raise {
                 exc_type: "NameError".into(),
                 message: format!("name '{other}' is not defined"),
@@ -440,6 +326,135 @@ impl AgentHost {
 }
 
 impl AgentHost {
+    /// `FINAL(answer)`: the answer, taken by the loop after the cell.
+    fn final_answer(&self, call: &HostCall) -> Result<Value, HostError> {
+        let v =
+            arg(call, 0, "answer").ok_or_else(|| type_error("FINAL() needs the answer".into()))?;
+        let answer = value_to_text(v);
+        within(
+            "the answer given to FINAL()",
+            &answer,
+            caps::ANSWER_CHARS,
+            "write the answer itself, not the material it comes from",
+        )?;
+        self.set_final(FinalDirective::Answer(answer))
+    }
+
+    /// `FINAL_VAR(name)`: the variable, read by the loop after the cell; a
+    /// value that is no name is the answer itself.
+    fn final_var(&self, call: &HostCall) -> Result<Value, HostError> {
+        let v = arg(call, 0, "name")
+            .ok_or_else(|| type_error("FINAL_VAR() needs a variable name".into()))?;
+        let directive = match v {
+            Value::String(s) if is_identifier(s.trim()) => {
+                FinalDirective::Var(s.trim().to_string())
+            }
+            other => {
+                let answer = value_to_text(other);
+                within(
+                    "the answer given to FINAL_VAR()",
+                    &answer,
+                    caps::ANSWER_CHARS,
+                    "write the answer itself, not the material it comes from",
+                )?;
+                FinalDirective::Answer(answer)
+            }
+        };
+        self.set_final(directive)
+    }
+
+    fn set_final(&self, directive: FinalDirective) -> Result<Value, HostError> {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .final_call = Some(directive);
+        Ok(Value::Null)
+    }
+
+    /// `add_finding(text, source=None)`: recorded for the run, within its
+    /// caps; returns how many there are.
+    fn add_finding(&self, call: &HostCall) -> Result<Value, HostError> {
+        let text = arg(call, 0, "text")
+            .map(value_to_text)
+            .ok_or_else(|| type_error("add_finding() needs the finding text".into()))?;
+        let source = arg(call, 1, "source").map(value_to_text);
+        within(
+            "the finding",
+            &text,
+            caps::FINDING_CHARS,
+            "record the fact in a sentence or two, not the passage",
+        )?;
+        if let Some(source) = &source {
+            within(
+                "the finding's source",
+                source,
+                caps::FINDING_SOURCE_CHARS,
+                "name the document or chunk",
+            )?;
+        }
+        let mut findings = self.ctx.findings.lock().unwrap_or_else(|e| e.into_inner());
+        let recorded: usize = findings.iter().map(|f| f.text.chars().count()).sum();
+        if findings.len() >= caps::FINDINGS_PER_RUN
+            || recorded + text.chars().count() > caps::FINDINGS_CHARS_PER_RUN
+        {
+            return Err(value_error(format!(
+                "no more findings can be recorded in this run ({} findings, {recorded} characters; the limits are {} and {}): answer from what you have",
+                findings.len(),
+                caps::FINDINGS_PER_RUN,
+                caps::FINDINGS_CHARS_PER_RUN
+            )));
+        }
+        self.ctx.trace.emit(TraceEvent::Finding {
+            agent: self.id.clone(),
+            text: text.clone(),
+            source: source.clone(),
+        });
+        findings.push(Finding { text, source });
+        // The count, so a person at `rlm repl` sees the finding land.
+        Ok(Value::from(findings.len()))
+    }
+
+    /// `search(query, k=10)`: the full-text hits, their chunks recorded as
+    /// seen.
+    async fn search(&self, call: &HostCall) -> Result<Value, HostError> {
+        let query = arg(call, 0, "query")
+            .map(value_to_text)
+            .ok_or_else(|| type_error("search() needs a query string".into()))?;
+        let k = match arg(call, 1, "k") {
+            None => 10,
+            Some(v) => v
+                .as_u64()
+                .filter(|k| (1..=MAX_SEARCH_K).contains(k))
+                .ok_or_else(|| {
+                    type_error(format!(
+                        "search(query, k): k must be an integer between 1 and {MAX_SEARCH_K}, e.g. search(\"refund policy\", 10)"
+                    ))
+                })? as usize,
+        };
+        within(
+            "the search() query",
+            &query,
+            caps::SEARCH_QUERY_CHARS,
+            "search with a few keywords",
+        )?;
+        let words = query.split_whitespace().count();
+        if words > caps::SEARCH_QUERY_WORDS {
+            return Err(value_error(format!(
+                "the search() query has {words} words; the limit is {}: search with a few keywords",
+                caps::SEARCH_QUERY_WORDS
+            )));
+        }
+        // Off the async runtime: a search is CPU work, and under
+        // `rlm serve` other requests share the runtime's threads.
+        let corpus = self.ctx.corpus.clone();
+        let hits = tokio::task::spawn_blocking(move || corpus.search_json(&query, k))
+            .await
+            .map_err(|e| HostError::runtime(format!("search failed: {e}")))?
+            .map_err(|e| value_error(format!("search failed: {e}")))?;
+        self.saw_hits(&hits).await;
+        Ok(hits)
+    }
+
     /// Records the chunks of `search()` hits in the run's ledger.
     async fn saw_hits(&self, hits: &Value) {
         let ids: Vec<String> = hits

@@ -14,6 +14,7 @@ pub(crate) mod agent;
 pub(crate) mod host;
 pub(crate) mod inspection;
 pub(crate) mod synthesis;
+mod turns;
 
 use std::sync::Arc;
 

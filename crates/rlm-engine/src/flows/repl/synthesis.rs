@@ -12,7 +12,7 @@ use crate::parse::{self, FinalDirective};
 use crate::prompts::{self, render};
 use crate::run::{CallOpts, Run, SubResult};
 use crate::session::Finding;
-use crate::trace::{CallPurpose, TraceEvent};
+use crate::trace::{CallPurpose, CommitVia, TraceEvent};
 
 /// What an agent produced.
 #[derive(Debug, Clone)]
@@ -130,7 +130,7 @@ pub(crate) async fn synthesize(
         agent: agent.into(),
         depth,
         answer: answer.clone(),
-        via: "synthesis".into(),
+        via: CommitVia::Synthesis,
         deferred: false,
     });
     Outcome {

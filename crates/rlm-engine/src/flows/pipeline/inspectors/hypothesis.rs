@@ -158,6 +158,54 @@ async fn score_batch(
     Ok(out)
 }
 
+/// Scores every chunk of `relevant` against `h`, in batches run in
+/// parallel. A chunk without a score (a failed batch, an id the model
+/// skipped) gets 0.5: weakly related, kept. A budget that refused a batch
+/// is the selection's partial reason.
+async fn score_round(
+    f: &Arc<FileCtx>,
+    relevant: &[FileChunk],
+    h: &Hypothesis,
+    depth: u32,
+    partial: &mut Option<String>,
+) -> BTreeMap<String, f64> {
+    let mut set = tokio::task::JoinSet::new();
+    for batch in relevant.chunks(f.cfg.relevance_batch) {
+        set.spawn(score_batch(f.clone(), batch.to_vec(), h.clone()));
+    }
+    let mut batch_errors = Vec::new();
+    let mut round: BTreeMap<String, f64> = BTreeMap::new();
+    while let Some(j) = set.join_next().await {
+        match j {
+            Ok(Ok(m)) => round.extend(m),
+            Ok(Err((budget, reason))) => {
+                if budget {
+                    partial.get_or_insert(reason.clone());
+                }
+                batch_errors.push(reason);
+            }
+            Err(e) => batch_errors.push(e.to_string()),
+        }
+    }
+    let mut unscored = 0usize;
+    for c in relevant {
+        if !round.contains_key(&c.id) {
+            unscored += 1;
+            round.insert(c.id.clone(), 0.5);
+        }
+    }
+    if unscored > 0 {
+        f.fallback(
+            "relevance",
+            &format!(
+                "depth {depth}: {unscored} chunk(s) got no score ({}); scored 0.5 (weakly related, kept)",
+                if batch_errors.is_empty() { "skipped by the model".to_string() } else { batch_errors.join("; ") }
+            ),
+        );
+    }
+    round
+}
+
 /// The hypothesis inspector.
 pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
     let cfg = &f.cfg;
@@ -192,42 +240,7 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
                 }
             }
         };
-        // Batched scoring, batches in parallel.
-        let mut set = tokio::task::JoinSet::new();
-        for batch in relevant.chunks(cfg.relevance_batch) {
-            set.spawn(score_batch(f.clone(), batch.to_vec(), h.clone()));
-        }
-        let mut unscored = 0usize;
-        let mut batch_errors = Vec::new();
-        let mut round: BTreeMap<String, f64> = BTreeMap::new();
-        while let Some(j) = set.join_next().await {
-            match j {
-                Ok(Ok(m)) => round.extend(m),
-                Ok(Err((budget, reason))) => {
-                    if budget {
-                        partial.get_or_insert(reason.clone());
-                    }
-                    batch_errors.push(reason);
-                }
-                Err(e) => batch_errors.push(e.to_string()),
-            }
-        }
-        for c in &relevant {
-            if !round.contains_key(&c.id) {
-                // Not scored (a failed batch or a skipped id): kept as weakly related.
-                unscored += 1;
-                round.insert(c.id.clone(), 0.5);
-            }
-        }
-        if unscored > 0 {
-            f.fallback(
-                "relevance",
-                &format!(
-                    "depth {depth}: {unscored} chunk(s) got no score ({}); scored 0.5 (weakly related, kept)",
-                    if batch_errors.is_empty() { "skipped by the model".to_string() } else { batch_errors.join("; ") }
-                ),
-            );
-        }
+        let round = score_round(f, &relevant, &h, depth, &mut partial).await;
         scores.extend(round.clone());
         let next: Vec<FileChunk> = relevant
             .iter()

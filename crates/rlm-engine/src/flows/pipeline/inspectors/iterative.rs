@@ -153,6 +153,16 @@ pub(crate) fn cap_extracted(
     (out, true)
 }
 
+/// One round's selection after the post-processing rules.
+struct Round {
+    selected: Vec<String>,
+    /// The confidence the program gave.
+    program_confidence: f64,
+    /// The confidence after the rules.
+    confidence: f64,
+    stop: bool,
+}
+
 /// The iterative inspector.
 pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
     let cfg = &f.cfg;
@@ -200,147 +210,27 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
                 break;
             }
         };
-        let input: Value = active
-            .iter()
-            .map(|c| json!({"chunk_id": c.id, "text": c.text}))
-            .collect();
-        let inputs = [("rlm_chunks", input)];
-        let expr = "inspect_iteration(rlm_chunks)";
-        let mut raw = runner.run(&code, &inputs, expr).await;
-        if let Err(e) = &raw
-            && code != fallback_program
-        {
-            f.fallback(
-                "iteration_program",
-                &format!(
-                    "iteration {iteration}: {e}; the query-term fallback program runs instead"
-                ),
-            );
-            raw = runner.run(&fallback_program, &inputs, expr).await;
-        }
-        let raw = match raw {
-            Ok(Value::Object(m)) => m,
-            Ok(other) => {
-                f.fallback(
-                    "iteration_failed",
-                    &format!(
-                        "iteration {iteration}: the program returned {} instead of a dict",
-                        preview(&other.to_string(), 80)
-                    ),
-                );
-                continue;
-            }
-            Err(e) => {
-                f.fallback("iteration_failed", &format!("iteration {iteration}: {e}"));
-                continue;
-            }
+        let Some(raw) =
+            run_program(f, &mut runner, &code, &fallback_program, &active, iteration).await
+        else {
+            continue;
         };
         rounds = iteration;
-        let active_ids: Vec<String> = active.iter().map(|c| c.id.clone()).collect();
-        let valid: HashSet<&str> = active_ids.iter().map(String::as_str).collect();
-        // 1. Only ids of the active chunks, once each.
-        let mut selected: Vec<String> = Vec::new();
-        for v in raw
-            .get("selected_chunk_ids")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let id = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            if valid.contains(id.as_str()) && !selected.contains(&id) {
-                selected.push(id);
-            }
-        }
-        let mut stop = raw.get("stop").and_then(Value::as_bool).unwrap_or(false);
-        let mut conf = raw
-            .get("confidence")
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0)
-            .clamp(0.0, 1.0);
-        let program_conf = conf;
-        // 2. MIN_KEEP: topped up with the first active chunks in document order.
-        if !stop && selected.len() < cfg.min_keep {
-            let before = selected.len();
-            for id in &active_ids {
-                if selected.len() >= cfg.min_keep {
-                    break;
-                }
-                if !selected.contains(id) {
-                    selected.push(id.clone());
-                }
-            }
-            f.fallback(
-                "min_keep",
-                &format!(
-                    "iteration {iteration}: {before} chunk(s) selected without stopping, below MIN_KEEP={}: topped up with the first active chunks to {}",
-                    cfg.min_keep,
-                    selected.len()
-                ),
-            );
-        }
-        // 3. Broad-selection guard.
-        let n = active.len();
-        if selected.len() as f64 / n.max(1) as f64 > 0.9 && n > 3 {
-            let refs: Vec<&FileChunk> = active.iter().collect();
-            let k = select::fallback_k(n, cfg);
-            f.fallback(
-                "broad_selection",
-                &format!(
-                    "iteration {iteration}: {} of {n} chunks selected (more than 90%): deterministic top-{k}, confidence 0.2, stop",
-                    selected.len()
-                ),
-            );
-            selected = select::top_k(&refs, &f.question, k);
-            conf = 0.2;
-            stop = true;
-        }
-        // 4. Confidence boosting from phase A's approved chunks.
-        let approved_in = selected.iter().filter(|id| approved.contains(*id)).count();
-        if approved_in > 0 {
-            let ratio = approved_in as f64 / selected.len() as f64;
-            let boosted = conf.max(0.85 + ratio * 0.1);
-            if boosted > conf {
-                f.fx.step(
-                    &f.agent,
-                    "confidence_boost",
-                    format!(
-                        "iteration {iteration}: {approved_in}/{} selected chunks passed phase A: confidence {conf:.3} → {boosted:.3}",
-                        selected.len()
-                    ),
-                    json!({"from": conf, "to": boosted, "approved_ratio": ratio}),
-                );
-            }
-            conf = boosted;
-        }
+        let round = apply_rules(f, &raw, &active, &approved, iteration);
         // 5. The extracted-data cap.
-        let extracted = match raw.get("extracted_data") {
-            Some(Value::Object(m)) => m.clone(),
-            _ => Map::new(),
-        };
-        let (extracted, cut) = cap_extracted(extracted, cfg.max_extracted_bytes);
-        if cut {
-            f.fallback(
-                "extracted_data_cap",
-                &format!("iteration {iteration}: extracted_data over {} bytes; strings cut to 500 characters", cfg.max_extracted_bytes),
-            );
-        }
-        accumulated.extend(extracted);
-        let (acc, _) = cap_extracted(std::mem::take(&mut accumulated), cfg.max_extracted_bytes);
-        accumulated = acc;
+        merge_extracted(f, &raw, &mut accumulated, iteration);
+        let (selected, conf, stop) = (&round.selected, round.confidence, round.stop);
         f.fx.step(
             &f.agent,
             "iteration",
             format!(
                 "{} iteration {iteration}: {} active → {} selected, confidence {conf:.2}{}",
                 f.file.path,
-                n,
+                active.len(),
                 selected.len(),
                 if stop { ", stop" } else { "" }
             ),
-            json!({"iteration": iteration, "active": n, "selected": selected, "program_confidence": program_conf, "confidence": conf, "stop": stop}),
+            json!({"iteration": iteration, "active": active.len(), "selected": selected, "program_confidence": round.program_confidence, "confidence": conf, "stop": stop}),
         );
         confidence = conf;
         final_ids = Some(selected.clone());
@@ -360,18 +250,7 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
             );
             break;
         }
-        // Narrowing: the next round sees only the selected chunks.
-        let prev: HashSet<String> = active_ids.into_iter().collect();
-        let chosen: HashSet<&String> = selected.iter().collect();
-        active.retain(|c| chosen.contains(&c.id));
-        let now: HashSet<String> = active.iter().map(|c| c.id.clone()).collect();
-        if now == prev {
-            streak += 1.0;
-        }
-        if now.len() as f64 / prev.len().max(1) as f64 > 0.9 {
-            streak += 0.5;
-        }
-        if streak >= 2.0 {
+        if !narrow(&mut active, selected, &mut streak) {
             f.fallback(
                 "no_narrowing",
                 &format!("iteration {iteration}: no narrowing for 2 iterations, stopping"),
@@ -380,7 +259,224 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
         }
     }
     runner.close().await;
-    let chunk_ids = match final_ids {
+    Selection {
+        chunk_ids: final_chunk_ids(f, final_ids, &active),
+        confidence: Some(confidence),
+        depth: Some(rounds),
+        extracted: (!accumulated.is_empty()).then_some(Value::Object(accumulated)),
+        partial,
+        ..Selection::default()
+    }
+}
+
+/// Runs a round's program over the active chunks (the query-term fallback
+/// program when a generated one fails): the dict it returned, `None` (with a
+/// fallback event) when it returned none.
+async fn run_program(
+    f: &FileCtx,
+    runner: &mut ProgramRunner,
+    code: &str,
+    fallback_program: &str,
+    active: &[FileChunk],
+    iteration: u32,
+) -> Option<Map<String, Value>> {
+    let input: Value = active
+        .iter()
+        .map(|c| json!({"chunk_id": c.id, "text": c.text}))
+        .collect();
+    let inputs = [("rlm_chunks", input)];
+    let expr = "inspect_iteration(rlm_chunks)";
+    let mut raw = runner.run(code, &inputs, expr).await;
+    if let Err(e) = &raw
+        && code != fallback_program
+    {
+        f.fallback(
+            "iteration_program",
+            &format!("iteration {iteration}: {e}; the query-term fallback program runs instead"),
+        );
+        raw = runner.run(fallback_program, &inputs, expr).await;
+    }
+    match raw {
+        Ok(Value::Object(m)) => Some(m),
+        Ok(other) => {
+            f.fallback(
+                "iteration_failed",
+                &format!(
+                    "iteration {iteration}: the program returned {} instead of a dict",
+                    preview(&other.to_string(), 80)
+                ),
+            );
+            None
+        }
+        Err(e) => {
+            f.fallback("iteration_failed", &format!("iteration {iteration}: {e}"));
+            None
+        }
+    }
+}
+
+/// The program's selection under the post-processing rules: only active
+/// ids, once each; MIN_KEEP; the broad-selection guard; the confidence
+/// boost from phase A's approved chunks.
+fn apply_rules(
+    f: &FileCtx,
+    raw: &Map<String, Value>,
+    active: &[FileChunk],
+    approved: &HashSet<String>,
+    iteration: u32,
+) -> Round {
+    let cfg = &f.cfg;
+    let active_ids: Vec<String> = active.iter().map(|c| c.id.clone()).collect();
+    let valid: HashSet<&str> = active_ids.iter().map(String::as_str).collect();
+    // 1. Only ids of the active chunks, once each.
+    let mut selected: Vec<String> = Vec::new();
+    for v in raw
+        .get("selected_chunk_ids")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let id = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if valid.contains(id.as_str()) && !selected.contains(&id) {
+            selected.push(id);
+        }
+    }
+    let mut stop = raw.get("stop").and_then(Value::as_bool).unwrap_or(false);
+    let mut conf = raw
+        .get("confidence")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0)
+        .clamp(0.0, 1.0);
+    let program_confidence = conf;
+    // 2. MIN_KEEP: topped up with the first active chunks in document order.
+    if !stop && selected.len() < cfg.min_keep {
+        let before = selected.len();
+        for id in &active_ids {
+            if selected.len() >= cfg.min_keep {
+                break;
+            }
+            if !selected.contains(id) {
+                selected.push(id.clone());
+            }
+        }
+        f.fallback(
+            "min_keep",
+            &format!(
+                "iteration {iteration}: {before} chunk(s) selected without stopping, below MIN_KEEP={}: topped up with the first active chunks to {}",
+                cfg.min_keep,
+                selected.len()
+            ),
+        );
+    }
+    // 3. Broad-selection guard.
+    let n = active.len();
+    if selected.len() as f64 / n.max(1) as f64 > 0.9 && n > 3 {
+        let refs: Vec<&FileChunk> = active.iter().collect();
+        let k = select::fallback_k(n, cfg);
+        f.fallback(
+            "broad_selection",
+            &format!(
+                "iteration {iteration}: {} of {n} chunks selected (more than 90%): deterministic top-{k}, confidence 0.2, stop",
+                selected.len()
+            ),
+        );
+        selected = select::top_k(&refs, &f.question, k);
+        conf = 0.2;
+        stop = true;
+    }
+    // 4. Confidence boosting from phase A's approved chunks.
+    let confidence = boosted_confidence(f, &selected, approved, conf, iteration);
+    Round {
+        selected,
+        program_confidence,
+        confidence,
+        stop,
+    }
+}
+
+/// Rule 4, confidence boosting from phase A's approved chunks among `selected`.
+fn boosted_confidence(
+    f: &FileCtx,
+    selected: &[String],
+    approved: &HashSet<String>,
+    conf: f64,
+    iteration: u32,
+) -> f64 {
+    let approved_in = selected.iter().filter(|id| approved.contains(*id)).count();
+    if approved_in == 0 {
+        return conf;
+    }
+    let ratio = approved_in as f64 / selected.len() as f64;
+    let boosted = conf.max(0.85 + ratio * 0.1);
+    if boosted > conf {
+        f.fx.step(
+            &f.agent,
+            "confidence_boost",
+            format!(
+                "iteration {iteration}: {approved_in}/{} selected chunks passed phase A: confidence {conf:.3} → {boosted:.3}",
+                selected.len()
+            ),
+            json!({"from": conf, "to": boosted, "approved_ratio": ratio}),
+        );
+    }
+    boosted
+}
+
+/// Rule 5, the extract limit: the round's extracted data joins what earlier
+/// rounds extracted, both under the limit.
+fn merge_extracted(
+    f: &FileCtx,
+    raw: &Map<String, Value>,
+    accumulated: &mut Map<String, Value>,
+    iteration: u32,
+) {
+    let max_bytes = f.cfg.max_extracted_bytes;
+    let extracted = match raw.get("extracted_data") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    let (extracted, cut) = cap_extracted(extracted, max_bytes);
+    if cut {
+        f.fallback(
+            "extracted_data_cap",
+            &format!(
+                "iteration {iteration}: extracted_data over {max_bytes} bytes; strings cut to 500 characters"
+            ),
+        );
+    }
+    accumulated.extend(extracted);
+    let (acc, _) = cap_extracted(std::mem::take(accumulated), max_bytes);
+    *accumulated = acc;
+}
+
+/// Narrowing: the next round sees only the `selected` chunks. `false` when
+/// the rounds stopped narrowing (the same set, or barely smaller, for two
+/// rounds: `streak` counts).
+fn narrow(active: &mut Vec<FileChunk>, selected: &[String], streak: &mut f64) -> bool {
+    let prev: HashSet<String> = active.iter().map(|c| c.id.clone()).collect();
+    let chosen: HashSet<&String> = selected.iter().collect();
+    active.retain(|c| chosen.contains(&c.id));
+    let now: HashSet<String> = active.iter().map(|c| c.id.clone()).collect();
+    if now == prev {
+        *streak += 1.0;
+    }
+    if now.len() as f64 / prev.len().max(1) as f64 > 0.9 {
+        *streak += 0.5;
+    }
+    *streak < 2.0
+}
+
+/// The chunks the inspector selects: the last round's selection, else the
+/// first chunks (a fallback event says why).
+fn final_chunk_ids(
+    f: &FileCtx,
+    final_ids: Option<Vec<String>>,
+    active: &[FileChunk],
+) -> Vec<String> {
+    match final_ids {
         Some(ids) if !ids.is_empty() => ids,
         Some(_) => {
             f.fallback(
@@ -396,14 +492,6 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
             );
             f.first_ids(3)
         }
-    };
-    Selection {
-        chunk_ids,
-        confidence: Some(confidence),
-        depth: Some(rounds),
-        extracted: (!accumulated.is_empty()).then_some(Value::Object(accumulated)),
-        partial,
-        ..Selection::default()
     }
 }
 

@@ -1,0 +1,377 @@
+//! The `repl` agent's loop as a turn machine: what the loop carries from one
+//! turn to the next ([`LoopState`]), what a step decides ([`Next`]), and the
+//! decisions that need neither a model nor a sandbox: a reply without code,
+//! the same reply again, a turn that repeats an earlier one, turns that only
+//! print counts. The agent (`agent.rs`) asks the model, runs the cells and
+//! carries the decisions out.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use rlm_sandbox::truncate_output;
+
+use crate::budget::Exhausted;
+use crate::parse::{CodeBlock, ParsedReply, RepeatDetector};
+use crate::prompts::{self, render};
+use crate::run::MODEL_FAILED;
+use crate::trace::CommitVia;
+
+/// Turns in a row that only printed counts before the agent is shown where
+/// the matches are.
+const COUNTS_ONLY_TURNS: u32 = 3;
+
+/// What the agent loop does next: the decision of one step.
+pub(super) enum Next {
+    /// Run the reply's code cells, then take any answer they or its prose give.
+    RunCode(ParsedReply),
+    /// Commit an answer: the agent's outcome.
+    Commit(Commit),
+    /// Tell the model this (the next user message) and ask again.
+    Nudge(String),
+    /// One last request for the answer.
+    LastTurn(LastTurn),
+    /// End without an answer: the synthesis fallback writes one.
+    Stop(Stop),
+}
+
+/// An answer to commit, how it was given, and why it is partial if it is.
+#[derive(Debug)]
+pub(super) struct Commit {
+    pub(super) answer: String,
+    pub(super) via: CommitVia,
+    pub(super) partial_reason: Option<String>,
+}
+
+impl Commit {
+    /// `answer`, given via `via`, as it stands.
+    pub(super) fn new(answer: &str, via: CommitVia) -> Self {
+        Commit {
+            answer: answer.to_string(),
+            via,
+            partial_reason: None,
+        }
+    }
+}
+
+/// One last request for the answer: the prompt says why; an answer is
+/// committed via `via`, none ends the agent with `no_answer`.
+#[derive(Debug)]
+pub(super) struct LastTurn {
+    pub(super) prompt: String,
+    pub(super) iteration: u32,
+    pub(super) via: CommitVia,
+    pub(super) no_answer: Stop,
+}
+
+/// Why an agent stopped without a committed answer; its text is the reason
+/// the synthesis fallback is given and the answer is partial for.
+#[derive(Debug, Clone)]
+pub(super) enum Stop {
+    /// A budget ran out: the run's, the turns, or the errors in a row.
+    Budget(Exhausted),
+    /// The model call failed after retries (the provider's message).
+    ModelFailed(String),
+    /// Replies without code, and no answer on the last turn.
+    NoCode { replies: u32 },
+    /// The same reply again and again, and no answer on the last turn.
+    Repeats { replies: u32 },
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stop::Budget(e) => write!(f, "{e}"),
+            Stop::ModelFailed(m) => write!(f, "{MODEL_FAILED}{m}"),
+            Stop::NoCode { replies } => {
+                write!(f, "{replies} replies in a row had no code and no answer")
+            }
+            Stop::Repeats { replies } => write!(
+                f,
+                "the same reply {replies} times in a row, and no answer when asked for one"
+            ),
+        }
+    }
+}
+
+/// What the agent loop carries from one turn to the next.
+pub(super) struct LoopState {
+    /// The turn being played (1-based; 0 before the first).
+    pub(super) turn: u32,
+    /// The agent's turn cap.
+    pub(super) max_turns: u32,
+    /// Replies seen, to count the same reply in a row.
+    repeats: RepeatDetector,
+    /// Temperature of the next request; `None` = the configured one.
+    pub(super) temperature: Option<f32>,
+    /// Cells in a row that failed.
+    pub(super) consecutive_errors: u32,
+    /// Replies in a row with neither code nor FINAL.
+    no_code_streak: u32,
+    /// The first of those replies, shown back on the last turn.
+    prose_reply: Option<String>,
+    /// Every earlier turn's code and output, hashed: a turn that repeats any
+    /// of them is stuck (a small model cycles through four cells as readily
+    /// as through two).
+    seen_turns: HashSet<u64>,
+    /// Turns in a row that repeated an earlier one.
+    stuck: u32,
+    /// Turns in a row whose cells only printed counts.
+    counts_only: u32,
+}
+
+impl LoopState {
+    /// The state before the first turn of an agent with `max_turns` turns.
+    pub(super) fn new(max_turns: u32) -> Self {
+        LoopState {
+            turn: 0,
+            max_turns,
+            repeats: RepeatDetector::default(),
+            temperature: None,
+            consecutive_errors: 0,
+            no_code_streak: 0,
+            prose_reply: None,
+            seen_turns: HashSet::new(),
+            stuck: 0,
+            counts_only: 0,
+        }
+    }
+
+    /// Records `reply`: how many times in a row it has been given.
+    pub(super) fn observe(&mut self, reply: &str) -> u32 {
+        self.repeats.observe(reply)
+    }
+
+    /// A reply with neither code nor FINAL (given `streak` times in a row).
+    /// Small models answer in prose, then apologize to every nudge until the
+    /// turn cap: one nudge; after `max_without_code` such replies, a last
+    /// turn that shows them their first prose reply (often the answer,
+    /// unmarked).
+    pub(super) fn on_prose(
+        &mut self,
+        reply: &str,
+        streak: u32,
+        task: &str,
+        max_without_code: u32,
+    ) -> Next {
+        self.no_code_streak += 1;
+        if self.no_code_streak == 1 {
+            self.prose_reply = Some(reply.trim().to_string());
+        }
+        if self.no_code_streak >= max_without_code.max(1) {
+            let earlier = truncate_output(&self.prose_reply.take().unwrap_or_default(), 4000);
+            let prompt = render(
+                prompts::FINAL_FROM_PROSE,
+                &[
+                    ("count", &self.no_code_streak.to_string()),
+                    ("earlier", &earlier),
+                    ("question", task),
+                ],
+            );
+            return Next::LastTurn(LastTurn {
+                prompt,
+                iteration: self.turn + 1,
+                via: CommitVia::FinalFromProse,
+                no_answer: Stop::NoCode {
+                    replies: self.no_code_streak,
+                },
+            });
+        }
+        if streak >= 2 {
+            self.temperature = Some(raised_temperature(streak));
+        }
+        Next::Nudge(render(prompts::NUDGE_NO_CODE, &[("question", task)]))
+    }
+
+    /// A reply with code or FINAL (given `streak` times in a row): `None`
+    /// runs it. The same reply again is nudged at a raised temperature; when
+    /// nudges and temperature did not change it, more turns will not either:
+    /// a last turn.
+    pub(super) fn on_code(
+        &mut self,
+        streak: u32,
+        task: &str,
+        max_without_code: u32,
+    ) -> Option<Next> {
+        self.no_code_streak = 0;
+        self.prose_reply = None;
+        if streak >= max_without_code.max(2) {
+            let prompt = render(
+                prompts::FINAL_AFTER_REPEATS,
+                &[("count", &streak.to_string()), ("question", task)],
+            );
+            return Some(Next::LastTurn(LastTurn {
+                prompt,
+                iteration: self.turn + 1,
+                via: CommitVia::FinalAfterRepeats,
+                no_answer: Stop::Repeats { replies: streak },
+            }));
+        }
+        if streak >= 2 {
+            self.temperature = Some(raised_temperature(streak));
+            return Some(Next::Nudge(render(
+                prompts::NUDGE_REPEAT,
+                &[("count", &streak.to_string()), ("question", task)],
+            )));
+        }
+        if self.stuck == 0 {
+            self.temperature = None;
+        }
+        None
+    }
+
+    /// Records a cell's result: counts the errors in a row.
+    pub(super) fn cell_ran(&mut self, failed: bool) {
+        if failed {
+            self.consecutive_errors += 1;
+        } else {
+            self.consecutive_errors = 0;
+        }
+    }
+
+    /// Records the turn's code and output (`body`): the stuck note when an
+    /// earlier turn had the same (small models re-send a failing search, or
+    /// cycle through a few cells, for 20 turns); the temperature rises.
+    pub(super) fn note_if_stuck(&mut self, blocks: &[CodeBlock], body: &str) -> Option<String> {
+        let mut signature = DefaultHasher::new();
+        for b in blocks {
+            b.code.trim().hash(&mut signature);
+        }
+        body.hash(&mut signature);
+        if self.seen_turns.insert(signature.finish()) {
+            self.stuck = 0;
+            return None;
+        }
+        self.stuck += 1;
+        self.temperature = Some(raised_temperature(self.stuck + 1));
+        Some(prompts::NOTE_STUCK.trim().to_string())
+    }
+
+    /// Records whether the turn's outputs (`body`) were only counts: after
+    /// `COUNTS_ONLY_TURNS` such turns in a row, their number (the agent is
+    /// then shown where the matches are, and the count starts again).
+    pub(super) fn counts_only_streak(&mut self, body: &str) -> Option<u32> {
+        if only_counts(body) {
+            self.counts_only += 1;
+        } else {
+            self.counts_only = 0;
+        }
+        (self.counts_only >= COUNTS_ONLY_TURNS).then(|| std::mem::take(&mut self.counts_only))
+    }
+}
+
+/// True when a turn's outputs are only counts ("1 of 1 documents mention
+/// lease", "42", "matches: 3"): a few short lines, each starting or ending
+/// with a number, none with the text of a match.
+fn only_counts(body: &str) -> bool {
+    let lines: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("REPL output"))
+        .collect();
+    !lines.is_empty()
+        && lines.len() <= 6
+        && lines.iter().all(|l| {
+            let number = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
+            let words: Vec<&str> = l.split_whitespace().collect();
+            l.chars().count() <= 100
+                && words.len() <= 10
+                // "3 of 12 documents mention lease", "42", "matches: 3"
+                && (words.first().is_some_and(|w| number(w.trim_matches(['(', '[', ','])))
+                    || words.last().is_some_and(|w| number(w)))
+        })
+}
+
+/// Temperature after the same reply (or a stuck turn) `streak` times in a
+/// row: a small model at low temperature repeats itself word for word.
+fn raised_temperature(streak: u32) -> f32 {
+    (0.4 + 0.3 * streak.saturating_sub(1) as f32).min(1.2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TASK: &str = "When does the lease start?";
+
+    #[test]
+    fn count_only_outputs() {
+        assert!(only_counts("REPL output:\n1 of 1 documents mention lease"));
+        assert!(only_counts("REPL output:\n42\n"));
+        assert!(!only_counts(
+            "REPL output:\nThe lease starts on March 1, 2024."
+        ));
+        assert!(!only_counts(
+            "REPL output:\n3 documents mention the lease: it starts on March 1 and runs for twelve months"
+        ));
+        assert!(!only_counts(crate::flows::repl::agent::NO_OUTPUT));
+        assert!(!only_counts(""));
+    }
+
+    #[test]
+    fn replies_without_code_get_a_nudge_then_a_last_turn_showing_the_first() {
+        let mut state = LoopState::new(10);
+        state.turn = 1;
+        let nudge = render(prompts::NUDGE_NO_CODE, &[("question", TASK)]);
+        assert!(matches!(
+            state.on_prose(" It starts on March 1. ", 1, TASK, 2),
+            Next::Nudge(n) if n == nudge
+        ));
+        state.turn = 2;
+        let Next::LastTurn(last) = state.on_prose("Sorry.", 1, TASK, 2) else {
+            panic!("the second reply without code gets the last turn");
+        };
+        assert_eq!(last.via, CommitVia::FinalFromProse);
+        assert_eq!(last.iteration, 3);
+        assert!(
+            last.prompt.contains("\nIt starts on March 1.\n"),
+            "{}",
+            last.prompt
+        );
+        assert_eq!(
+            last.no_answer.to_string(),
+            "2 replies in a row had no code and no answer"
+        );
+        // A reply with code starts the count again.
+        assert!(state.on_code(1, TASK, 2).is_none());
+        assert!(matches!(state.on_prose("x", 1, TASK, 2), Next::Nudge(_)));
+    }
+
+    #[test]
+    fn the_same_reply_is_nudged_warmer_then_gets_a_last_turn() {
+        let mut state = LoopState::new(10);
+        state.turn = 4;
+        assert!(state.on_code(1, TASK, 3).is_none());
+        assert_eq!(state.temperature, None);
+        assert!(matches!(state.on_code(2, TASK, 3), Some(Next::Nudge(_))));
+        assert_eq!(state.temperature, Some(raised_temperature(2)));
+        let Some(Next::LastTurn(last)) = state.on_code(3, TASK, 3) else {
+            panic!("the third same reply gets the last turn");
+        };
+        assert_eq!(last.via, CommitVia::FinalAfterRepeats);
+        assert_eq!(last.iteration, 5);
+        assert_eq!(
+            last.no_answer.to_string(),
+            "the same reply 3 times in a row, and no answer when asked for one"
+        );
+    }
+
+    #[test]
+    fn a_repeated_turn_is_stuck_and_counts_only_turns_are_noticed() {
+        let mut state = LoopState::new(10);
+        let blocks = [CodeBlock {
+            lang: "repl".into(),
+            code: "print(1)".into(),
+        }];
+        assert_eq!(state.note_if_stuck(&blocks, "REPL output:\n1"), None);
+        assert!(state.note_if_stuck(&blocks, "REPL output:\n1").is_some());
+        assert_eq!(state.temperature, Some(raised_temperature(2)));
+        // A stuck agent keeps its raised temperature on the next plain turn.
+        assert!(state.on_code(1, TASK, 3).is_none());
+        assert_eq!(state.temperature, Some(raised_temperature(2)));
+        let counts: Vec<Option<u32>> = (0..4)
+            .map(|_| state.counts_only_streak("REPL output:\n42"))
+            .collect();
+        assert_eq!(counts, [None, None, Some(3), None]);
+    }
+}
