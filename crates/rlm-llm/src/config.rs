@@ -265,7 +265,7 @@ impl LlmConfig {
     ) -> Result<Self, LlmError> {
         let question = |s: &Setting| flags.found(s);
         let env_or_file = |s: &Setting| file.env_then_file(s, env);
-        let layers: [&dyn Fn(&Setting) -> Option<Found>; 2] = [&question, &env_or_file];
+        let layers: [rlm_settings::Layer<'_>; 2] = [&question, &env_or_file];
         let lookup = rlm_settings::layered(&layers);
         let r = Reader::new(&lookup);
         let (provider, local_auto_selected) = choose_provider(flags, env, file, &r)?;

@@ -19,8 +19,8 @@ pub mod table;
 pub use error::SettingError;
 pub use read::{Lookup, Reader, parse_bool};
 pub use sources::{
-    DEFAULT_SETTINGS_FILE, Found, LAYER_ENV, LAYER_FILE, LAYER_QUESTION, SETTINGS_FILE_LIMIT,
-    SettingsFile, env_found, layered, take_deprecation_warnings,
+    DEFAULT_SETTINGS_FILE, Found, LAYER_ENV, LAYER_FILE, LAYER_QUESTION, Layer,
+    SETTINGS_FILE_LIMIT, SettingsFile, env_found, layered, take_deprecation_warnings,
 };
 pub use spec::{Group, Kind, OldName, Setting};
 

@@ -88,10 +88,11 @@ pub fn env_found(setting: &Setting, env: &dyn Fn(&str) -> Option<String>) -> Opt
     })
 }
 
+/// One source of values: a setting's value there, if it has one.
+pub type Layer<'a> = &'a dyn Fn(&Setting) -> Option<Found>;
+
 /// A lookup that tries each of `layers` in order (the strongest first).
-pub fn layered<'a>(
-    layers: &'a [&'a dyn Fn(&Setting) -> Option<Found>],
-) -> impl Fn(&Setting) -> Option<Found> + 'a {
+pub fn layered<'a>(layers: &'a [Layer<'a>]) -> impl Fn(&Setting) -> Option<Found> + 'a {
     move |s| layers.iter().find_map(|l| l(s))
 }
 

@@ -319,7 +319,7 @@ fn layers_give_the_strongest_value() {
         })
     };
     let from_env_or_file = |s: &Setting| file.env_then_file(s, &env);
-    let layers: [&dyn Fn(&Setting) -> Option<Found>; 2] = [&question, &from_env_or_file];
+    let layers: [crate::Layer<'_>; 2] = [&question, &from_env_or_file];
     let lookup = crate::layered(&layers);
     let r = Reader::new(&lookup);
     assert_eq!(r.whole::<u32>(&table::MAX_DEPTH), Ok(Some(1)));
