@@ -11,7 +11,7 @@ use crate::values::{FromSettings, Lookup, Reader, Setting, table};
 #[serde(rename_all = "snake_case")]
 pub enum Inspector {
     /// The iterative inspector (preferred): prefilter, boolean phase A, up to
-    /// `MAX_RLM_ITERATIONS` generated `inspect_iteration(chunks)` programs.
+    /// `RLM_ITERATIVE_ROUNDS` generated `inspect_iteration(chunks)` programs.
     #[default]
     Iterative,
     /// The per-chunk inspector: one generated `evaluate_chunk_relevance` per chunk.
@@ -102,15 +102,15 @@ pub struct FlowsConfig {
     pub citation_policy: Option<CitationPolicy>,
     /// `RLM_INSPECTOR` (default `iterative`).
     pub inspector: Inspector,
-    /// `MAX_PREFILTER_CHUNKS` (default 60): iterative mode's candidate cap.
+    /// `RLM_MAX_PREFILTER_CHUNKS` (default 60): iterative mode's candidate cap.
     pub max_prefilter_chunks: usize,
-    /// `MAX_RLM_ITERATIONS` (default 5): iterative rounds.
+    /// `RLM_ITERATIVE_ROUNDS` (default 5): iterative rounds.
     pub max_rlm_iterations: u32,
     /// `RLM_MIN_KEEP` (default 2): fewest chunks a non-final round keeps.
     pub min_keep: usize,
-    /// `MAX_SELECTED_CHUNKS_PER_FILE` (default 8).
+    /// `RLM_MAX_SELECTED_CHUNKS_PER_FILE` (default 8).
     pub max_selected_chunks_per_file: usize,
-    /// `MAX_TOTAL_CHARS_FOR_SUMMARY` (default 12,000).
+    /// `RLM_MAX_TOTAL_CHARS_FOR_SUMMARY` (default 12,000).
     pub max_total_chars_for_summary: usize,
     /// `RLM_MAX_EXTRACTED_BYTES` (default 50,000): iterative `extracted_data` cap.
     pub max_extracted_bytes: usize,

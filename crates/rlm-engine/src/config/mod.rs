@@ -25,7 +25,7 @@ pub struct EngineConfig {
     pub context_shape: ContextShape,
     /// What verification does to the answer. `RLM_CITATIONS`, default `best_effort`.
     pub citation_policy: CitationPolicy,
-    /// Run citation verification. `RLM_VERIFY_CITATIONS`, default true.
+    /// Run citation verification. `RLM_VERIFY` (`off` turns it off), default true.
     pub verify_citations: bool,
     /// After verification, a sub-model judges each claim against its
     /// quotes (`RLM_VERIFY=semantic`, `--verify semantic`), default off.

@@ -1,6 +1,6 @@
 //! Deterministic selection helpers shared by the inspectors: the cheap score,
 //! the top-k fallback, the post-selection budget
-//! (`MAX_SELECTED_CHUNKS_PER_FILE`, `MAX_TOTAL_CHARS_FOR_SUMMARY`) and recency
+//! (`RLM_MAX_SELECTED_CHUNKS_PER_FILE`, `RLM_MAX_TOTAL_CHARS_FOR_SUMMARY`) and recency
 //! prioritization.
 
 use std::collections::HashSet;
@@ -35,7 +35,7 @@ pub(crate) fn top_k(chunks: &[&FileChunk], query: &str, k: usize) -> Vec<String>
 }
 
 /// `k` for the deterministic fallbacks: half the set, at least `min_keep`,
-/// at most `MAX_SELECTED_CHUNKS_PER_FILE`.
+/// at most `RLM_MAX_SELECTED_CHUNKS_PER_FILE`.
 pub(crate) fn fallback_k(n: usize, cfg: &FlowsConfig) -> usize {
     (n / 2)
         .max(cfg.min_keep)
@@ -63,8 +63,8 @@ pub fn recency_key(text: &str) -> (bool, u32) {
 
 /// The chunks the summary is written from: the inspector's selection
 /// (unknown ids and duplicates removed), most recent first when `recency`,
-/// else in document order, then cut to `MAX_SELECTED_CHUNKS_PER_FILE` chunks
-/// and `MAX_TOTAL_CHARS_FOR_SUMMARY` characters (the first chunk is kept
+/// else in document order, then cut to `RLM_MAX_SELECTED_CHUNKS_PER_FILE` chunks
+/// and `RLM_MAX_TOTAL_CHARS_FOR_SUMMARY` characters (the first chunk is kept
 /// even when alone it is longer; the summary prompt truncates it).
 pub(crate) fn post_select(
     chunks: &[FileChunk],
