@@ -133,149 +133,19 @@ pub trait CorpusStore: Send + Sync + std::fmt::Debug {
         }
         let k = opts.effective_k();
         let depth = opts.effective_candidates();
-        let mut vectors = None;
-        let vector_list = if opts.mode == RetrievalMode::Bm25 {
-            Vec::new()
+        let (vector_list, vectors) = if opts.mode == RetrievalMode::Bm25 {
+            (Vec::new(), None)
         } else {
-            let Some((model, dim)) = self.embedding_model()? else {
-                return Err(RetrievalError::NoEmbeddings {
-                    store: self.location(),
-                });
-            };
-            let Some(embedder) = embedder else {
-                return Err(RetrievalError::NoEmbedder {
-                    mode: opts.mode.as_str().to_string(),
-                    model,
-                });
-            };
-            if embedder.model_id() != model || embedder.dimension() != dim {
-                return Err(RetrievalError::ModelMismatch {
-                    store: self.location(),
-                    stored: model,
-                    stored_dim: dim,
-                    requested: embedder.model_id().to_string(),
-                    requested_dim: embedder.dimension(),
-                });
-            }
-            let Some(embedded) = self.searchable_vectors()? else {
-                return Err(RetrievalError::NoEmbeddings {
-                    store: self.location(),
-                });
-            };
-            vectors = Some(VectorStatus {
-                model: Some(model.clone()),
-                dimension: Some(dim),
-                embedded,
-                chunks: self.stats()?.chunks,
-            });
-            let q = embedder.embed(&[query])?;
-            let q = q
-                .into_iter()
-                .next()
-                .ok_or_else(|| RetrievalError::EmbedderContract {
-                    model: model.clone(),
-                    detail: "no vector for the query".to_string(),
-                })?;
-            self.search_vector(&q, depth, opts.effective_min_similarity())?
+            let (list, status) = vector_candidates(self, query, opts, embedder, depth)?;
+            (list, Some(status))
         };
         let bm25_list = if opts.mode == RetrievalMode::Vector {
             Vec::new()
         } else {
             self.search(query, depth)?
         };
-
-        // Fuse: every chunk's RRF score over the lists it appears in.
-        let mut fused: HashMap<String, HybridHit> = HashMap::new();
-        for (rank, h) in bm25_list.into_iter().enumerate() {
-            let rank = rank as u32 + 1;
-            fused.insert(
-                h.chunk_id.clone(),
-                HybridHit {
-                    chunk_id: h.chunk_id,
-                    doc_id: h.doc_id,
-                    path: h.path,
-                    ordinal: h.ordinal,
-                    score: match opts.mode {
-                        RetrievalMode::Hybrid => 1.0 / (RRF_K + rank as f32),
-                        _ => h.score,
-                    },
-                    bm25_rank: Some(rank),
-                    bm25_score: Some(h.score),
-                    vector_rank: None,
-                    vector_score: None,
-                    snippet: h.snippet,
-                    text: h.text,
-                },
-            );
-        }
-        for (rank, (chunk_id, sim)) in vector_list.into_iter().enumerate() {
-            let rank = rank as u32 + 1;
-            let rrf = 1.0 / (RRF_K + rank as f32);
-            let entry = fused.entry(chunk_id.clone()).or_insert_with(|| HybridHit {
-                chunk_id,
-                doc_id: String::new(),
-                path: String::new(),
-                ordinal: 0,
-                score: 0.0,
-                bm25_rank: None,
-                bm25_score: None,
-                vector_rank: None,
-                vector_score: None,
-                snippet: String::new(),
-                text: String::new(),
-            });
-            entry.vector_rank = Some(rank);
-            entry.vector_score = Some(sim);
-            entry.score = match opts.mode {
-                RetrievalMode::Hybrid => entry.score + rrf,
-                _ => sim,
-            };
-        }
-        let mut ranked: Vec<HybridHit> = fused.into_values().collect();
-        ranked.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| {
-                    a.bm25_rank
-                        .unwrap_or(u32::MAX)
-                        .cmp(&b.bm25_rank.unwrap_or(u32::MAX))
-                })
-                .then_with(|| a.chunk_id.cmp(&b.chunk_id))
-        });
-
-        // De-duplicate by text and fill in vector-only hits, up to k.
-        let mut seen_text: HashSet<blake3::Hash> = HashSet::new();
-        let mut duplicates_dropped = 0;
-        let mut hits = Vec::with_capacity(k.min(ranked.len()));
-        let mut paths: HashMap<String, String> = HashMap::new();
-        for mut h in ranked {
-            if hits.len() == k {
-                break;
-            }
-            if h.path.is_empty() {
-                let Some(chunk) = self.chunk(&h.chunk_id)? else {
-                    continue; // Deleted since the vectors were loaded.
-                };
-                if !paths.contains_key(&chunk.doc_id) {
-                    let path = self
-                        .document(&chunk.doc_id)?
-                        .map(|d| d.path)
-                        .unwrap_or_default();
-                    paths.insert(chunk.doc_id.clone(), path);
-                }
-                h.path = paths[&chunk.doc_id].clone();
-                h.doc_id = chunk.doc_id;
-                h.ordinal = chunk.ordinal;
-                h.snippet = excerpt(&chunk.text);
-                h.text = chunk.text;
-            }
-            let normalized: String = h.text.split_whitespace().collect::<Vec<_>>().join(" ");
-            if !seen_text.insert(blake3::hash(normalized.as_bytes())) {
-                duplicates_dropped += 1;
-                continue;
-            }
-            hits.push(h);
-        }
+        let ranked = fuse(bm25_list, vector_list, opts.mode);
+        let (hits, duplicates_dropped) = distinct_hits(self, ranked, k)?;
         Ok(HybridResults {
             hits,
             mode: opts.mode,
@@ -381,6 +251,170 @@ pub(crate) fn slice_text(
         usize::try_from(end).map_err(|_| bad())?,
     );
     text.get(s..e).map(str::to_string).ok_or_else(bad)
+}
+
+/// The `depth` chunks nearest to `query` by vector, after checking that the
+/// store has vectors of `embedder`'s model, with the vector coverage of the
+/// store (for [`HybridResults::vectors`]).
+fn vector_candidates<S: CorpusStore + ?Sized>(
+    store: &S,
+    query: &str,
+    opts: &SearchOptions,
+    embedder: Option<&dyn Embedder>,
+    depth: usize,
+) -> Result<(Vec<(String, f32)>, VectorStatus), RetrievalError> {
+    let Some((model, dim)) = store.embedding_model()? else {
+        return Err(RetrievalError::NoEmbeddings {
+            store: store.location(),
+        });
+    };
+    let Some(embedder) = embedder else {
+        return Err(RetrievalError::NoEmbedder {
+            mode: opts.mode.as_str().to_string(),
+            model,
+        });
+    };
+    if embedder.model_id() != model || embedder.dimension() != dim {
+        return Err(RetrievalError::ModelMismatch {
+            store: store.location(),
+            stored: model,
+            stored_dim: dim,
+            requested: embedder.model_id().to_string(),
+            requested_dim: embedder.dimension(),
+        });
+    }
+    let Some(embedded) = store.searchable_vectors()? else {
+        return Err(RetrievalError::NoEmbeddings {
+            store: store.location(),
+        });
+    };
+    let status = VectorStatus {
+        model: Some(model.clone()),
+        dimension: Some(dim),
+        embedded,
+        chunks: store.stats()?.chunks,
+    };
+    let q = embedder.embed(&[query])?;
+    let q = q
+        .into_iter()
+        .next()
+        .ok_or_else(|| RetrievalError::EmbedderContract {
+            model: model.clone(),
+            detail: "no vector for the query".to_string(),
+        })?;
+    let list = store.search_vector(&q, depth, opts.effective_min_similarity())?;
+    Ok((list, status))
+}
+
+/// Every chunk of the two ranked lists with its score, best first: the RRF
+/// score over the lists it appears in (hybrid), or the one list's score.
+/// Vector-only hits have no document, path or text yet.
+fn fuse(
+    bm25_list: Vec<SearchHit>,
+    vector_list: Vec<(String, f32)>,
+    mode: RetrievalMode,
+) -> Vec<HybridHit> {
+    let mut fused: HashMap<String, HybridHit> = HashMap::new();
+    for (rank, h) in bm25_list.into_iter().enumerate() {
+        let rank = rank as u32 + 1;
+        fused.insert(
+            h.chunk_id.clone(),
+            HybridHit {
+                chunk_id: h.chunk_id,
+                doc_id: h.doc_id,
+                path: h.path,
+                ordinal: h.ordinal,
+                score: match mode {
+                    RetrievalMode::Hybrid => 1.0 / (RRF_K + rank as f32),
+                    _ => h.score,
+                },
+                bm25_rank: Some(rank),
+                bm25_score: Some(h.score),
+                vector_rank: None,
+                vector_score: None,
+                snippet: h.snippet,
+                text: h.text,
+            },
+        );
+    }
+    for (rank, (chunk_id, sim)) in vector_list.into_iter().enumerate() {
+        let rank = rank as u32 + 1;
+        let rrf = 1.0 / (RRF_K + rank as f32);
+        let entry = fused.entry(chunk_id.clone()).or_insert_with(|| HybridHit {
+            chunk_id,
+            doc_id: String::new(),
+            path: String::new(),
+            ordinal: 0,
+            score: 0.0,
+            bm25_rank: None,
+            bm25_score: None,
+            vector_rank: None,
+            vector_score: None,
+            snippet: String::new(),
+            text: String::new(),
+        });
+        entry.vector_rank = Some(rank);
+        entry.vector_score = Some(sim);
+        entry.score = match mode {
+            RetrievalMode::Hybrid => entry.score + rrf,
+            _ => sim,
+        };
+    }
+    let mut ranked: Vec<HybridHit> = fused.into_values().collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| {
+                a.bm25_rank
+                    .unwrap_or(u32::MAX)
+                    .cmp(&b.bm25_rank.unwrap_or(u32::MAX))
+            })
+            .then_with(|| a.chunk_id.cmp(&b.chunk_id))
+    });
+    ranked
+}
+
+/// The first `k` of `ranked` whose text does not repeat an earlier one's
+/// (whitespace aside), vector-only hits filled in from the store, and how
+/// many were dropped as repeats.
+fn distinct_hits<S: CorpusStore + ?Sized>(
+    store: &S,
+    ranked: Vec<HybridHit>,
+    k: usize,
+) -> Result<(Vec<HybridHit>, usize), RetrievalError> {
+    let mut seen_text: HashSet<blake3::Hash> = HashSet::new();
+    let mut duplicates_dropped = 0;
+    let mut hits = Vec::with_capacity(k.min(ranked.len()));
+    let mut paths: HashMap<String, String> = HashMap::new();
+    for mut h in ranked {
+        if hits.len() == k {
+            break;
+        }
+        if h.path.is_empty() {
+            let Some(chunk) = store.chunk(&h.chunk_id)? else {
+                continue; // Deleted since the vectors were loaded.
+            };
+            if !paths.contains_key(&chunk.doc_id) {
+                let path = store
+                    .document(&chunk.doc_id)?
+                    .map(|d| d.path)
+                    .unwrap_or_default();
+                paths.insert(chunk.doc_id.clone(), path);
+            }
+            h.path = paths[&chunk.doc_id].clone();
+            h.doc_id = chunk.doc_id;
+            h.ordinal = chunk.ordinal;
+            h.snippet = excerpt(&chunk.text);
+            h.text = chunk.text;
+        }
+        let normalized: String = h.text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !seen_text.insert(blake3::hash(normalized.as_bytes())) {
+            duplicates_dropped += 1;
+            continue;
+        }
+        hits.push(h);
+    }
+    Ok((hits, duplicates_dropped))
 }
 
 /// The first ~160 characters on one line.

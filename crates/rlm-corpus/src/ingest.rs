@@ -18,7 +18,7 @@ use crate::error::CorpusError;
 use crate::extract::{DocKind, Extracted, Extraction, SkipReason, extract};
 use crate::index_options::{IndexOptions, IndexProgress, IndexReport};
 use crate::records::document_id;
-use crate::walk::{FileEntry, walk};
+use crate::walk::{FileEntry, Walked, walk};
 
 /// Files are read and extracted in batches of about this many bytes, which
 /// bounds the memory of one indexing run independently of corpus size.
@@ -132,6 +132,60 @@ pub fn ingest(
 ) -> Result<Ingested, CorpusError> {
     let mut report = IndexReport::default();
     let walked = walk(paths, opts, skip_dir, progress)?;
+    let (to_read, removed) = triage(walked, known, opts, &mut report);
+    let total_bytes: u64 = to_read.iter().map(|f| f.size).sum();
+    let mut run = Run {
+        known,
+        rewrite_all,
+        indexable: report.unchanged,
+        report,
+        removed,
+        inserted: HashSet::new(),
+    };
+    let mut done_bytes = 0;
+    let (producer, batch_rx) = read_in_background(to_read, opts);
+    for processed in batch_rx {
+        progress(IndexProgress::Processing {
+            done_bytes,
+            total_bytes,
+        });
+        for p in processed {
+            done_bytes += p.entry.size;
+            run.apply(p, sink)?;
+        }
+    }
+    if producer.join().is_err() {
+        return Err(CorpusError::Internal("a file reader thread crashed".into()));
+    }
+    progress(IndexProgress::Processing {
+        done_bytes,
+        total_bytes,
+    });
+
+    if run.indexable == 0 {
+        // Refuse before committing anything: the previous store stays as it was.
+        return Err(empty_corpus(paths, &run.report));
+    }
+    for k in &run.removed {
+        sink.delete(&k.id)?;
+        run.report.removed += 1;
+    }
+    Ok(Ingested {
+        report: run.report,
+        inserted: run.inserted,
+    })
+}
+
+/// Sorts the walked files: skips and walk errors go to `report`, files with
+/// the size and mtime the store knows are counted unchanged (trusted without
+/// reading, like make and rsync). Returns the files to read and the known
+/// documents gone from the indexed roots.
+fn triage<'k>(
+    walked: Walked,
+    known: &'k HashMap<String, KnownDocument>,
+    opts: &IndexOptions,
+    report: &mut IndexReport,
+) -> (Vec<FileEntry>, Vec<&'k KnownDocument>) {
     report.errors.extend(walked.errors);
     for (path, reason) in walked.skipped {
         *report.skipped.entry(reason.to_string()).or_default() += 1;
@@ -139,13 +193,11 @@ pub fn ingest(
     }
     let roots: HashSet<&str> = walked.roots.iter().map(String::as_str).collect();
     let seen: HashSet<&str> = walked.files.iter().map(|f| f.rel_path.as_str()).collect();
-    let mut removed: Vec<&KnownDocument> = known
+    let removed = known
         .iter()
         .filter(|(path, k)| roots.contains(k.root.as_str()) && !seen.contains(path.as_str()))
         .map(|(_, k)| k)
         .collect();
-
-    // Unchanged size and mtime: trust it without reading (like make and rsync).
     let mut to_read = Vec::new();
     for f in &walked.files {
         match known.get(&f.rel_path) {
@@ -155,15 +207,20 @@ pub fn ingest(
             _ => to_read.push(f.clone()),
         }
     }
+    (to_read, removed)
+}
 
-    let total_bytes: u64 = to_read.iter().map(|f| f.size).sum();
-    let mut indexable = report.unchanged;
-    let mut done_bytes = 0;
-    let mut inserted: HashSet<String> = HashSet::new();
-    // Reading and extracting the next batch (on all cores) overlaps with
-    // writing the current one (serial: the sink). If writing fails and
-    // returns early, the receiver is dropped and the producer stops after
-    // its current batch.
+/// Reads and extracts `to_read` in batches on a background thread (each
+/// batch on all cores), so that it overlaps with writing the previous batch
+/// (serial: the sink). If writing fails and the receiver is dropped, the
+/// thread stops after its current batch.
+fn read_in_background(
+    to_read: Vec<FileEntry>,
+    opts: &IndexOptions,
+) -> (
+    std::thread::JoinHandle<()>,
+    std::sync::mpsc::Receiver<Vec<Processed>>,
+) {
     let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<Processed>>(1);
     let (chunk_chars, max_file_bytes) = (opts.chunk_chars, opts.max_file_bytes);
     let producer = std::thread::spawn(move || {
@@ -177,114 +234,114 @@ pub fn ingest(
             }
         }
     });
-    for processed in batch_rx {
-        progress(IndexProgress::Processing {
-            done_bytes,
-            total_bytes,
-        });
-        for p in processed {
-            done_bytes += p.entry.size;
-            let path = p.entry.rel_path.clone();
-            let previous = known.get(&path);
-            match p.outcome {
-                ProcessOutcome::Failed(msg) => {
-                    // Keep any previously indexed version: nothing stored is lost.
-                    if previous.is_some() {
-                        indexable += 1;
-                    }
-                    report.errors.push((path, msg));
+    (producer, batch_rx)
+}
+
+/// The state of an indexing run while processed files are written.
+struct Run<'k> {
+    known: &'k HashMap<String, KnownDocument>,
+    rewrite_all: bool,
+    report: IndexReport,
+    /// Files that are (or stay) in the corpus: none means an empty corpus.
+    indexable: u64,
+    /// Known documents to delete at the end.
+    removed: Vec<&'k KnownDocument>,
+    /// Ids of the documents inserted.
+    inserted: HashSet<String>,
+}
+
+impl Run<'_> {
+    /// Writes what reading one file found to `sink`.
+    fn apply(&mut self, p: Processed, sink: &mut dyn IndexSink) -> Result<(), CorpusError> {
+        let path = p.entry.rel_path.clone();
+        let previous = self.known.get(&path);
+        match p.outcome {
+            ProcessOutcome::Failed(msg) => {
+                // Keep any previously indexed version: nothing stored is lost.
+                if previous.is_some() {
+                    self.indexable += 1;
                 }
-                ProcessOutcome::Skipped(reason) => {
-                    if let Some(k) = previous {
-                        removed.push(k);
-                    }
-                    *report.skipped.entry(reason.to_string()).or_default() += 1;
-                    report.skipped_files.push((path, reason.to_string()));
+                self.report.errors.push((path, msg));
+            }
+            ProcessOutcome::Skipped(reason) => {
+                if let Some(k) = previous {
+                    self.removed.push(k);
                 }
-                ProcessOutcome::Indexed(ex, spans) => {
-                    indexable += 1;
-                    report.bytes_processed += p.entry.size;
-                    if let Some(k) = previous {
-                        if k.hash == p.hash && !rewrite_all {
-                            // Touched but identical: only remember the new mtime.
-                            sink.touch(&k.id, p.entry.mtime_ns)?;
-                            report.unchanged += 1;
-                            continue;
-                        }
-                        sink.delete(&k.id)?;
-                        report.updated += 1;
-                    } else {
-                        report.added += 1;
+                *self.report.skipped.entry(reason.to_string()).or_default() += 1;
+                self.report.skipped_files.push((path, reason.to_string()));
+            }
+            ProcessOutcome::Indexed(ex, spans) => {
+                self.indexable += 1;
+                self.report.bytes_processed += p.entry.size;
+                if let Some(k) = previous {
+                    if k.hash == p.hash && !self.rewrite_all {
+                        // Touched but identical: only remember the new mtime.
+                        sink.touch(&k.id, p.entry.mtime_ns)?;
+                        self.report.unchanged += 1;
+                        return Ok(());
                     }
-                    if ex.lossy {
-                        report.lossy_files.push(path.clone());
-                    }
-                    let id = document_id(&path);
-                    let title = ex.title.clone().unwrap_or_else(|| {
-                        Path::new(&path)
-                            .file_name()
-                            .map(|n| n.to_string_lossy().into_owned())
-                            .unwrap_or_else(|| path.clone())
-                    });
-                    sink.insert(&NewDocument {
-                        id: &id,
-                        row: DocumentRow {
-                            path: &path,
-                            root: &p.entry.root,
-                            kind: ex.kind,
-                            size_bytes: p.entry.size,
-                            mtime_ns: p.entry.mtime_ns,
-                            hash: &p.hash,
-                            title: &title,
-                            lossy: ex.lossy,
-                            text: &ex.text,
-                        },
-                        spans: &spans,
-                    })?;
-                    report.chunks_written += spans.len() as u64;
-                    inserted.insert(id);
+                    sink.delete(&k.id)?;
+                    self.report.updated += 1;
+                } else {
+                    self.report.added += 1;
                 }
+                if ex.lossy {
+                    self.report.lossy_files.push(path.clone());
+                }
+                let id = document_id(&path);
+                let title = ex.title.clone().unwrap_or_else(|| {
+                    Path::new(&path)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| path.clone())
+                });
+                sink.insert(&NewDocument {
+                    id: &id,
+                    row: DocumentRow {
+                        path: &path,
+                        root: &p.entry.root,
+                        kind: ex.kind,
+                        size_bytes: p.entry.size,
+                        mtime_ns: p.entry.mtime_ns,
+                        hash: &p.hash,
+                        title: &title,
+                        lossy: ex.lossy,
+                        text: &ex.text,
+                    },
+                    spans: &spans,
+                })?;
+                self.report.chunks_written += spans.len() as u64;
+                self.inserted.insert(id);
             }
         }
+        Ok(())
     }
-    if producer.join().is_err() {
-        return Err(CorpusError::Internal("a file reader thread crashed".into()));
-    }
-    progress(IndexProgress::Processing {
-        done_bytes,
-        total_bytes,
-    });
+}
 
-    if indexable == 0 {
-        // Refuse before committing anything: the previous store stays as it was.
-        let detail = if report.skipped_files.is_empty() && report.errors.is_empty() {
-            "no files found".to_string()
-        } else {
-            let mut parts: Vec<String> = report
-                .skipped
-                .iter()
-                .map(|(r, n)| format!("{n} skipped as {r}"))
-                .collect();
-            if !report.errors.is_empty() {
-                parts.push(format!("{} unreadable", report.errors.len()));
-            }
-            parts.join(", ")
-        };
-        return Err(CorpusError::EmptyCorpus {
-            paths: paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            detail,
-        });
+/// The refusal of a run that would leave the corpus empty, saying what was
+/// skipped or unreadable.
+fn empty_corpus(paths: &[PathBuf], report: &IndexReport) -> CorpusError {
+    let detail = if report.skipped_files.is_empty() && report.errors.is_empty() {
+        "no files found".to_string()
+    } else {
+        let mut parts: Vec<String> = report
+            .skipped
+            .iter()
+            .map(|(r, n)| format!("{n} skipped as {r}"))
+            .collect();
+        if !report.errors.is_empty() {
+            parts.push(format!("{} unreadable", report.errors.len()));
+        }
+        parts.join(", ")
+    };
+    CorpusError::EmptyCorpus {
+        paths: paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        detail,
     }
-
-    for k in &removed {
-        sink.delete(&k.id)?;
-        report.removed += 1;
-    }
-    Ok(Ingested { report, inserted })
 }
 
 /// A file read and extracted during indexing.

@@ -364,6 +364,9 @@ enum Outcome {
     Done(Finish),
 }
 
+/// The inference thread: loads the model, says on `ready` whether it did
+/// (and the context size it got), then serves `inbox` until every handle is
+/// dropped and the requests in flight are answered.
 fn worker(
     backend: &'static LlamaBackend,
     path: &Path,
@@ -381,235 +384,356 @@ fn worker(
             return;
         }
     };
-    let n_ctx = options.context_tokens.min(model.n_ctx_train().max(512));
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(n_ctx))
-        .with_n_batch(options.batch_tokens)
-        .with_n_ubatch(options.batch_tokens)
-        .with_n_seq_max(options.parallel)
-        .with_kv_unified(true)
-        .with_n_threads(options.threads)
-        .with_n_threads_batch(options.threads);
-    let mut ctx = match model.new_context(backend, params) {
-        Ok(c) => c,
+    let mut batcher = match Batcher::new(backend, &model, path, options) {
+        Ok(b) => b,
         Err(e) => {
-            let _ = ready.send(Err(LocalError::Load {
-                path: path.to_path_buf(),
-                detail: format!("cannot create a {n_ctx}-token context: {e}"),
-            }));
+            let _ = ready.send(Err(e));
             return;
         }
     };
-    // The chat template the model was trained with; ChatML (Qwen, many
-    // others) when the file carries none.
-    let template = model
-        .chat_template(None)
-        .or_else(|_| LlamaChatTemplate::new("chatml"))
-        .expect("chatml is a valid template name");
-    let _ = ready.send(Ok(n_ctx));
-    let mut prefix_states = options.prefix_cache.as_ref().and_then(|dir| {
-        Some(PrefixStates {
-            identity: prefix_state::model_identity(path).ok()?,
-            dir: dir.clone(),
-            log: SaveLog::default(),
-        })
-    });
+    let _ = ready.send(Ok(batcher.n_ctx));
+    batcher.run(&inbox);
+}
 
-    let mut batch = LlamaBatch::new(options.batch_tokens as usize, 1);
-    let mut idle: Vec<IdleSeq> = (0..options.parallel as i32)
-        .rev()
-        .map(|seq| IdleSeq {
-            seq,
-            cached: Vec::new(),
-        })
-        .collect();
-    let mut pending: VecDeque<Job> = VecDeque::new();
-    let mut slots: Vec<Slot> = Vec::new();
-    let mut reserved_cells: u32 = 0;
-    let mut inbox_open = true;
+/// The worker's state between decode steps: the context of the model, the
+/// requests waiting for a sequence, those being decoded, and the sequences
+/// between requests.
+struct Batcher<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    template: LlamaChatTemplate,
+    options: LocalModelOptions,
+    /// The KV cache size in tokens.
+    n_ctx: u32,
+    prefix_states: Option<PrefixStates>,
+    batch: LlamaBatch<'static>,
+    idle: Vec<IdleSeq>,
+    pending: VecDeque<Job>,
+    slots: Vec<Slot>,
+    /// Cache cells promised to the running slots (prompt + max output each).
+    reserved_cells: u32,
+    inbox_open: bool,
+}
 
-    loop {
-        // Wait for work when idle; otherwise take whatever arrived.
-        if slots.is_empty() && pending.is_empty() {
-            if !inbox_open {
-                return;
+/// What of a new request's prompt its sequence already holds.
+struct Reuse {
+    /// Prompt tokens reused from the sequence's cache (including `disk`).
+    reused: usize,
+    /// Prompt tokens restored from a prefix state file.
+    disk: usize,
+    /// The prefix (token count, file) to save once it is decoded.
+    save_prefix: Option<(usize, PathBuf)>,
+}
+
+impl<'m> Batcher<'m> {
+    /// Creates the context (capped at the model's training context) and the
+    /// idle sequences; a context llama.cpp cannot create is
+    /// [`LocalError::Load`].
+    fn new(
+        backend: &LlamaBackend,
+        model: &'m LlamaModel,
+        path: &Path,
+        options: LocalModelOptions,
+    ) -> Result<Self, LocalError> {
+        let n_ctx = options.context_tokens.min(model.n_ctx_train().max(512));
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(options.batch_tokens)
+            .with_n_ubatch(options.batch_tokens)
+            .with_n_seq_max(options.parallel)
+            .with_kv_unified(true)
+            .with_n_threads(options.threads)
+            .with_n_threads_batch(options.threads);
+        let ctx = model
+            .new_context(backend, params)
+            .map_err(|e| LocalError::Load {
+                path: path.to_path_buf(),
+                detail: format!("cannot create a {n_ctx}-token context: {e}"),
+            })?;
+        // The chat template the model was trained with; ChatML (Qwen, many
+        // others) when the file carries none.
+        let template = model
+            .chat_template(None)
+            .or_else(|_| LlamaChatTemplate::new("chatml"))
+            .expect("chatml is a valid template name");
+        let prefix_states = options.prefix_cache.as_ref().and_then(|dir| {
+            Some(PrefixStates {
+                identity: prefix_state::model_identity(path).ok()?,
+                dir: dir.clone(),
+                log: SaveLog::default(),
+            })
+        });
+        let idle = (0..options.parallel as i32)
+            .rev()
+            .map(|seq| IdleSeq {
+                seq,
+                cached: Vec::new(),
+            })
+            .collect();
+        Ok(Batcher {
+            model,
+            ctx,
+            template,
+            n_ctx,
+            prefix_states,
+            batch: LlamaBatch::new(options.batch_tokens as usize, 1),
+            idle,
+            pending: VecDeque::new(),
+            slots: Vec::new(),
+            reserved_cells: 0,
+            inbox_open: true,
+            options,
+        })
+    }
+
+    /// Decode steps until the inbox is closed and nothing is left to answer.
+    fn run(&mut self, inbox: &mpsc::Receiver<Job>) {
+        while self.receive(inbox) {
+            self.drop_withdrawn();
+            self.admit();
+            if self.slots.is_empty() {
+                continue;
+            }
+            self.fill_batch();
+            if let Err(e) = self.ctx.decode(&mut self.batch) {
+                self.fail_all(&e);
+                continue;
+            }
+            self.save_prefixes();
+            let finished = self.sample();
+            self.finish(finished);
+        }
+    }
+
+    /// Waits for work when idle; otherwise takes whatever arrived. False
+    /// when there is nothing to do and no request can come any more.
+    fn receive(&mut self, inbox: &mpsc::Receiver<Job>) -> bool {
+        if self.slots.is_empty() && self.pending.is_empty() {
+            if !self.inbox_open {
+                return false;
             }
             match inbox.recv() {
-                Ok(job) => pending.push_back(job),
-                Err(_) => return,
+                Ok(job) => self.pending.push_back(job),
+                Err(_) => return false,
             }
         }
         loop {
             match inbox.try_recv() {
-                Ok(job) => pending.push_back(job),
+                Ok(job) => self.pending.push_back(job),
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => {
-                    inbox_open = false;
+                    self.inbox_open = false;
                     break;
                 }
             }
         }
+        true
+    }
 
-        // Withdrawn requests free their sequence.
-        pending.retain(|job| !job.reply.is_closed());
-        slots.retain(|slot| {
+    /// Withdrawn requests free their sequence.
+    fn drop_withdrawn(&mut self) {
+        self.pending.retain(|job| !job.reply.is_closed());
+        let (ctx, idle, reserved_cells) = (&mut self.ctx, &mut self.idle, &mut self.reserved_cells);
+        self.slots.retain(|slot| {
             if slot.job.reply.is_closed() {
                 let _ = ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
                 idle.push(IdleSeq {
                     seq: slot.seq,
                     cached: Vec::new(),
                 });
-                reserved_cells -= slot.reserved;
+                *reserved_cells -= slot.reserved;
                 false
             } else {
                 true
             }
         });
+    }
 
-        // Admit in arrival order while a sequence and enough cache are free.
-        while let Some(job) = pending.front() {
-            if idle.is_empty() {
+    /// Admits in arrival order while a sequence and enough cache are free.
+    fn admit(&mut self) {
+        while let Some(job) = self.pending.front() {
+            if self.idle.is_empty() {
                 break;
             }
-            let prompt = match render_prompt(&model, &template, &job.request.turns) {
+            let prompt = match render_prompt(self.model, &self.template, &job.request.turns) {
                 Ok(p) => p,
                 Err(e) => {
-                    let job = pending.pop_front().expect("front exists");
+                    let job = self.pending.pop_front().expect("front exists");
                     let _ = job.reply.send(Err(e));
                     continue;
                 }
             };
             let prompt_tokens = prompt.len() as u32;
-            if prompt_tokens + 1 > n_ctx {
-                let job = pending.pop_front().expect("front exists");
+            if prompt_tokens + 1 > self.n_ctx {
+                let job = self.pending.pop_front().expect("front exists");
                 let _ = job.reply.send(Err(LocalError::ContextExceeded {
                     prompt_tokens,
-                    window: n_ctx,
+                    window: self.n_ctx,
                 }));
                 continue;
             }
             let wanted = job
                 .request
                 .max_tokens
-                .unwrap_or(options.default_max_tokens)
+                .unwrap_or(self.options.default_max_tokens)
                 .max(1);
-            let max_tokens = wanted.min(n_ctx - prompt_tokens);
+            let max_tokens = wanted.min(self.n_ctx - prompt_tokens);
             let reserved = prompt_tokens + max_tokens;
             // The idle sequence whose cache shares the longest prefix.
-            let pick = (0..idle.len())
+            let pick = (0..self.idle.len())
                 .max_by_key(|&i| {
                     (
-                        common_prefix(&idle[i].cached, &prompt),
-                        std::cmp::Reverse(idle[i].cached.len()),
+                        common_prefix(&self.idle[i].cached, &prompt),
+                        std::cmp::Reverse(self.idle[i].cached.len()),
                     )
                 })
                 .expect("idle is not empty");
-            // Other idle caches give their cells back, least useful first,
-            // until the new request fits.
-            let held_by_others = |idle: &[IdleSeq]| -> u32 {
-                idle.iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != pick)
-                    .map(|(_, s)| s.cached.len() as u32)
-                    .sum()
-            };
-            while reserved_cells + reserved + held_by_others(&idle) > n_ctx {
-                let Some(victim) = (0..idle.len())
-                    .filter(|&i| i != pick && !idle[i].cached.is_empty())
-                    .min_by_key(|&i| idle[i].cached.len())
-                else {
-                    break;
-                };
-                let _ = ctx.clear_kv_cache_seq(Some(idle[victim].seq as u32), None, None);
-                idle[victim].cached.clear();
-            }
-            if reserved_cells + reserved + held_by_others(&idle) > n_ctx && !slots.is_empty() {
+            if !self.make_room(pick, reserved) {
                 // Wait for running sequences to finish and free the cache.
                 break;
             }
-            let job = pending.pop_front().expect("front exists");
-            let admitted = Instant::now();
-            let IdleSeq { seq, cached } = idle.swap_remove(pick);
-            // Keep the shared prefix, drop the rest of the old request. The
-            // last prompt token is always decoded again: its logits start
-            // the answer.
-            let reused = common_prefix(&cached, &prompt).min(prompt.len() - 1);
-            let trimmed = ctx
-                .clear_kv_cache_seq(Some(seq as u32), Some(reused as u32), None)
-                .unwrap_or(false);
-            let mut reused = if trimmed {
-                reused
-            } else {
-                let _ = ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-                0
+            let job = self.pending.pop_front().expect("front exists");
+            self.start(job, prompt, pick, max_tokens, reserved);
+        }
+    }
+
+    /// Other idle caches than `pick` give their cells back, least useful
+    /// first, until `reserved` more cells fit. False if they do not fit
+    /// while other sequences run (a request alone gets the cache anyway).
+    fn make_room(&mut self, pick: usize, reserved: u32) -> bool {
+        let held_by_others = |idle: &[IdleSeq]| -> u32 {
+            idle.iter()
+                .enumerate()
+                .filter(|(i, _)| *i != pick)
+                .map(|(_, s)| s.cached.len() as u32)
+                .sum()
+        };
+        while self.reserved_cells + reserved + held_by_others(&self.idle) > self.n_ctx {
+            let Some(victim) = (0..self.idle.len())
+                .filter(|&i| i != pick && !self.idle[i].cached.is_empty())
+                .min_by_key(|&i| self.idle[i].cached.len())
+            else {
+                break;
             };
-            // A fixed prefix (the system turn) longer than what the sequence
-            // holds: restore it from disk, or save it once it is decoded.
-            let mut disk = 0;
-            let mut save_prefix = None;
-            if let Some(states) = &mut prefix_states
-                && let Some(prefix_len) =
-                    fixed_prefix(&model, &template, &job.request.turns, &prompt)
-                && reused < prefix_len
-            {
-                let prefix = &prompt[..prefix_len];
-                let ids: Vec<i32> = prefix.iter().map(|t| t.0).collect();
-                let name = prefix_state::file_name(&states.identity, &ids);
-                let file = states.dir.join(&name);
-                match restore_prefix(&mut ctx, seq, &file, prefix) {
-                    Restore::Done => {
-                        reused = prefix_len;
-                        disk = prefix_len;
-                    }
-                    Restore::Absent => {}
-                    Restore::Failed { clobbered } => {
-                        // A bad file is replaced by the state decoded now.
-                        let _ = std::fs::remove_file(&file);
-                        if clobbered {
-                            let _ = ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-                            reused = 0;
-                        }
-                    }
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(Some(self.idle[victim].seq as u32), None, None);
+            self.idle[victim].cached.clear();
+        }
+        self.reserved_cells + reserved + held_by_others(&self.idle) <= self.n_ctx
+            || self.slots.is_empty()
+    }
+
+    /// Starts `job` in the idle sequence `pick`.
+    fn start(
+        &mut self,
+        job: Job,
+        prompt: Vec<LlamaToken>,
+        pick: usize,
+        max_tokens: u32,
+        reserved: u32,
+    ) {
+        let admitted = Instant::now();
+        let IdleSeq { seq, cached } = self.idle.swap_remove(pick);
+        // Keep the shared prefix, drop the rest of the old request. The
+        // last prompt token is always decoded again: its logits start
+        // the answer.
+        let reused = common_prefix(&cached, &prompt).min(prompt.len() - 1);
+        let trimmed = self
+            .ctx
+            .clear_kv_cache_seq(Some(seq as u32), Some(reused as u32), None)
+            .unwrap_or(false);
+        let reused = if trimmed {
+            reused
+        } else {
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            0
+        };
+        let Reuse {
+            reused,
+            disk,
+            save_prefix,
+        } = self.reuse_prefix_state(seq, &job.request.turns, &prompt, reused);
+        self.reserved_cells += reserved;
+        let temperature = job
+            .request
+            .temperature
+            .unwrap_or(self.options.default_temperature);
+        self.slots.push(Slot {
+            seq,
+            sampler: sampler(self.model, &self.options, temperature),
+            admitted,
+            first_token: None,
+            prompt,
+            fed: reused,
+            reused,
+            disk,
+            save_prefix,
+            fed_output: Vec::new(),
+            streamed: StreamCursor::default(),
+            next: None,
+            logits_at: None,
+            output: Vec::new(),
+            output_tokens: 0,
+            max_tokens,
+            reserved,
+            job,
+        });
+    }
+
+    /// A fixed prefix (the system turn) longer than the `reused` tokens
+    /// sequence `seq` holds: restore it from disk, or plan to save it once
+    /// it is decoded.
+    fn reuse_prefix_state(
+        &mut self,
+        seq: i32,
+        turns: &[Turn],
+        prompt: &[LlamaToken],
+        mut reused: usize,
+    ) -> Reuse {
+        let mut disk = 0;
+        let mut save_prefix = None;
+        if let Some(states) = &mut self.prefix_states
+            && let Some(prefix_len) = fixed_prefix(self.model, &self.template, turns, prompt)
+            && reused < prefix_len
+        {
+            let prefix = &prompt[..prefix_len];
+            let ids: Vec<i32> = prefix.iter().map(|t| t.0).collect();
+            let name = prefix_state::file_name(&states.identity, &ids);
+            let file = states.dir.join(&name);
+            match restore_prefix(&mut self.ctx, seq, &file, prefix) {
+                Restore::Done => {
+                    reused = prefix_len;
+                    disk = prefix_len;
                 }
-                if disk == 0 && states.log.first_attempt(&name) {
-                    save_prefix = Some((prefix_len, file));
+                Restore::Absent => {}
+                Restore::Failed { clobbered } => {
+                    // A bad file is replaced by the state decoded now.
+                    let _ = std::fs::remove_file(&file);
+                    if clobbered {
+                        let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+                        reused = 0;
+                    }
                 }
             }
-            reserved_cells += reserved;
-            let temperature = job
-                .request
-                .temperature
-                .unwrap_or(options.default_temperature);
-            slots.push(Slot {
-                seq,
-                sampler: sampler(&model, &options, temperature),
-                admitted,
-                first_token: None,
-                prompt,
-                fed: reused,
-                reused,
-                disk,
-                save_prefix,
-                fed_output: Vec::new(),
-                streamed: StreamCursor::default(),
-                next: None,
-                logits_at: None,
-                output: Vec::new(),
-                output_tokens: 0,
-                max_tokens,
-                reserved,
-                job,
-            });
+            if disk == 0 && states.log.first_attempt(&name) {
+                save_prefix = Some((prefix_len, file));
+            }
         }
-        if slots.is_empty() {
-            continue;
+        Reuse {
+            reused,
+            disk,
+            save_prefix,
         }
+    }
 
-        // One decode step: a token for every generating sequence, then
-        // prompt chunks in admission order.
+    /// Fills the batch of one decode step: a token for every generating
+    /// sequence, then prompt chunks in admission order.
+    fn fill_batch(&mut self) {
+        let batch = &mut self.batch;
         batch.clear();
-        let capacity = options.batch_tokens as usize;
-        for slot in &mut slots {
+        let capacity = self.options.batch_tokens as usize;
+        for slot in &mut self.slots {
             slot.logits_at = None;
             if let Some(token) = slot.next {
                 let pos = (slot.prompt.len() as u32 + slot.output_tokens - 1) as i32;
@@ -620,7 +744,7 @@ fn worker(
                 slot.fed_output.push(token);
             }
         }
-        for slot in &mut slots {
+        for slot in &mut self.slots {
             if slot.fed == slot.prompt.len() {
                 continue;
             }
@@ -646,36 +770,44 @@ fn worker(
             }
             slot.fed = end;
         }
+    }
 
-        if let Err(e) = ctx.decode(&mut batch) {
-            // Nothing in this step can be trusted: fail every request in it.
-            for slot in slots.drain(..) {
-                let _ = ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
-                idle.push(IdleSeq {
-                    seq: slot.seq,
-                    cached: Vec::new(),
-                });
-                let _ = slot.job.reply.send(Err(LocalError::Inference(format!(
-                    "llama.cpp decode failed: {e}"
-                ))));
-            }
-            reserved_cells = 0;
-            continue;
+    /// Nothing in a failed step can be trusted: fails every request in it.
+    fn fail_all(&mut self, error: &llama_cpp_2::DecodeError) {
+        for slot in self.slots.drain(..) {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(Some(slot.seq as u32), None, None);
+            self.idle.push(IdleSeq {
+                seq: slot.seq,
+                cached: Vec::new(),
+            });
+            let _ = slot.job.reply.send(Err(LocalError::Inference(format!(
+                "llama.cpp decode failed: {error}"
+            ))));
         }
+        self.reserved_cells = 0;
+    }
 
-        if let Some(states) = &mut prefix_states {
-            for slot in &mut slots {
+    /// Writes the state of the sequences that now hold exactly their prefix.
+    fn save_prefixes(&mut self) {
+        if let Some(states) = &mut self.prefix_states {
+            for slot in &mut self.slots {
                 if let Some((n, file)) = slot.save_prefix.take_if(|(n, _)| *n == slot.fed) {
-                    save_prefix(&ctx, slot.seq, &slot.prompt[..n], &file, states);
+                    save_prefix(&self.ctx, slot.seq, &slot.prompt[..n], &file, states);
                 }
             }
         }
+    }
 
-        let vocab = model.vocab();
+    /// Samples a token for every slot whose logits the step computed and
+    /// streams the new text; returns the slots (index, why) that are done.
+    fn sample(&mut self) -> Vec<(usize, Finish)> {
+        let vocab = self.model.vocab();
         let mut finished = Vec::new();
-        for (index, slot) in slots.iter_mut().enumerate() {
+        for (index, slot) in self.slots.iter_mut().enumerate() {
             let Some(at) = slot.logits_at else { continue };
-            let token = slot.sampler.sample(&ctx, at);
+            let token = slot.sampler.sample(&self.ctx, at);
             let now = Instant::now();
             slot.first_token.get_or_insert(now);
             let outcome = if vocab.is_eog(token) {
@@ -711,18 +843,24 @@ fn worker(
                 finished.push((index, finish));
             }
         }
+        finished
+    }
+
+    /// Answers the `finished` slots (in ascending index order) and returns
+    /// their sequences to the idle ones.
+    fn finish(&mut self, finished: Vec<(usize, Finish)>) {
         for (index, finish) in finished.into_iter().rev() {
-            let mut slot = slots.swap_remove(index);
+            let mut slot = self.slots.swap_remove(index);
             // The cache now holds the prompt and every generated token that
             // was fed back; the sequence keeps them for the next request.
             let mut cached = std::mem::take(&mut slot.prompt);
             let prompt_tokens = cached.len() as u32;
             cached.extend_from_slice(&slot.fed_output);
-            idle.push(IdleSeq {
+            self.idle.push(IdleSeq {
                 seq: slot.seq,
                 cached,
             });
-            reserved_cells -= slot.reserved;
+            self.reserved_cells -= slot.reserved;
             let first = slot.first_token.unwrap_or(slot.admitted);
             let generation = Generation {
                 text: String::from_utf8_lossy(&slot.output).into_owned(),

@@ -13,7 +13,9 @@ use std::str::FromStr;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use monty::{MontyRepl, ReplProgress, ReplStartError};
+use monty::{
+    MontyRepl, ReplFunctionCall, ReplOsCall, ReplProgress, ReplResolveFutures, ReplStartError,
+};
 use monty_types::{
     CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
     PrintWriter, PrintWriterCallback, ResourceLimits, ResourceTracker,
@@ -373,22 +375,15 @@ impl Interpreter {
     /// Runs one cell to completion, answering host calls through `chan`.
     fn run_cell(&mut self, code: &str, chan: &mut Channel) -> Result<WireCellResult, Disconnected> {
         let started = Instant::now();
-        let mut repl = self.repl.take().expect("repl is present between cells");
-        self.answers.clear();
-        self.cells = self.cells.wrapping_add(1);
-        self.known_names.extend(assigned_names(code));
-        if code.contains(SHOW_VARS) {
-            repl = self.define_show_vars(repl);
-        }
-        // The tracker's time budget is cumulative over an interpreter's life: reset per cell.
-        repl.tracker_mut()
-            .set_max_duration(Duration::from_millis(self.limits.cell_time_limit_ms));
-        let mut out = CapturedOutput::new(self.limits.max_captured_output_bytes);
-        let mut host_calls: u64 = 0;
-        let mut ended_by_host: Option<String> = None;
-        let mut progress = repl.feed_start(code, Vec::new(), PrintWriter::Callback(&mut out));
+        let repl = self.begin_cell(code);
+        let mut cell = RunningCell {
+            out: CapturedOutput::new(self.limits.max_captured_output_bytes),
+            host_calls: 0,
+            ended_by_host: None,
+        };
+        let mut progress = repl.feed_start(code, Vec::new(), PrintWriter::Callback(&mut cell.out));
         let (repl, value, error) = loop {
-            let step = match progress {
+            progress = match progress {
                 Ok(ReplProgress::Complete { repl, value }) => break (repl, Some(value), None),
                 Err(err) => {
                     let ReplStartError { repl, error } = *err;
@@ -404,119 +399,133 @@ impl Interpreter {
                     } else {
                         NameLookupResult::Undefined
                     };
-                    lookup.resume(answer, PrintWriter::Callback(&mut out))
+                    lookup.resume(answer, PrintWriter::Callback(&mut cell.out))
                 }
-                Ok(ReplProgress::OsCall(call)) => {
-                    let what = call.function_call.name();
-                    let exc = MontyException::new(
-                        ExcType::PermissionError,
-                        Some(format!(
-                            "{what}: files, the environment and the network are not available in this sandbox; \
-                             the data you need is already in your variables (e.g. `context`)"
-                        )),
-                    );
-                    call.resume(
-                        ExtFunctionResult::Error(exc),
-                        PrintWriter::Callback(&mut out),
-                    )
-                }
-                Ok(ReplProgress::FunctionCall(call)) => {
-                    host_calls += 1;
-                    if host_calls > self.limits.max_host_calls_per_cell {
-                        let exc = MontyException::new(
-                            ExcType::RuntimeError,
-                            Some(format!(
-                                "host call limit reached: a cell may call host functions at most {} times; \
-                                 batch the work (e.g. llm_query_batched) or split it over several cells",
-                                self.limits.max_host_calls_per_cell
-                            )),
-                        );
-                        call.abort(exc, PrintWriter::Callback(&mut out))
-                    } else if let Some(&awaitable) = self.functions.get(&call.function_name)
-                        && call.object_id.is_none()
-                    {
-                        let call_id = self.wire_id(call.call_id);
-                        match host_call_header(&call, call_id, awaitable) {
-                            // Refused in the cell, as a catchable ValueError.
-                            Err(message) => {
-                                let exc = MontyException::new(ExcType::ValueError, Some(message));
-                                call.resume(
-                                    ExtFunctionResult::Error(exc),
-                                    PrintWriter::Callback(&mut out),
-                                )
-                            }
-                            Ok(header) => {
-                                chan.send_header(&header)?;
-                                if awaitable {
-                                    call.resume_pending(PrintWriter::Callback(&mut out))
-                                } else {
-                                    match self.wait_answer(call_id, chan)? {
-                                        HostAnswer::Result(r) => {
-                                            call.resume(r, PrintWriter::Callback(&mut out))
-                                        }
-                                        HostAnswer::Stop(exc, reason) => {
-                                            ended_by_host = reason;
-                                            call.abort(exc, PrintWriter::Callback(&mut out))
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    } else {
-                        let name = call.function_name.clone();
-                        call.resume(
-                            ExtFunctionResult::NotFound(name),
-                            PrintWriter::Callback(&mut out),
-                        )
-                    }
-                }
+                Ok(ReplProgress::OsCall(call)) => refuse_os_call(call, &mut cell.out),
+                Ok(ReplProgress::FunctionCall(call)) => self.host_call(call, chan, &mut cell)?,
                 Ok(ReplProgress::ResolveFutures(pending)) => {
-                    let ids = pending.pending_call_ids().to_vec();
-                    let mut results = Vec::with_capacity(ids.len());
-                    let mut stop = None;
-                    for id in ids {
-                        match self.wait_answer(self.wire_id(id), chan)? {
-                            HostAnswer::Result(r) => results.push((id, r)),
-                            // The cell ends now: the other answers are not awaited
-                            // (late ones are dropped by their cell number).
-                            HostAnswer::Stop(exc, reason) => {
-                                stop = Some((exc, reason));
-                                break;
-                            }
-                        }
-                    }
-                    match stop {
-                        Some((exc, reason)) => {
-                            ended_by_host = reason;
-                            pending.abort(exc, PrintWriter::Callback(&mut out))
-                        }
-                        None => pending.resume(results, PrintWriter::Callback(&mut out)),
-                    }
+                    self.resolve_futures(pending, chan, &mut cell)?
                 }
             };
-            progress = step;
         };
         self.repl = Some(repl);
         // The value and the error are cut like printed output: the result frame
         // stays within the frame limit whatever the cell built.
         let max_bytes = self.limits.max_captured_output_bytes;
-        let error = match (&ended_by_host, error) {
+        let error = match (&cell.ended_by_host, error) {
             (Some(_), _) | (None, None) => None,
             (None, Some(e)) => Some(cell_error(&e, max_bytes)),
         };
         let value = value
             .filter(|v| !matches!(v, MontyObject::None))
             .map(|v| repr_within(&v, max_bytes));
-        let (stdout, stdout_chars) = out.finish();
+        let (stdout, stdout_chars) = cell.out.finish();
         Ok(WireCellResult {
             stdout,
             stdout_chars,
             value,
             error,
             elapsed_us: started.elapsed().as_micros() as u64,
-            host_calls,
-            ended_by_host,
+            host_calls: cell.host_calls,
+            ended_by_host: cell.ended_by_host,
         })
+    }
+
+    /// Takes the REPL for a new cell: a new cell number, the names `code`
+    /// may bind, `SHOW_VARS` if it is used, a fresh time budget.
+    fn begin_cell(&mut self, code: &str) -> MontyRepl {
+        let mut repl = self.repl.take().expect("repl is present between cells");
+        self.answers.clear();
+        self.cells = self.cells.wrapping_add(1);
+        self.known_names.extend(assigned_names(code));
+        if code.contains(SHOW_VARS) {
+            repl = self.define_show_vars(repl);
+        }
+        // The tracker's time budget is cumulative over an interpreter's life: reset per cell.
+        repl.tracker_mut()
+            .set_max_duration(Duration::from_millis(self.limits.cell_time_limit_ms));
+        repl
+    }
+
+    /// A call of a function the cell does not define: a host function is
+    /// forwarded to the parent (within the cell's host call limit); any
+    /// other name is not found.
+    fn host_call(
+        &mut self,
+        call: ReplFunctionCall,
+        chan: &mut Channel,
+        cell: &mut RunningCell,
+    ) -> Result<CellStep, Disconnected> {
+        cell.host_calls += 1;
+        if cell.host_calls > self.limits.max_host_calls_per_cell {
+            let exc = MontyException::new(
+                ExcType::RuntimeError,
+                Some(format!(
+                    "host call limit reached: a cell may call host functions at most {} times; \
+                     batch the work (e.g. llm_query_batched) or split it over several cells",
+                    self.limits.max_host_calls_per_cell
+                )),
+            );
+            return Ok(call.abort(exc, PrintWriter::Callback(&mut cell.out)));
+        }
+        let Some(&awaitable) = self
+            .functions
+            .get(&call.function_name)
+            .filter(|_| call.object_id.is_none())
+        else {
+            let name = call.function_name.clone();
+            return Ok(call.resume(
+                ExtFunctionResult::NotFound(name),
+                PrintWriter::Callback(&mut cell.out),
+            ));
+        };
+        let call_id = self.wire_id(call.call_id);
+        let header = match host_call_header(&call, call_id, awaitable) {
+            Ok(header) => header,
+            // Refused in the cell, as a catchable ValueError.
+            Err(message) => {
+                let exc = MontyException::new(ExcType::ValueError, Some(message));
+                return Ok(call.resume(
+                    ExtFunctionResult::Error(exc),
+                    PrintWriter::Callback(&mut cell.out),
+                ));
+            }
+        };
+        chan.send_header(&header)?;
+        if awaitable {
+            return Ok(call.resume_pending(PrintWriter::Callback(&mut cell.out)));
+        }
+        Ok(match self.wait_answer(call_id, chan)? {
+            HostAnswer::Result(r) => call.resume(r, PrintWriter::Callback(&mut cell.out)),
+            HostAnswer::Stop(exc, reason) => {
+                cell.ended_by_host = reason;
+                call.abort(exc, PrintWriter::Callback(&mut cell.out))
+            }
+        })
+    }
+
+    /// Waits for the answers of the awaited host calls and resumes the cell
+    /// with them, or stops it at the first answer that ends it.
+    fn resolve_futures(
+        &mut self,
+        pending: ReplResolveFutures,
+        chan: &mut Channel,
+        cell: &mut RunningCell,
+    ) -> Result<CellStep, Disconnected> {
+        let ids = pending.pending_call_ids().to_vec();
+        let mut results = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.wait_answer(self.wire_id(id), chan)? {
+                HostAnswer::Result(r) => results.push((id, r)),
+                // The cell ends now: the other answers are not awaited
+                // (late ones are dropped by their cell number).
+                HostAnswer::Stop(exc, reason) => {
+                    cell.ended_by_host = reason;
+                    return Ok(pending.abort(exc, PrintWriter::Callback(&mut cell.out)));
+                }
+            }
+        }
+        Ok(pending.resume(results, PrintWriter::Callback(&mut cell.out)))
     }
 
     /// The id a call of the running cell has on the wire.
@@ -652,6 +661,33 @@ impl Interpreter {
             };
         }
     }
+}
+
+/// What the running cell has done so far, besides its REPL.
+struct RunningCell {
+    /// What it printed.
+    out: CapturedOutput,
+    /// Host function calls it made.
+    host_calls: u64,
+    /// Why the host ended the cell, if it did.
+    ended_by_host: Option<String>,
+}
+
+/// The cell's next state after answering what it paused for.
+type CellStep = Result<ReplProgress, Box<ReplStartError>>;
+
+/// Refuses an OS call (files, environment, network) in the cell, as a
+/// catchable `PermissionError` saying where the data is instead.
+fn refuse_os_call(call: ReplOsCall, out: &mut CapturedOutput) -> CellStep {
+    let what = call.function_call.name();
+    let exc = MontyException::new(
+        ExcType::PermissionError,
+        Some(format!(
+            "{what}: files, the environment and the network are not available in this sandbox; \
+             the data you need is already in your variables (e.g. `context`)"
+        )),
+    );
+    call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out))
 }
 
 /// What the parent answered to a host call.

@@ -140,50 +140,7 @@ impl Store {
             dimension: dim,
             ..EmbedReport::default()
         };
-        let stale = {
-            let conn = self.db();
-            conn.execute_batch(SCHEMA)?;
-            if let Some((stored, stored_dim)) = meta(&conn, META_MODEL)?
-                .zip(meta(&conn, META_DIM)?.and_then(|d| d.parse::<usize>().ok()))
-                && (stored != model || stored_dim != dim)
-                && !opts.replace
-            {
-                return Err(RetrievalError::ModelMismatch {
-                    store: self.dir().display().to_string(),
-                    stored,
-                    stored_dim,
-                    requested: model,
-                    requested_dim: dim,
-                });
-            }
-            if opts.replace {
-                conn.execute("DELETE FROM chunk_embeddings", [])?;
-            }
-            set_meta(&conn, META_MODEL, &model)?;
-            set_meta(&conn, META_DIM, &dim.to_string())?;
-            report.removed = conn.execute(
-                "DELETE FROM chunk_embeddings WHERE chunk_id NOT IN (SELECT id FROM chunks)",
-                [],
-            )? as u64;
-            let mut stmt = conn.prepare(
-                "SELECT c.id, c.doc_id, c.byte_start, c.byte_end, d.hash, e.text_hash
-                     FROM chunks c JOIN documents d ON d.id = c.doc_id
-                     LEFT JOIN chunk_embeddings e ON e.chunk_id = c.id
-                     WHERE e.chunk_id IS NULL OR e.doc_hash != d.hash
-                     ORDER BY c.doc_id, c.ordinal",
-            )?;
-            stmt.query_map([], |r| {
-                Ok(Stale {
-                    chunk_id: r.get(0)?,
-                    doc_id: r.get(1)?,
-                    byte_start: r.get::<_, i64>(2)? as usize,
-                    byte_end: r.get::<_, i64>(3)? as usize,
-                    doc_hash: r.get(4)?,
-                    old_text_hash: r.get(5)?,
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?
-        };
+        let stale = self.start_embedding(&model, dim, opts, &mut report)?;
         let total_chunks = self.stats()?.chunks;
         report.unchanged = total_chunks.saturating_sub(stale.len() as u64);
 
@@ -219,23 +176,85 @@ impl Store {
             }
         }
         done += self.embed_and_store(embedder, &mut pending, &mut report)?;
-        {
-            let mut conn = self.db();
-            let tx = conn.transaction()?;
-            for (id, doc_hash) in &reused {
-                tx.execute(
-                    "UPDATE chunk_embeddings SET doc_hash = ?1 WHERE chunk_id = ?2",
-                    [doc_hash, id],
-                )?;
-            }
-            bump_generation(&tx)?;
-            tx.commit()?;
-        }
+        self.keep_reused(&reused)?;
         report.reused = reused.len() as u64;
         done += report.reused;
         progress(EmbedProgress { done, total });
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
+    }
+
+    /// Checks that the store holds no vectors of another model than `model`
+    /// (or drops them all if `opts.replace`), records the model, deletes the
+    /// vectors of chunks that no longer exist (counted in `report`) and
+    /// lists the chunks without a vector of their current document.
+    fn start_embedding(
+        &self,
+        model: &str,
+        dim: usize,
+        opts: &EmbedOptions,
+        report: &mut EmbedReport,
+    ) -> Result<Vec<Stale>, RetrievalError> {
+        let conn = self.db();
+        conn.execute_batch(SCHEMA)?;
+        if let Some((stored, stored_dim)) = meta(&conn, META_MODEL)?
+            .zip(meta(&conn, META_DIM)?.and_then(|d| d.parse::<usize>().ok()))
+            && (stored != model || stored_dim != dim)
+            && !opts.replace
+        {
+            return Err(RetrievalError::ModelMismatch {
+                store: self.dir().display().to_string(),
+                stored,
+                stored_dim,
+                requested: model.to_string(),
+                requested_dim: dim,
+            });
+        }
+        if opts.replace {
+            conn.execute("DELETE FROM chunk_embeddings", [])?;
+        }
+        set_meta(&conn, META_MODEL, model)?;
+        set_meta(&conn, META_DIM, &dim.to_string())?;
+        report.removed = conn.execute(
+            "DELETE FROM chunk_embeddings WHERE chunk_id NOT IN (SELECT id FROM chunks)",
+            [],
+        )? as u64;
+        let mut stmt = conn.prepare(
+            "SELECT c.id, c.doc_id, c.byte_start, c.byte_end, d.hash, e.text_hash
+                 FROM chunks c JOIN documents d ON d.id = c.doc_id
+                 LEFT JOIN chunk_embeddings e ON e.chunk_id = c.id
+                 WHERE e.chunk_id IS NULL OR e.doc_hash != d.hash
+                 ORDER BY c.doc_id, c.ordinal",
+        )?;
+        let stale = stmt
+            .query_map([], |r| {
+                Ok(Stale {
+                    chunk_id: r.get(0)?,
+                    doc_id: r.get(1)?,
+                    byte_start: r.get::<_, i64>(2)? as usize,
+                    byte_end: r.get::<_, i64>(3)? as usize,
+                    doc_hash: r.get(4)?,
+                    old_text_hash: r.get(5)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(stale)
+    }
+
+    /// Points the vectors of chunks whose text did not change (`reused`:
+    /// chunk id, document hash) at their document's new hash.
+    fn keep_reused(&self, reused: &[(String, String)]) -> Result<(), RetrievalError> {
+        let mut conn = self.db();
+        let tx = conn.transaction()?;
+        for (id, doc_hash) in reused {
+            tx.execute(
+                "UPDATE chunk_embeddings SET doc_hash = ?1 WHERE chunk_id = ?2",
+                [doc_hash, id],
+            )?;
+        }
+        bump_generation(&tx)?;
+        tx.commit()?;
+        Ok(())
     }
 
     fn embed_and_store(

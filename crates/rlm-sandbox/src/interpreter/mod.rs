@@ -274,88 +274,38 @@ impl Worker {
     ) -> Result<Interpreter, SandboxError> {
         spec.validate()?;
         let mut blobs = FrameBlobs::default();
-        let mut inputs = Vec::with_capacity(spec.inputs.len());
-        for (name, value) in &spec.inputs {
-            let wire = match value {
-                InputValue::Text(s) => WireInput::Text {
-                    blob: blobs.bytes(s),
-                },
-                InputValue::TextList(list) => WireInput::TextList {
-                    blobs: list.iter().map(|s| blobs.bytes(s)).collect(),
-                },
-                InputValue::Documents(docs) => WireInput::Documents {
-                    docs: docs
-                        .iter()
-                        .map(|d| WireDocument {
-                            index: d.index,
-                            name: d.name.clone(),
-                            id: d.id.clone(),
-                            chars: d.chars,
-                            chunk_count: d.chunk_count,
-                            text_blob: blobs.bytes(&d.text),
-                        })
-                        .collect(),
-                },
-                InputValue::Json(v) => WireInput::Json { value: v.clone() },
-                InputValue::Assembled(pieces) => WireInput::Assembled {
-                    pieces: pieces
-                        .iter()
-                        .map(|p| match p {
-                            Piece::Literal(text) => WirePiece::Literal { text: text.clone() },
-                            Piece::Text(i) => WirePiece::Blob {
-                                blob: blobs.source(*i),
-                            },
-                        })
-                        .collect(),
-                },
-                InputValue::SourceTexts => WireInput::TextList {
-                    blobs: (0..spec.texts.as_ref().map_or(0, |t| t.count()))
-                        .map(|i| blobs.source(i))
-                        .collect(),
-                },
-                InputValue::SourceDocuments(docs) => WireInput::Documents {
-                    docs: docs
-                        .iter()
-                        .map(|d| WireDocument {
-                            index: d.index,
-                            name: d.name.clone(),
-                            id: d.id.clone(),
-                            chars: d.chars,
-                            chunk_count: d.chunk_count,
-                            text_blob: blobs.source(d.text),
-                        })
-                        .collect(),
-                },
-            };
-            inputs.push((name.clone(), wire));
+        let inputs = spec
+            .inputs
+            .iter()
+            .map(|(name, value)| (name.clone(), blobs.wire_input(value, spec)))
+            .collect();
+        let header = start_header(config, spec, inputs)?;
+        self.send_start(&header, &blobs, spec).await?;
+        match self.recv(Some(config.startup_timeout)).await? {
+            FromWorker::Started => Ok(Interpreter {
+                worker: Some(self),
+                config: config.clone(),
+            }),
+            other => Err(SandboxError::Protocol(format!(
+                "expected started, got {other:?}"
+            ))),
         }
-        let msg = ToWorker::Start {
-            inputs,
-            functions: spec
-                .functions
-                .iter()
-                .map(|(n, k)| (n.clone(), *k == HostFunctionKind::Async))
-                .collect(),
-            limits: WireLimits {
-                cell_time_limit_ms: config.cell_time_limit.as_millis() as u64,
-                max_host_calls_per_cell: config.max_host_calls_per_cell,
-                max_captured_output_bytes: config.max_captured_output_bytes,
-                max_recursion_depth: config.max_recursion_depth,
-            },
-        };
-        let header = serde_json::to_vec(&msg).map_err(|e| SandboxError::Protocol(e.to_string()))?;
-        if header.len() > MAX_HEADER_BYTES as usize {
-            return Err(SandboxError::InvalidSpec(format!(
-                "the interpreter's inputs other than texts (JSON values, names, literals) are {} \
-                 bytes as JSON; the limit is {MAX_HEADER_BYTES} bytes: pass large strings as texts",
-                header.len()
-            )));
-        }
+    }
+
+    /// Writes the start frame: `header`, then every blob, source texts read
+    /// as they are written. A text that cannot be read leaves half a frame
+    /// sent: the worker is killed.
+    async fn send_start(
+        &mut self,
+        header: &[u8],
+        blobs: &FrameBlobs<'_>,
+        spec: &InterpreterSpec,
+    ) -> Result<(), SandboxError> {
         let mut unreadable = None;
         let written =
             write_frame_lazy_async(
                 &mut self.stdin,
-                &header,
+                header,
                 blobs.refs.len(),
                 |i| match &blobs.refs[i] {
                     BlobRef::Bytes(b) => Ok(Cow::Borrowed(*b)),
@@ -385,16 +335,40 @@ impl Worker {
         if written.is_err() {
             return Err(self.death().await);
         }
-        match self.recv(Some(config.startup_timeout)).await? {
-            FromWorker::Started => Ok(Interpreter {
-                worker: Some(self),
-                config: config.clone(),
-            }),
-            other => Err(SandboxError::Protocol(format!(
-                "expected started, got {other:?}"
-            ))),
-        }
+        Ok(())
     }
+}
+
+/// The header of the start frame: the wire `inputs`, the host functions and
+/// the limits. One over the frame limit is [`SandboxError::InvalidSpec`].
+fn start_header(
+    config: &SandboxConfig,
+    spec: &InterpreterSpec,
+    inputs: Vec<(String, WireInput)>,
+) -> Result<Vec<u8>, SandboxError> {
+    let msg = ToWorker::Start {
+        inputs,
+        functions: spec
+            .functions
+            .iter()
+            .map(|(n, k)| (n.clone(), *k == HostFunctionKind::Async))
+            .collect(),
+        limits: WireLimits {
+            cell_time_limit_ms: config.cell_time_limit.as_millis() as u64,
+            max_host_calls_per_cell: config.max_host_calls_per_cell,
+            max_captured_output_bytes: config.max_captured_output_bytes,
+            max_recursion_depth: config.max_recursion_depth,
+        },
+    };
+    let header = serde_json::to_vec(&msg).map_err(|e| SandboxError::Protocol(e.to_string()))?;
+    if header.len() > MAX_HEADER_BYTES as usize {
+        return Err(SandboxError::InvalidSpec(format!(
+            "the interpreter's inputs other than texts (JSON values, names, literals) are {} \
+             bytes as JSON; the limit is {MAX_HEADER_BYTES} bytes: pass large strings as texts",
+            header.len()
+        )));
+    }
+    Ok(header)
 }
 
 /// Where each blob of a start frame comes from.
@@ -423,6 +397,61 @@ impl<'a> FrameBlobs<'a> {
             self.refs.push(BlobRef::Source(text));
             self.refs.len() - 1
         })
+    }
+
+    /// `value` as it goes on the wire, its texts added as blobs.
+    fn wire_input(&mut self, value: &'a InputValue, spec: &InterpreterSpec) -> WireInput {
+        match value {
+            InputValue::Text(s) => WireInput::Text {
+                blob: self.bytes(s),
+            },
+            InputValue::TextList(list) => WireInput::TextList {
+                blobs: list.iter().map(|s| self.bytes(s)).collect(),
+            },
+            InputValue::Documents(docs) => WireInput::Documents {
+                docs: docs
+                    .iter()
+                    .map(|d| WireDocument {
+                        index: d.index,
+                        name: d.name.clone(),
+                        id: d.id.clone(),
+                        chars: d.chars,
+                        chunk_count: d.chunk_count,
+                        text_blob: self.bytes(&d.text),
+                    })
+                    .collect(),
+            },
+            InputValue::Json(v) => WireInput::Json { value: v.clone() },
+            InputValue::Assembled(pieces) => WireInput::Assembled {
+                pieces: pieces
+                    .iter()
+                    .map(|p| match p {
+                        Piece::Literal(text) => WirePiece::Literal { text: text.clone() },
+                        Piece::Text(i) => WirePiece::Blob {
+                            blob: self.source(*i),
+                        },
+                    })
+                    .collect(),
+            },
+            InputValue::SourceTexts => WireInput::TextList {
+                blobs: (0..spec.texts.as_ref().map_or(0, |t| t.count()))
+                    .map(|i| self.source(i))
+                    .collect(),
+            },
+            InputValue::SourceDocuments(docs) => WireInput::Documents {
+                docs: docs
+                    .iter()
+                    .map(|d| WireDocument {
+                        index: d.index,
+                        name: d.name.clone(),
+                        id: d.id.clone(),
+                        chars: d.chars,
+                        chunk_count: d.chunk_count,
+                        text_blob: self.source(d.text),
+                    })
+                    .collect(),
+            },
+        }
     }
 }
 
