@@ -553,28 +553,31 @@ impl ConfigOverrides {
     /// The value this command line gives `setting`, named by its flag.
     fn found(&self, setting: &Setting) -> Option<Found> {
         let text = |v: &dyn ToString| Some(v.to_string());
-        let value = match setting.env? {
-            "RLM_PROVIDER" => self.provider.as_ref().and_then(|p| text(p)),
-            "RLM_BASE_URL" => self.base_url.clone(),
-            "RLM_PRIMARY_MODEL" => self.primary_model.clone(),
-            "RLM_SUB_MODEL" => self.sub_model.clone(),
-            "RLM_TIMEOUT" => self.timeout_secs.as_ref().and_then(|v| text(v)),
-            "RLM_MAX_CONCURRENT" => self.max_concurrent.as_ref().and_then(|v| text(v)),
-            "RLM_ROOT_TEMPERATURE" => self.root_temperature.as_ref().and_then(|v| text(v)),
-            "RLM_SUB_TEMPERATURE" => self.sub_temperature.as_ref().and_then(|v| text(v)),
-            "RLM_ROOT_MAX_OUTPUT_TOKENS" => {
-                self.root_max_output_tokens.as_ref().and_then(|v| text(v))
-            }
-            "RLM_SUB_MAX_OUTPUT_TOKENS" => {
-                self.sub_max_output_tokens.as_ref().and_then(|v| text(v))
-            }
-            _ => None,
-        }
-        .or_else(|| {
-            (setting.key == "max_retries" && setting.table == Some("llm"))
-                .then(|| self.max_retries.map(|v| v.to_string()))
-                .flatten()
-        })?;
+        let value = if setting == &table::PROVIDER {
+            self.provider.as_ref().and_then(|p| text(p))
+        } else if setting == &table::BASE_URL {
+            self.base_url.clone()
+        } else if setting == &table::PRIMARY_MODEL {
+            self.primary_model.clone()
+        } else if setting == &table::SUB_MODEL {
+            self.sub_model.clone()
+        } else if setting == &table::TIMEOUT {
+            self.timeout_secs.as_ref().and_then(|v| text(v))
+        } else if setting == &table::MAX_CONCURRENT {
+            self.max_concurrent.as_ref().and_then(|v| text(v))
+        } else if setting == &table::MAX_RETRIES {
+            self.max_retries.as_ref().and_then(|v| text(v))
+        } else if setting == &table::ROOT_TEMPERATURE {
+            self.root_temperature.as_ref().and_then(|v| text(v))
+        } else if setting == &table::SUB_TEMPERATURE {
+            self.sub_temperature.as_ref().and_then(|v| text(v))
+        } else if setting == &table::ROOT_MAX_OUTPUT_TOKENS {
+            self.root_max_output_tokens.as_ref().and_then(|v| text(v))
+        } else if setting == &table::SUB_MAX_OUTPUT_TOKENS {
+            self.sub_max_output_tokens.as_ref().and_then(|v| text(v))
+        } else {
+            None
+        }?;
         Some(Found {
             value,
             name: setting.flag.unwrap_or(setting.key).to_string(),

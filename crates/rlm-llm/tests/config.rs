@@ -269,3 +269,37 @@ fn the_config_file_is_read_from_a_named_path_and_must_exist_when_named() {
     assert!(matches!(err, LlmError::Config(_)));
     assert!(err.to_string().contains("cannot read config file"), "{err}");
 }
+
+#[test]
+fn every_flag_reaches_its_setting() {
+    let flags = ConfigOverrides {
+        max_retries: Some(1),
+        root_temperature: Some(0.25),
+        sub_max_output_tokens: Some(32),
+        provider: Some(ProviderKind::OpenAi),
+        ..ConfigOverrides::default()
+    };
+    let c = LlmConfig::from_toml_str(
+        "[llm]\nmax_retries = 7\n[llm.root]\ntemperature = 1.0\n",
+        &flags,
+        |_| None,
+    )
+    .unwrap();
+    assert_eq!(c.retry.max_retries, 1);
+    assert_eq!(c.root.temperature, Some(0.25));
+    assert_eq!(c.sub.max_output_tokens, Some(32));
+    let e = LlmConfig::from_toml_str(
+        "",
+        &ConfigOverrides {
+            max_retries: Some(21),
+            ..flags
+        },
+        |_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--max-retries=\"21\" is not a whole number from 0 to 20"),
+        "{e}"
+    );
+}

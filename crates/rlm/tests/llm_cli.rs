@@ -131,7 +131,7 @@ fn chat_errors_are_one_line_and_say_what_to_do() {
     env.push(("RLM_TIMEOUT", "soon".into()));
     let out = rlm(dir.path(), &["llm", "chat", "hi"], &as_refs(&env));
     assert!(
-        stderr(&out).contains("RLM_TIMEOUT='soon' is not a number of seconds"),
+        stderr(&out).contains("RLM_TIMEOUT=\"soon\" is not a number more than 0 and at most 86400"),
         "{}",
         stderr(&out)
     );

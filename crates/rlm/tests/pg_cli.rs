@@ -299,7 +299,7 @@ fn rlm_toml_names_the_store_unless_the_flag_or_environment_does() {
     let out = rlm(dir.path(), &["docs"], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("[store] has no key `locaton`; it takes: location"),
+        err.contains("[store] has no setting \"locaton\"; its keys are: location"),
         "{err}"
     );
 }
