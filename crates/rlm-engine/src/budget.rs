@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::values::{FromSettings, Lookup, Reader, table};
+use crate::values::{ConfigError, FromSettings, Lookup, Reader, table};
 
 /// Limits for one question. Every field has an
 /// environment variable (see [`BudgetConfig::from_env`]).
@@ -71,7 +71,7 @@ pub const TOKEN_CHECK_RATIO: f64 = 0.95;
 impl FromSettings for BudgetConfig {
     /// The limits from `lookup` (a question's own settings, the environment,
     /// a settings file), every value range-checked by [`crate::values`].
-    fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+    fn from_settings(lookup: Lookup<'_>) -> Result<Self, ConfigError> {
         let r = Reader::new(lookup);
         let mut c = BudgetConfig::default();
         if let Some(v) = r.whole(&table::MAX_DEPTH)? {
@@ -123,7 +123,7 @@ impl FromSettings for BudgetConfig {
 
 impl BudgetConfig {
     /// Rejects limits that cannot work, with a message saying which and why.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_iterations == 0 {
             return Err("root iterations (RLM_MAX_ITERATIONS) must be at least 1".into());
         }
@@ -138,7 +138,8 @@ impl BudgetConfig {
             return Err(format!(
                 "RLM_ROOT_RESERVED ({}) must be smaller than RLM_MAX_LLM_CALLS ({})",
                 self.root_reserved_calls, self.max_llm_calls
-            ));
+            )
+            .into());
         }
         if self.truncate_len < 100 {
             return Err("RLM_TRUNCATE_LEN must be at least 100 characters".into());
@@ -582,11 +583,17 @@ mod tests {
 
     #[test]
     fn bad_env_value_is_a_clear_error() {
-        let e = BudgetConfig::from_lookup(env(&[("RLM_MAX_LLM_CALLS", "lots")])).unwrap_err();
+        let e = BudgetConfig::from_lookup(env(&[("RLM_MAX_LLM_CALLS", "lots")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("RLM_MAX_LLM_CALLS"), "{e}");
-        let e = BudgetConfig::from_lookup(env(&[("RLM_MAX_CONCURRENT", "0")])).unwrap_err();
+        let e = BudgetConfig::from_lookup(env(&[("RLM_MAX_CONCURRENT", "0")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("RLM_MAX_CONCURRENT"), "{e}");
-        let e = BudgetConfig::from_lookup(env(&[("RLM_ROOT_RESERVED", "60")])).unwrap_err();
+        let e = BudgetConfig::from_lookup(env(&[("RLM_ROOT_RESERVED", "60")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("RLM_ROOT_RESERVED"), "{e}");
         // Lowering the call limit alone shrinks the default reserve.
         let c = BudgetConfig::from_lookup(env(&[("RLM_MAX_LLM_CALLS", "4")])).unwrap();
@@ -595,7 +602,8 @@ mod tests {
             ("RLM_MAX_LLM_CALLS", "4"),
             ("RLM_ROOT_RESERVED", "4"),
         ]))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("RLM_ROOT_RESERVED"), "{e}");
     }
 

@@ -66,3 +66,4 @@ pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestio
 pub use session::{Finding, SessionState, SessionStore, Turn};
 pub use settings::{EngineSettings, SettingsFile};
 pub use trace::{Trace, TraceEvent, TraceRecord};
+pub use values::ConfigError;

@@ -12,7 +12,7 @@ use crate::citations::CitationPolicy;
 use crate::config::{EngineConfig, Flow, Inspector, VerifyMode};
 use crate::session::SessionState;
 use crate::trace::Trace;
-use crate::values::{Found, LAYER_QUESTION, Reader, Setting, table};
+use crate::values::{ConfigError, Found, LAYER_QUESTION, Reader, Setting, table};
 
 /// One question.
 #[derive(Debug, Clone)]
@@ -204,7 +204,7 @@ impl QuestionSettings {
 
     /// Checks every setting and lays them over `base`. An explicit citation
     /// policy applies to every flow (it beats `RLM_CITATION_POLICY` too).
-    pub fn resolve(&self, base: &EngineConfig) -> Result<ResolvedQuestion, String> {
+    pub fn resolve(&self, base: &EngineConfig) -> Result<ResolvedQuestion, ConfigError> {
         let lookup = |s: &Setting| self.found(s);
         let r = Reader::new(&lookup);
         let mut config = base.clone();
@@ -219,7 +219,8 @@ impl QuestionSettings {
         // no user namespaces, not Linux): a question asking for it is refused
         // here, before any work, with the reason.
         if config.sandbox == rlm_sandbox::SandboxBackend::CPython {
-            rlm_sandbox::cpython::launcher(None)?;
+            rlm_sandbox::cpython::launcher(None)
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
         if let Some(v) = r.parsed(&table::CITATIONS)? {
             config.citation_policy = v;
@@ -274,7 +275,7 @@ impl QuestionSettings {
     /// The flow `expand_files` and `rlm_summarize` ask for (the pipeline's
     /// stages after retrieval: true → `pipeline`, false → `rag`), or a
     /// conflict with the flow or RLM switch the question also set.
-    fn pipeline_stages(&self, r: &Reader<'_>, flow: Flow) -> Result<Option<Flow>, String> {
+    fn pipeline_stages(&self, r: &Reader<'_>, flow: Flow) -> Result<Option<Flow>, ConfigError> {
         let mut wanted: Option<(bool, &'static str)> = None;
         for setting in [&table::EXPAND_FILES, &table::RLM_SUMMARIZE] {
             let Some(v) = r.boolean(setting)? else {
@@ -286,7 +287,7 @@ impl QuestionSettings {
                 Some((w, other)) if w != v => {
                     return Err(format!(
                         "{other} and {name} disagree: both true asks for the pipeline flow, both false for rag"
-                    ));
+                    ).into());
                 }
                 _ => wanted = Some((v, name)),
             }
@@ -309,7 +310,7 @@ impl QuestionSettings {
             return Err(format!(
                 "{name}={on} conflicts with {by}={what}: {name}={on} asks for the {} flow; drop one of them",
                 target.as_str()
-            ));
+            ).into());
         }
         Ok(Some(target))
     }
@@ -319,7 +320,7 @@ impl QuestionSettings {
 mod tests {
     use super::*;
 
-    fn api(f: impl FnOnce(&mut QuestionSettings)) -> Result<ResolvedQuestion, String> {
+    fn api(f: impl FnOnce(&mut QuestionSettings)) -> Result<ResolvedQuestion, ConfigError> {
         let mut q = QuestionSettings {
             surface: Surface::Api,
             ..QuestionSettings::default()
@@ -350,7 +351,9 @@ mod tests {
         .unwrap();
         assert_eq!(r.flow, Flow::Pipeline);
 
-        let e = api(|q| q.high_recall = Some("maybe".into())).unwrap_err();
+        let e = api(|q| q.high_recall = Some("maybe".into()))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "high_recall=\"maybe\" is not a boolean; use true or false"
@@ -359,7 +362,8 @@ mod tests {
             q.flow = Some("repl".into());
             q.expand_files = Some("true".into());
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.starts_with("expand_files=true conflicts with flow=repl"),
             "{e}"
@@ -368,7 +372,8 @@ mod tests {
             q.use_rlm = Some(true);
             q.rlm_summarize = Some("false".into());
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.starts_with("rlm_summarize=false conflicts with use_rlm=true"),
             "{e}"
@@ -380,7 +385,8 @@ mod tests {
             ..QuestionSettings::default()
         }
         .resolve(&EngineConfig::default())
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             // API-only toggles are named by their field on every surface.
             e.starts_with("expand_files and rlm_summarize disagree"),

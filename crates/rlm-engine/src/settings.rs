@@ -13,31 +13,31 @@
 pub use rlm_settings::{DEFAULT_SETTINGS_FILE, SettingsFile};
 
 use crate::EngineConfig;
-use crate::values::{FromSettings, Setting};
+use crate::values::{ConfigError, FromSettings, Setting};
 
 /// The engine's configuration from a settings file: the environment first,
 /// then the file. (The file refused keys no setting has when it was read.)
 pub trait EngineSettings {
     /// The engine configuration from the process environment, then this file.
-    fn engine_config(&self) -> Result<EngineConfig, String>;
+    fn engine_config(&self) -> Result<EngineConfig, ConfigError>;
 
     /// Like [`engine_config`](Self::engine_config) with an explicit
     /// environment (testable).
     fn engine_config_with_env(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<EngineConfig, String>;
+    ) -> Result<EngineConfig, ConfigError>;
 }
 
 impl EngineSettings for SettingsFile {
-    fn engine_config(&self) -> Result<EngineConfig, String> {
+    fn engine_config(&self) -> Result<EngineConfig, ConfigError> {
         self.engine_config_with_env(&|k| std::env::var(k).ok())
     }
 
     fn engine_config_with_env(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<EngineConfig, String> {
+    ) -> Result<EngineConfig, ConfigError> {
         EngineConfig::from_settings(&|s: &Setting| self.env_then_file(s, env))
     }
 }
@@ -48,8 +48,8 @@ mod tests {
 
     use super::*;
 
-    fn file(text: &str) -> Result<SettingsFile, String> {
-        Ok(SettingsFile::parse(text, Path::new("rlm.toml"))?)
+    fn file(text: &str) -> Result<SettingsFile, rlm_settings::SettingError> {
+        SettingsFile::parse(text, Path::new("rlm.toml"))
     }
 
     #[test]
@@ -75,7 +75,7 @@ mod tests {
     #[test]
     fn bad_values_name_the_file_entry() {
         let f = file("[engine]\nmax_llm_calls = \"many\"\n").unwrap();
-        let e = f.engine_config_with_env(&|_| None).unwrap_err();
+        let e = f.engine_config_with_env(&|_| None).unwrap_err().to_string();
         assert!(e.contains("RLM_MAX_LLM_CALLS"), "{e}");
         assert!(e.starts_with("rlm.toml: [engine] max_llm_calls"), "{e}");
         // An old key still works.

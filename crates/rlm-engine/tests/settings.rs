@@ -72,7 +72,8 @@ fn environment_values() {
             });
             let e = r
                 .unwrap_or_else(|_| panic!("{env}={bad} panicked"))
-                .expect_err(&format!("{env}={bad} accepted"));
+                .expect_err(&format!("{env}={bad} accepted"))
+                .to_string();
             assert!(e.contains(env), "{env}={bad}: {e}");
             assert!(!e.contains('\n'), "{env}={bad}: {e}");
         }
@@ -100,7 +101,8 @@ fn settings_file_values() {
                 };
                 let e = file
                     .engine_config_with_env(&|_| None)
-                    .expect_err(&format!("{key} = {literal} accepted"));
+                    .expect_err(&format!("{key} = {literal} accepted"))
+                    .to_string();
                 assert!(
                     e.starts_with(&format!("rlm.toml: [engine] {key}")),
                     "{key} = {literal}: {e}"
@@ -144,7 +146,8 @@ fn question_values_from_flags_and_api_fields() {
             for bad in bad_values(s) {
                 let e = question(field, &bad, surface)
                     .resolve(&base)
-                    .expect_err(&format!("{name}={bad} accepted"));
+                    .expect_err(&format!("{name}={bad} accepted"))
+                    .to_string();
                 assert!(e.starts_with(&format!("{name}=")), "{name}={bad}: {e}");
             }
             for good in good_values(s) {
@@ -176,6 +179,7 @@ fn question_words_are_checked_too() {
     assert!(
         q.resolve(&base)
             .unwrap_err()
+            .to_string()
             .starts_with("--flow: unknown flow")
     );
     let q = QuestionSettings {
@@ -183,7 +187,7 @@ fn question_words_are_checked_too() {
         verify: Some("maybe".into()),
         ..QuestionSettings::default()
     };
-    let e = q.resolve(&base).unwrap_err();
+    let e = q.resolve(&base).unwrap_err().to_string();
     assert!(
         e.starts_with("verify: \"maybe\" is not a verification mode"),
         "{e}"
@@ -213,7 +217,7 @@ fn the_sandbox_setting_is_checked_on_every_surface() {
         ..QuestionSettings::default()
     };
     assert_eq!(
-        q.resolve(&base).unwrap_err(),
+        q.resolve(&base).unwrap_err().to_string(),
         "sandbox: unknown sandbox \"jail\": use monty (the default) or cpython"
     );
     let q = QuestionSettings {
@@ -229,7 +233,8 @@ fn the_sandbox_setting_is_checked_on_every_surface() {
         EngineConfig::from_lookup(|k| (k == "RLM_SANDBOX").then(|| "cpython".to_string())).unwrap();
     assert_eq!(c.sandbox, rlm_sandbox::SandboxBackend::CPython);
     let e = EngineConfig::from_lookup(|k| (k == "RLM_SANDBOX").then(|| "docker".to_string()))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("RLM_SANDBOX") && e.contains("monty"), "{e}");
 }
 
@@ -313,7 +318,7 @@ mod fuzz {
                 rlm_summarize: vals[3].clone(),
             };
             if let Err(e) = q.resolve(&EngineConfig::default()) {
-                prop_assert!(!e.contains('\n'), "{e}");
+                prop_assert!(!e.to_string().contains('\n'), "{e}");
             }
         }
     }

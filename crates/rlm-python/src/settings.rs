@@ -125,6 +125,7 @@ pub fn engine_settings(
     };
     let mut resolved = settings
         .resolve(&base)
+        .map_err(|e| e.to_string())
         .map_err(|e| match e.strip_prefix("sandbox:") {
             // The back-end comes in environment_kwargs (`sandbox` is the field's name).
             Some(rest) => format!("environment_kwargs[\"sandbox\"]:{rest}"),

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Flow;
 use crate::citations::CitationPolicy;
-use crate::values::{FromSettings, Lookup, Reader, Setting, table};
+use crate::values::{ConfigError, FromSettings, Lookup, Reader, Setting, table};
 
 /// The per-file inspector of the `pipeline` flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -35,8 +35,8 @@ impl Inspector {
 }
 
 impl std::str::FromStr for Inspector {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
             "iterative" => Ok(Inspector::Iterative),
             "per-chunk" | "perchunk" => Ok(Inspector::PerChunk),
@@ -44,7 +44,8 @@ impl std::str::FromStr for Inspector {
             "repl" => Ok(Inspector::Repl),
             other => Err(format!(
                 "unknown inspector {other:?}; use iterative, per-chunk, hypothesis or repl"
-            )),
+            )
+            .into()),
         }
     }
 }
@@ -64,15 +65,13 @@ pub enum RecencyMode {
 }
 
 impl std::str::FromStr for RecencyMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "auto" => Ok(RecencyMode::Auto),
             "on" | "true" | "1" => Ok(RecencyMode::On),
             "off" | "false" | "0" => Ok(RecencyMode::Off),
-            other => Err(format!(
-                "unknown recency mode {other:?}; use auto, on or off"
-            )),
+            other => Err(format!("unknown recency mode {other:?}; use auto, on or off").into()),
         }
     }
 }
@@ -175,7 +174,7 @@ impl Default for FlowsConfig {
 
 impl FromSettings for FlowsConfig {
     /// The settings from `lookup`, every value checked by [`crate::values`].
-    fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+    fn from_settings(lookup: Lookup<'_>) -> Result<Self, ConfigError> {
         let r = Reader::new(lookup);
         let mut c = FlowsConfig::default();
         if let Some(v) = r.boolean(&table::ENABLED)? {
@@ -188,7 +187,8 @@ impl FromSettings for FlowsConfig {
                     return Err(format!(
                         "{}={:?} is not an RLM flow; use repl or pipeline",
                         f.name, f.value
-                    ));
+                    )
+                    .into());
                 }
             };
         }
@@ -263,7 +263,7 @@ impl FromSettings for FlowsConfig {
 
 impl FlowsConfig {
     /// Rejects settings that cannot work, naming the variable.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let positive: [(&str, usize); 8] = [
             ("RLM_RAG_K", self.rag_k),
             ("RLM_HIGH_RECALL_K", self.high_recall_k),
@@ -282,7 +282,7 @@ impl FlowsConfig {
         ];
         for (name, v) in positive {
             if v == 0 {
-                return Err(format!("{name} must be at least 1"));
+                return Err(format!("{name} must be at least 1").into());
             }
         }
         if self.max_rlm_iterations == 0 || self.hypothesis_max_depth == 0 {
@@ -295,7 +295,7 @@ impl FlowsConfig {
             ("RLM_HYPOTHESIS_KEEP", self.hypothesis_keep),
         ] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(format!("{name} must be between 0 and 1"));
+                return Err(format!("{name} must be between 0 and 1").into());
             }
         }
         if self.chunk_eval_timeout_ms == 0 || self.iteration_timeout_ms == 0 {
@@ -353,7 +353,9 @@ mod tests {
             ("RLM_INSPECTOR", "magic", "per-chunk"),
             ("RLM_HYPOTHESIS_KEEP", "1.5", "RLM_HYPOTHESIS_KEEP"),
         ] {
-            let e = FlowsConfig::from_lookup(|key| (key == k).then(|| v.to_string())).unwrap_err();
+            let e = FlowsConfig::from_lookup(|key| (key == k).then(|| v.to_string()))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(needle), "{k}={v}: {e}");
         }
     }

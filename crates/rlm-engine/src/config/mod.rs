@@ -14,7 +14,7 @@ pub use flows::{FlowsConfig, Inspector, RecencyMode};
 use crate::budget::BudgetConfig;
 use crate::citations::CitationPolicy;
 use crate::corpus::ContextShape;
-use crate::values::{FromSettings, Lookup, Reader, table};
+use crate::values::{ConfigError, FromSettings, Lookup, Reader, table};
 
 /// Engine settings beyond the budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,7 +117,7 @@ impl FromSettings for EngineConfig {
     /// engine is read here, with the rules of [`crate::values`]: this is the
     /// one place values from flags, API requests, the environment and
     /// `rlm.toml` are checked.
-    fn from_settings(lookup: Lookup<'_>) -> Result<Self, String> {
+    fn from_settings(lookup: Lookup<'_>) -> Result<Self, ConfigError> {
         let r = Reader::new(lookup);
         let mut c = EngineConfig {
             budget: BudgetConfig::from_settings(lookup)?,
@@ -183,15 +183,15 @@ impl VerifyMode {
 }
 
 impl std::str::FromStr for VerifyMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "on" | "true" | "yes" | "1" => Ok(VerifyMode::On),
             "off" | "false" | "no" | "0" => Ok(VerifyMode::Off),
             "semantic" => Ok(VerifyMode::Semantic),
-            other => Err(format!(
-                "{other:?} is not a verification mode; use on, off or semantic"
-            )),
+            other => {
+                Err(format!("{other:?} is not a verification mode; use on, off or semantic").into())
+            }
         }
     }
 }
@@ -227,16 +227,14 @@ impl Flow {
 }
 
 impl std::str::FromStr for Flow {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "repl" => Ok(Flow::Repl),
             "pipeline" => Ok(Flow::Pipeline),
             "rag" => Ok(Flow::Rag),
             "auto" => Ok(Flow::Auto),
-            other => Err(format!(
-                "unknown flow {other:?}; use repl, pipeline, rag or auto"
-            )),
+            other => Err(format!("unknown flow {other:?}; use repl, pipeline, rag or auto").into()),
         }
     }
 }
@@ -260,13 +258,15 @@ mod tests {
         assert_eq!(c.max_replies_without_code, 5);
         assert_eq!(c.inspect_search_k, 0);
         let e = EngineConfig::from_lookup(|k| (k == "RLM_INSPECT_SEARCH_K").then(|| "99".into()))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("0 to 50"), "{e}");
         for bad in ["0", "two"] {
             let e = EngineConfig::from_lookup(|k| {
                 (k == "RLM_MAX_NO_CODE_REPLIES").then(|| bad.to_string())
             })
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(e.contains("from 1 to 100"), "{e}");
         }
         assert_eq!(c.context_shape, ContextShape::List);
@@ -276,11 +276,13 @@ mod tests {
         let e = EngineConfig::from_lookup(|k| {
             (k == "RLM_VERIFY_CITATIONS").then(|| "maybe".to_string())
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("RLM_VERIFY_CITATIONS"));
         let e =
             EngineConfig::from_lookup(|k| (k == "RLM_CONTEXT_SHAPE").then(|| "tree".to_string()))
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("string or list"));
     }
 
@@ -296,6 +298,7 @@ mod tests {
         assert!(
             with("sometimes")
                 .unwrap_err()
+                .to_string()
                 .contains("RLM_STOP_AFTER_CODE")
         );
         let mut c = EngineConfig::default();
@@ -310,6 +313,12 @@ mod tests {
     fn flow_parse() {
         assert_eq!("repl".parse::<Flow>().unwrap(), Flow::Repl);
         assert_eq!("rag".parse::<Flow>().unwrap(), Flow::Rag);
-        assert!("magic".parse::<Flow>().unwrap_err().contains("pipeline"));
+        assert!(
+            "magic"
+                .parse::<Flow>()
+                .unwrap_err()
+                .to_string()
+                .contains("pipeline")
+        );
     }
 }
