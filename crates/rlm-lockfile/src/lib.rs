@@ -23,7 +23,6 @@
 
 #![warn(missing_docs)]
 
-use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -63,14 +62,16 @@ impl LockStep {
 }
 
 /// Why [`PidLock::acquire`] did not get the lock.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another handle (usually another process) holds the lock.
+    #[error("the lock is held by pid {pid}")]
     Held {
         /// The pid the holder wrote into the file, or [`UNKNOWN_PID`].
         pid: String,
     },
     /// The lock file could not be opened, locked or written.
+    #[error("cannot {} {}: {source}", step.verb(), path.display())]
     Io {
         /// The lock file.
         path: PathBuf,
@@ -79,26 +80,6 @@ pub enum LockError {
         /// The OS error.
         source: io::Error,
     },
-}
-
-impl fmt::Display for LockError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LockError::Held { pid } => write!(f, "the lock is held by pid {pid}"),
-            LockError::Io { path, step, source } => {
-                write!(f, "cannot {} {}: {source}", step.verb(), path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for LockError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            LockError::Held { .. } => None,
-            LockError::Io { source, .. } => Some(source),
-        }
-    }
 }
 
 impl PidLock {

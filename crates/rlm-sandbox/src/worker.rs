@@ -144,7 +144,7 @@ fn serve(memory_limit: Option<usize>) -> i32 {
     if chan.send(&hello).is_err() {
         return 0;
     }
-    let mut interp: Option<Interpreter> = None;
+    let mut repl: Option<WorkerRepl> = None;
     loop {
         let msg = match chan.recv() {
             Ok(Some(m)) => m,
@@ -164,9 +164,9 @@ fn serve(memory_limit: Option<usize>) -> i32 {
                     limits,
                 },
                 blobs,
-            ) => match Interpreter::start(inputs, blobs, functions, limits, memory_limit) {
+            ) => match WorkerRepl::start(inputs, blobs, functions, limits, memory_limit) {
                 Ok(s) => {
-                    interp = Some(s);
+                    repl = Some(s);
                     chan.send(&FromWorker::Started).map_err(Disconnected::from)
                 }
                 Err(message) => {
@@ -174,21 +174,21 @@ fn serve(memory_limit: Option<usize>) -> i32 {
                     return 3;
                 }
             },
-            (ToWorker::Cell { code }, _) => match interp.as_mut() {
+            (ToWorker::Cell { code }, _) => match repl.as_mut() {
                 Some(s) => s.run_cell(&code, &mut chan).and_then(|r| {
                     chan.send(&FromWorker::CellDone(r))
                         .map_err(Disconnected::from)
                 }),
                 None => Err(Disconnected),
             },
-            (ToWorker::GetVar { name }, _) => match interp.as_mut() {
+            (ToWorker::GetVar { name }, _) => match repl.as_mut() {
                 Some(s) => {
                     let reply = s.get_var(&name);
                     chan.send(&reply).map_err(Disconnected::from)
                 }
                 None => Err(Disconnected),
             },
-            (ToWorker::SetVar { name, value }, _) => match interp.as_mut() {
+            (ToWorker::SetVar { name, value }, _) => match repl.as_mut() {
                 Some(s) => {
                     s.set_var(name, value);
                     chan.send(&FromWorker::VarSet).map_err(Disconnected::from)
@@ -275,8 +275,10 @@ impl BlobPool {
     }
 }
 
-/// One REPL interpreter with its host functions and limits.
-struct Interpreter {
+/// The worker's side of an [`crate::Interpreter`]: the monty REPL with its
+/// host functions and limits (the parent holds the handle, this process the
+/// Python state).
+struct WorkerRepl {
     /// The REPL between cells (`None` only while a cell runs).
     repl: Option<MontyRepl>,
     /// Host function name → awaitable.
@@ -292,7 +294,7 @@ struct Interpreter {
     cells: u32,
 }
 
-impl Interpreter {
+impl WorkerRepl {
     fn start(
         inputs: Vec<(String, WireInput)>,
         blobs: Vec<Vec<u8>>,

@@ -250,6 +250,43 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<State>) {
 
 async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Response<ScriptBody> {
     let _in_flight = InFlight::enter(state);
+    let mut received = match read_request(req).await {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
+    let Decision {
+        reply,
+        latency,
+        models,
+    } = decide(state, &received);
+    received.outcome = match &reply {
+        Ok(r) => match &r.outcome {
+            Ok(_) => "text".to_string(),
+            Err(f) => fault_name(f).to_string(),
+        },
+        Err(what) => what.to_string(),
+    };
+    let index = {
+        let mut requests = lock(&state.requests);
+        received.index = requests.len();
+        requests.push(received.clone());
+        received.index
+    };
+
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let Some(response) = respond(&received, reply, &models, kill).await else {
+        return plain(500, "unreachable");
+    };
+    lock(&state.requests)[index].answered_at = Some(Instant::now());
+    response
+}
+
+/// The request as recorded: its API (by route), model, messages, body and
+/// headers. A request no API takes is answered here: an unreadable body,
+/// an unknown route, a body that is not JSON.
+async fn read_request(req: Request<Incoming>) -> Result<ReceivedRequest, Response<ScriptBody>> {
     let method = req.method().clone();
     let path = req
         .uri()
@@ -268,7 +305,7 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
         .collect();
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
-        Err(_) => return plain(400, "cannot read request body"),
+        Err(_) => return Err(plain(400, "cannot read request body")),
     };
 
     let azure = bare_path.starts_with("/openai/deployments/")
@@ -283,21 +320,17 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
     } else if method == Method::POST && bare_path == "/v1/messages" {
         WireApi::Anthropic
     } else {
-        return plain(
+        return Err(plain(
             404,
             &format!("scripted server has no route {method} {bare_path}"),
-        );
+        ));
     };
 
     let json: Value = if api == WireApi::Models {
         Value::Null
     } else {
-        match serde_json::from_slice(&body) {
-            Ok(v) => v,
-            Err(e) => {
-                return error_response(api, 400, "invalid_request_error", &e.to_string(), None);
-            }
-        }
+        serde_json::from_slice(&body)
+            .map_err(|e| error_response(api, 400, "invalid_request_error", &e.to_string(), None))?
     };
     let model = match api {
         WireApi::Azure => bare_path
@@ -312,7 +345,7 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
             .unwrap_or_default()
             .to_string(),
     };
-    let mut received = ReceivedRequest {
+    Ok(ReceivedRequest {
         index: 0,
         api,
         path,
@@ -323,56 +356,64 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
         received_at: Instant::now(),
         answered_at: None,
         outcome: String::new(),
-    };
+    })
+}
 
-    // Decide under the script lock, act after releasing it.
-    let (reply, latency, models) = {
-        let mut script = lock(&state.script);
-        let authorized = script
-            .api_key
-            .as_ref()
-            .is_none_or(|key| presented_key(&received) == Some(key.as_str()));
-        let models = script
-            .models
-            .clone()
-            .unwrap_or_else(|| vec!["root-model".into(), "sub-model".into()]);
-        let reply = if !authorized {
-            Err("unauthorized")
-        } else if api == WireApi::Models {
-            Err("models")
-        } else if script
-            .models
-            .as_ref()
-            .is_some_and(|m| !m.contains(&received.model))
-        {
-            Err("unknown_model")
-        } else {
-            pick(&mut script, &received).ok_or("script_exhausted")
-        };
-        let latency = match &reply {
-            Ok(r) => r.latency.unwrap_or(script.latency),
-            Err(_) => Duration::ZERO,
-        };
-        (reply, latency, models)
-    };
-    received.outcome = match &reply {
-        Ok(r) => match &r.outcome {
-            Ok(_) => "text".to_string(),
-            Err(f) => fault_name(f).to_string(),
-        },
-        Err(what) => what.to_string(),
-    };
-    let index = {
-        let mut requests = lock(&state.requests);
-        received.index = requests.len();
-        requests.push(received.clone());
-        received.index
-    };
+/// What the script says to a request, decided under its lock.
+struct Decision {
+    /// The scripted reply, or what else to answer: `unauthorized`,
+    /// `models`, `unknown_model` or `script_exhausted`.
+    reply: Result<Reply, &'static str>,
+    /// How long to wait before answering.
+    latency: Duration,
+    /// The models the server lists.
+    models: Vec<String>,
+}
 
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
+fn decide(state: &State, received: &ReceivedRequest) -> Decision {
+    let mut script = lock(&state.script);
+    let authorized = script
+        .api_key
+        .as_ref()
+        .is_none_or(|key| presented_key(received) == Some(key.as_str()));
+    let models = script
+        .models
+        .clone()
+        .unwrap_or_else(|| vec!["root-model".into(), "sub-model".into()]);
+    let reply = if !authorized {
+        Err("unauthorized")
+    } else if received.api == WireApi::Models {
+        Err("models")
+    } else if script
+        .models
+        .as_ref()
+        .is_some_and(|m| !m.contains(&received.model))
+    {
+        Err("unknown_model")
+    } else {
+        pick(&mut script, received).ok_or("script_exhausted")
+    };
+    let latency = match &reply {
+        Ok(r) => r.latency.unwrap_or(script.latency),
+        Err(_) => Duration::ZERO,
+    };
+    Decision {
+        reply,
+        latency,
+        models,
     }
-    let response = match reply {
+}
+
+/// The answer to `received` (recorded as request `received.index`) by its
+/// decided `reply`; `None` if a fault had nothing to send.
+async fn respond(
+    received: &ReceivedRequest,
+    reply: Result<Reply, &'static str>,
+    models: &[String],
+    kill: &Notify,
+) -> Option<Response<ScriptBody>> {
+    let api = received.api;
+    Some(match reply {
         Err("unauthorized") => error_response(
             api,
             401,
@@ -380,35 +421,31 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
             "Incorrect API key provided (scripted server)",
             None,
         ),
-        Err("models") => models_response(&models),
+        Err("models") => models_response(models),
         Err("unknown_model") => unknown_model(api, &received.model),
         Err(_) => error_response(
             api,
             400,
             "script_exhausted",
             &format!(
-                "scripted server: no reply left for request #{index} (last message: {:?})",
+                "scripted server: no reply left for request #{} (last message: {:?})",
+                received.index,
                 received.last_message().chars().take(80).collect::<String>()
             ),
             None,
         ),
         Ok(reply) => match reply.outcome {
             Ok(ref text) => {
-                let answer = success(api, &received, text, &reply, false);
+                let answer = success(api, received, text, &reply, false);
                 match (api, received.body["stream"] == true) {
                     (_, false) => answer,
                     (WireApi::Anthropic, true) => as_message_events(answer),
                     (_, true) => as_event_stream(answer, &received.body),
                 }
             }
-            Err(fault) => match act_out(api, &received, fault, kill).await {
-                Some(r) => r,
-                None => return plain(500, "unreachable"),
-            },
+            Err(fault) => act_out(api, received, fault, kill).await?,
         },
-    };
-    lock(&state.requests)[index].answered_at = Some(Instant::now());
-    response
+    })
 }
 
 /// The first applicable rule's reply, else the next ordered one, else

@@ -239,8 +239,46 @@ struct Check {
 
 async fn check(args: CheckArgs) -> anyhow::Result<()> {
     let mut config = args.llm.load()?;
-    let mut checks = Vec::new();
-    checks.push(Check {
+    let mut checks = settings_checks(&mut config);
+    // Probe once, quickly: a check should not sit through retries.
+    config.retry.max_retries = 0;
+    config.timeout = config.timeout.min(Duration::from_secs(15));
+    config.record = None;
+    let roles = [
+        ("root model", config.root.model.clone()),
+        ("sub model", config.sub.model.clone()),
+    ];
+    let client = LlmClient::from_config(config)?;
+    checks.extend(endpoint_checks(&client, &roles).await);
+
+    let failures = checks.iter().filter(|c| !c.ok).count();
+    if args.json {
+        let list: Vec<_> = checks
+            .iter()
+            .map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail}))
+            .collect();
+        println!("{}", json!({"ok": failures == 0, "checks": list}));
+    } else {
+        for c in &checks {
+            println!(
+                "{:<4} {:<10} {}",
+                if c.ok { "ok" } else { "FAIL" },
+                c.name,
+                c.detail
+            );
+        }
+    }
+    if failures > 0 {
+        bail!("model configuration check failed ({failures} problem(s) above)");
+    }
+    Ok(())
+}
+
+/// The checks of the configuration itself: what it says, and where the API
+/// key comes from. A missing key is replaced by an empty one, so that the
+/// endpoint is still probed (reachability is worth knowing).
+fn settings_checks(config: &mut LlmConfig) -> Vec<Check> {
+    let mut checks = vec![Check {
         name: "config",
         ok: true,
         detail: format!(
@@ -255,8 +293,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<()> {
                 .map(|p| format!(", file {}", p.display()))
                 .unwrap_or_default()
         ),
-    });
-
+    }];
     if config.replay.is_some() {
         checks.push(Check {
             name: "api key",
@@ -284,17 +321,14 @@ async fn check(args: CheckArgs) -> anyhow::Result<()> {
             }
         }
     }
+    checks
+}
 
-    // Probe once, quickly: a check should not sit through retries.
-    config.retry.max_retries = 0;
-    config.timeout = config.timeout.min(Duration::from_secs(15));
-    config.record = None;
-    let roles = [
-        ("root model", config.root.model.clone()),
-        ("sub model", config.sub.model.clone()),
-    ];
-    let client = LlmClient::from_config(config)?;
-
+/// The checks of the endpoint: reachable, and serving the models of
+/// `roles` (an endpoint that lists none, like Azure's, is asked for one
+/// token per model).
+async fn endpoint_checks(client: &LlmClient, roles: &[(&'static str, String)]) -> Vec<Check> {
+    let mut checks = Vec::new();
     match client.list_models().await {
         Ok(models) => {
             checks.push(Check {
@@ -306,7 +340,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<()> {
                     models.len()
                 ),
             });
-            for (name, model) in dedup_roles(&roles) {
+            for (name, model) in dedup_roles(roles) {
                 let listed = models.iter().any(|m| m == &model);
                 checks.push(Check {
                     name,
@@ -324,7 +358,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
         Err(LlmError::Unsupported(_)) => {
             // Azure lists no deployments: ask each one for a single token.
-            for (name, model) in dedup_roles(&roles) {
+            for (name, model) in dedup_roles(roles) {
                 let probe = ChatRequest::user("ping")
                     .with_model(model.clone())
                     .with_max_output_tokens(1);
@@ -341,28 +375,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<()> {
             detail: err.to_string(),
         }),
     }
-
-    let failures = checks.iter().filter(|c| !c.ok).count();
-    if args.json {
-        let list: Vec<_> = checks
-            .iter()
-            .map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail}))
-            .collect();
-        println!("{}", json!({"ok": failures == 0, "checks": list}));
-    } else {
-        for c in &checks {
-            println!(
-                "{:<4} {:<10} {}",
-                if c.ok { "ok" } else { "FAIL" },
-                c.name,
-                c.detail
-            );
-        }
-    }
-    if failures > 0 {
-        bail!("model configuration check failed ({failures} problem(s) above)");
-    }
-    Ok(())
+    checks
 }
 
 /// The roles to check, once per distinct model.

@@ -117,6 +117,79 @@ pub struct ServeArgs {
 
 /// `rlm serve`.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    check_counts(&args)?;
+    refuse_open_without_token(&args)?;
+    let sources = args
+        .sources
+        .iter()
+        .map(|p| {
+            p.canonicalize()
+                .map_err(|e| anyhow::anyhow!("--source {} cannot be used: {e}", p.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let limits = limits(&args)?;
+    let settings = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut config = settings.engine_config().map_err(anyhow::Error::msg)?;
+    let briefing = read_briefing(args.briefing.as_deref())?;
+    let cluster_url = postgres_url(&args.store.store).map(str::to_string);
+    let cluster = match &cluster_url {
+        Some(url) => Some(connect_cluster(&args, url)?),
+        None => None,
+    };
+    let store = args.store.open()?;
+    let llm_config = args.llm.load_for_answering()?;
+    let embedder = query_embedder(store.as_ref(), &llm_config, args.llm.config.as_deref());
+    config.set_models(
+        &llm_config.root.model,
+        &llm_config.sub.model,
+        llm_config.provider == rlm_llm::ProviderKind::Local,
+    );
+    let client = model_client(&args, llm_config, cluster.as_ref())?;
+    let options = ServerOptions {
+        token: args.token.clone(),
+        allowed_hosts: args
+            .allowed_hosts
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect(),
+        upload_dir: upload_dir(&args, cluster.is_some())?,
+        allow_index_paths: args.allow_index_paths,
+        sources,
+        model: Some(client.clone()),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let pool = WorkerPool::new(sandbox_config(config.sandbox)?, args.max_runs).await?;
+        let engine = Engine::new(Arc::new(client), pool, config);
+        let watch = store_watch(&store)?;
+        let corpus = Arc::new(rlm_engine::Corpus::load(store)?);
+        let state = match (&cluster, corpus.local_store()) {
+            (Some(c), _) => c.state(),
+            (None, Some(folder)) => {
+                rlm_server::folder_state(folder.dir()).map_err(anyhow::Error::msg)?
+            }
+            (None, None) => {
+                anyhow::bail!("rlm serve: the store is neither a folder nor PostgreSQL")
+            }
+        };
+        let app = Arc::new(
+            App::with_state(engine, corpus, state, limits, embedder.clone(), briefing)
+                .and_then(|a| a.with_options(options))
+                .map(|a| match watch {
+                    Some(w) => a.with_store_watch(w),
+                    None => a,
+                })
+                .map_err(anyhow::Error::msg)?,
+        );
+        listen(&args, app, embedder, cluster.as_ref()).await
+    })
+}
+
+/// Refuses counts of 0, which would refuse everything.
+fn check_counts(args: &ServeArgs) -> anyhow::Result<()> {
     if args.max_runs == 0 {
         anyhow::bail!("--max-runs 0 would refuse every question; use 1 or more");
     }
@@ -137,15 +210,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.max_upload_bytes == 0 {
         anyhow::bail!("--max-upload-bytes must be 1 or more");
     }
-    refuse_open_without_token(&args)?;
-    let sources = args
-        .sources
-        .iter()
-        .map(|p| {
-            p.canonicalize()
-                .map_err(|e| anyhow::anyhow!("--source {} cannot be used: {e}", p.display()))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(())
+}
+
+/// The server's limits from the flags; a timeout out of range is refused.
+fn limits(args: &ServeArgs) -> anyhow::Result<Limits> {
     let seconds = |flag: &str, value: f64| {
         if value.is_finite() && (0.05..=86_400.0).contains(&value) {
             Ok(std::time::Duration::from_secs_f64(value))
@@ -155,152 +224,135 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ))
         }
     };
-    let header_timeout = seconds("--header-timeout", args.header_timeout)?;
-    let body_timeout = seconds("--body-timeout", args.body_timeout)?;
-    let write_timeout = seconds("--write-timeout", args.write_timeout)?;
-    let settings = SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
-    let mut config = settings.engine_config().map_err(anyhow::Error::msg)?;
-    let briefing = read_briefing(args.briefing.as_deref())?;
-    let cluster_url = postgres_url(&args.store.store).map(str::to_string);
-    let cluster = match &cluster_url {
-        Some(url) => Some(connect_cluster(&args, url)?),
-        None => None,
-    };
-    let store = args.store.open()?;
-    let llm_config = args.llm.load_for_answering()?;
-    let embedder = query_embedder(store.as_ref(), &llm_config, args.llm.config.as_deref());
-    config.set_models(
-        &llm_config.root.model,
-        &llm_config.sub.model,
-        llm_config.provider == rlm_llm::ProviderKind::Local,
-    );
-    let client = rlm_llm::LlmClient::from_config(llm_config.clone())?;
-    let client = match &cluster {
-        Some(cluster) => {
-            let slots = args
-                .cluster_max_concurrent
-                .unwrap_or(llm_config.max_concurrent);
-            let key = rlm_cluster::slot_key(
-                client.provider().name(),
-                client.provider().endpoint(),
-                llm_config.api_key.as_ref().map(|k| k.expose()),
-            );
-            let limited = cluster
-                .limit_model_calls(client.provider().clone(), key, slots)
-                .map_err(anyhow::Error::msg)?;
-            rlm_llm::LlmClient::with_provider(llm_config, limited)
-        }
-        None => client,
-    };
-    let upload_dir = if args.allow_upload && cluster.is_none() {
-        let dir = match &args.upload_dir {
-            Some(d) => d.clone(),
-            None => uploads_beside(&args.store.store),
-        };
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create the upload folder {}", dir.display()))?;
-        Some(dir.canonicalize()?)
-    } else {
-        None
-    };
-    let options = ServerOptions {
-        token: args.token.clone(),
-        allowed_hosts: args
-            .allowed_hosts
-            .iter()
-            .map(|h| h.trim().to_ascii_lowercase())
-            .filter(|h| !h.is_empty())
-            .collect(),
-        upload_dir,
-        allow_index_paths: args.allow_index_paths,
-        sources,
-        model: Some(client.clone()),
-    };
-    let limits = Limits {
+    Ok(Limits {
         max_concurrent_runs: args.max_runs,
         max_question_chars: args.max_question_chars,
         max_briefing_chars: args.max_briefing_chars,
         max_upload_bytes: args.max_upload_bytes,
         saved_runs: args.keep_runs,
-        header_timeout,
-        body_timeout,
-        write_timeout,
+        header_timeout: seconds("--header-timeout", args.header_timeout)?,
+        body_timeout: seconds("--body-timeout", args.body_timeout)?,
+        write_timeout: seconds("--write-timeout", args.write_timeout)?,
         max_connections: args.max_connections,
         ..Limits::default()
+    })
+}
+
+/// The model client; a node of a cluster shares the provider's call slots
+/// with the other nodes using the same key.
+fn model_client(
+    args: &ServeArgs,
+    llm_config: rlm_llm::LlmConfig,
+    cluster: Option<&rlm_cluster::Cluster>,
+) -> anyhow::Result<rlm_llm::LlmClient> {
+    let client = rlm_llm::LlmClient::from_config(llm_config.clone())?;
+    let Some(cluster) = cluster else {
+        return Ok(client);
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let pool = WorkerPool::new(sandbox_config(config.sandbox)?, args.max_runs).await?;
-        let engine = Engine::new(Arc::new(client), pool, config);
-        // A node over PostgreSQL notices `rlm index --store URL` run
-        // elsewhere: the generation read before listing the documents.
-        let watch = match store.clone().into_any().downcast::<rlm_store_pg::PgStore>() {
+    let slots = args
+        .cluster_max_concurrent
+        .unwrap_or(llm_config.max_concurrent);
+    let key = rlm_cluster::slot_key(
+        client.provider().name(),
+        client.provider().endpoint(),
+        llm_config.api_key.as_ref().map(|k| k.expose()),
+    );
+    let limited = cluster
+        .limit_model_calls(client.provider().clone(), key, slots)
+        .map_err(anyhow::Error::msg)?;
+    Ok(rlm_llm::LlmClient::with_provider(llm_config, limited))
+}
+
+/// The upload folder (created), when uploads are allowed and the store is
+/// a folder.
+fn upload_dir(args: &ServeArgs, in_cluster: bool) -> anyhow::Result<Option<PathBuf>> {
+    if !args.allow_upload || in_cluster {
+        return Ok(None);
+    }
+    let dir = match &args.upload_dir {
+        Some(d) => d.clone(),
+        None => uploads_beside(&args.store.store),
+    };
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create the upload folder {}", dir.display()))?;
+    Ok(Some(dir.canonicalize()?))
+}
+
+/// A node over PostgreSQL notices `rlm index --store URL` run elsewhere:
+/// the generation read before listing the documents.
+fn store_watch(
+    store: &Arc<dyn rlm_corpus::CorpusStore>,
+) -> anyhow::Result<Option<rlm_server::StoreWatch>> {
+    Ok(
+        match store.clone().into_any().downcast::<rlm_store_pg::PgStore>() {
             Ok(pg) => Some(rlm_server::StoreWatch::new(
                 GENERATION_CHECK_EVERY,
                 pg.generation()?,
                 move || pg.generation().map_err(|e| e.to_string()),
             )),
             Err(_) => None,
-        };
-        let corpus = Arc::new(rlm_engine::Corpus::load(store)?);
-        let state = match (&cluster, corpus.local_store()) {
-            (Some(c), _) => c.state(),
-            (None, Some(folder)) => rlm_server::folder_state(folder.dir()).map_err(anyhow::Error::msg)?,
-            (None, None) => anyhow::bail!("rlm serve: the store is neither a folder nor PostgreSQL"),
-        };
-        let app = Arc::new(
-            App::with_state(engine, corpus, state, limits, embedder.clone(), briefing)
-                .and_then(|a| a.with_options(options))
-                .map(|a| match watch {
-                    Some(w) => a.with_store_watch(w),
-                    None => a,
-                })
-                .map_err(anyhow::Error::msg)?,
-        );
-        let mcp = (!args.no_mcp).then(|| super::mcp::http_service(app.clone(), embedder));
-        let listener = tokio::net::TcpListener::bind(&args.addr)
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot listen on {}: is another server using it? pick another with --addr HOST:PORT",
-                    args.addr
-                )
-            })?;
-        let addr = listener.local_addr()?;
-        {
-            // The first stdout line is for scripts (and tests) that pick port 0.
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on http://{addr}")?;
-            out.flush()?;
-        }
-        if let Some(c) = &cluster {
-            eprintln!(
-                "rlm serve: node {} of the cluster at {} (sessions, runs and their events in PostgreSQL; no uploads or indexing through the API)",
-                c.node_id(),
-                app.state_location()
-            );
-        }
+        },
+    )
+}
+
+/// Listens on `--addr`, says where (the first stdout line, for scripts and
+/// tests that pick port 0) and serves `app` (and MCP unless `--no-mcp`)
+/// until Ctrl-C.
+async fn listen(
+    args: &ServeArgs,
+    app: Arc<App>,
+    embedder: Option<Arc<dyn rlm_corpus::Embedder>>,
+    cluster: Option<&rlm_cluster::Cluster>,
+) -> anyhow::Result<()> {
+    let mcp = (!args.no_mcp).then(|| super::mcp::http_service(app.clone(), embedder));
+    let listener = tokio::net::TcpListener::bind(&args.addr)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}: is another server using it? pick another with --addr HOST:PORT",
+                args.addr
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    {
+        // The first stdout line is for scripts (and tests) that pick port 0.
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on http://{addr}")?;
+        out.flush()?;
+    }
+    if let Some(c) = cluster {
         eprintln!(
-            "rlm serve: web UI at http://{addr}/, API at http://{addr}/api (docs: /api/docs){}{}; Ctrl-C stops",
-            if mcp.is_some() { format!(", MCP at http://{addr}/mcp") } else { String::new() },
-            if args.token.is_some() { ", token required" } else { "" }
+            "rlm serve: node {} of the cluster at {} (sessions, runs and their events in PostgreSQL; no uploads or indexing through the API)",
+            c.node_id(),
+            app.state_location()
         );
-        let (mcp, stop_mcp) = match mcp {
-            Some(m) => (Some(m.service), Some(m.stop_sessions)),
-            None => (None, None),
-        };
-        let shutdown = async move {
-            shutdown_signal().await;
-            if let Some(stop) = stop_mcp {
-                stop();
-            }
-        };
-        rlm_server::serve_with_mcp(listener, app, mcp, shutdown).await?;
-        eprintln!("rlm serve: stopped");
-        anyhow::Ok(())
-    })
+    }
+    eprintln!(
+        "rlm serve: web UI at http://{addr}/, API at http://{addr}/api (docs: /api/docs){}{}; Ctrl-C stops",
+        if mcp.is_some() {
+            format!(", MCP at http://{addr}/mcp")
+        } else {
+            String::new()
+        },
+        if args.token.is_some() {
+            ", token required"
+        } else {
+            ""
+        }
+    );
+    let (mcp, stop_mcp) = match mcp {
+        Some(m) => (Some(m.service), Some(m.stop_sessions)),
+        None => (None, None),
+    };
+    let shutdown = async move {
+        shutdown_signal().await;
+        if let Some(stop) = stop_mcp {
+            stop();
+        }
+    };
+    rlm_server::serve_with_mcp(listener, app, mcp, shutdown).await?;
+    eprintln!("rlm serve: stopped");
+    Ok(())
 }
 
 /// Connects to the cluster's state in the PostgreSQL store at `url`,

@@ -2,6 +2,7 @@
 //! `rlm trace export FILE --format rlm-logger` (the reference library's log
 //! format, so its visualizer can open our runs).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -172,43 +173,68 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
         )?;
         return Ok(());
     }
-    let width = if args.full { usize::MAX } else { 120 };
-    // Per agent: when its pending request was sent, and when its first
-    // streamed text arrived (time to first token, shown on the reply line).
-    let mut sent_at: std::collections::HashMap<&str, u64> = Default::default();
-    let mut first_text: std::collections::HashMap<&str, u64> = Default::default();
+    let mut lines = TreeLines {
+        width: if args.full { usize::MAX } else { 120 },
+        sent_at: HashMap::new(),
+        first_text: HashMap::new(),
+    };
     for r in &records {
-        let t = format!("{:7.2}s", r.t_ms as f64 / 1000.0);
-        // Lines after the event's first (the question, usage per depth).
-        let mut more: Vec<String> = Vec::new();
-        match &r.event {
-            TraceEvent::LlmRequest { agent, .. } => {
-                sent_at.insert(agent, r.t_ms);
-                first_text.remove(agent.as_str());
-            }
-            // Streamed pieces add up to the reply, which is shown whole.
-            TraceEvent::LlmDelta { agent, .. } => {
-                first_text.entry(agent).or_insert(r.t_ms);
-                continue;
-            }
-            _ => {}
+        // A trace is a file anyone can hand over: every field it supplies
+        // stays on its line, and escape sequences are shown, not obeyed.
+        for line in lines.of(r) {
+            writeln!(out, "{}", one_line(&line))?;
         }
+    }
+    Ok(())
+}
+
+/// The lines `rlm trace show` prints for each record of a trace, in order.
+struct TreeLines<'a> {
+    /// Characters of a clipped field.
+    width: usize,
+    /// Per agent: when its pending request was sent, and when its first
+    /// streamed text arrived (time to first token, shown on the reply line).
+    sent_at: HashMap<&'a str, u64>,
+    first_text: HashMap<&'a str, u64>,
+}
+
+impl<'a> TreeLines<'a> {
+    /// The record's line, then lines after it (the question, usage per
+    /// depth); none for a streamed piece (the reply is shown whole).
+    fn of(&mut self, r: &'a TraceRecord) -> Vec<String> {
+        let t = format!("{:7.2}s", r.t_ms as f64 / 1000.0);
+        let width = self.width;
+        let mut more: Vec<String> = Vec::new();
         let line = match &r.event {
-            TraceEvent::RunStarted {
-                run_id,
-                question,
-                flow,
-                root_model,
-                sub_model,
-                documents,
-                context_chars,
-                ..
-            } => {
-                more.push(format!("{t} question: {}", clip(question, width)));
-                format!(
-                    "{t} run {run_id} ({flow}) · {documents} documents, {context_chars} chars · models {root_model} / {sub_model}"
-                )
-            }
+            TraceEvent::LlmRequest { .. }
+            | TraceEvent::LlmDelta { .. }
+            | TraceEvent::LlmResponse { .. }
+            | TraceEvent::LlmError { .. } => match self.model_line(&t, r) {
+                Some(line) => line,
+                None => return Vec::new(),
+            },
+            TraceEvent::RunStarted { .. }
+            | TraceEvent::Verification { .. }
+            | TraceEvent::RunFinished { .. } => run_line(&t, &r.event, width, &mut more),
+            TraceEvent::Cell { .. }
+            | TraceEvent::CellOutput { .. }
+            | TraceEvent::SubcallStart { .. }
+            | TraceEvent::SubcallEnd { .. }
+            | TraceEvent::Finding { .. }
+            | TraceEvent::Final { .. } => step_line(&t, &r.event, width),
+            TraceEvent::BudgetExhausted { .. }
+            | TraceEvent::Error { .. }
+            | TraceEvent::FlowStep { .. }
+            | TraceEvent::Fallback { .. } => notice_line(&t, &r.event, width),
+        };
+        std::iter::once(line).chain(more).collect()
+    }
+
+    /// The line of a model request, reply or error; `None` for a streamed
+    /// piece, whose time only marks the reply's first text.
+    fn model_line(&mut self, t: &str, r: &'a TraceRecord) -> Option<String> {
+        let width = self.width;
+        Some(match &r.event {
             TraceEvent::LlmRequest {
                 agent,
                 depth,
@@ -216,19 +242,27 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                 purpose,
                 message_count,
                 ..
-            } => format!(
-                "{t} {}[{agent}] depth {depth} {} request{} ({message_count} messages)",
-                indent(agent),
-                serde_json::to_value(purpose)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                if *iteration > 0 {
-                    format!(" turn {iteration}")
-                } else {
-                    String::new()
-                }
-            ),
+            } => {
+                self.sent_at.insert(agent, r.t_ms);
+                self.first_text.remove(agent.as_str());
+                format!(
+                    "{t} {}[{agent}] depth {depth} {} request{} ({message_count} messages)",
+                    indent(agent),
+                    serde_json::to_value(purpose)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    if *iteration > 0 {
+                        format!(" turn {iteration}")
+                    } else {
+                        String::new()
+                    }
+                )
+            }
+            TraceEvent::LlmDelta { agent, .. } => {
+                self.first_text.entry(agent).or_insert(r.t_ms);
+                return None;
+            }
             TraceEvent::LlmResponse {
                 agent,
                 text,
@@ -238,7 +272,10 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                 latency_ms,
                 ..
             } => {
-                let first = match (first_text.get(agent.as_str()), sent_at.get(agent.as_str())) {
+                let first = match (
+                    self.first_text.get(agent.as_str()),
+                    self.sent_at.get(agent.as_str()),
+                ) {
                     (Some(f), Some(s)) => format!(", first text after {} ms", f.saturating_sub(*s)),
                     _ => String::new(),
                 };
@@ -248,157 +285,190 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
                     clip(text, width)
                 )
             }
-            TraceEvent::LlmDelta { .. } => continue,
             TraceEvent::LlmError { agent, message, .. } => format!(
                 "{t} {}[{agent}] MODEL ERROR: {}",
                 indent(agent),
                 clip(message, width)
             ),
-            TraceEvent::Cell {
-                agent, index, code, ..
-            } => {
-                format!(
-                    "{t} {}[{agent}] cell {}: {}",
-                    indent(agent),
-                    index + 1,
-                    clip(code, width)
-                )
-            }
-            TraceEvent::CellOutput {
-                agent,
-                stdout,
-                error,
-                elapsed_ms,
-                host_calls,
-                ..
-            } => {
-                let mut s = format!(
-                    "{t} {}[{agent}] output ({elapsed_ms} ms, {host_calls} host calls): {}",
-                    indent(agent),
-                    clip(stdout, width)
-                );
-                if let Some(e) = error {
-                    s.push_str(&format!(" · ERROR {}", clip(e, width)));
-                }
-                s
-            }
-            TraceEvent::SubcallStart {
-                agent,
-                parent,
-                depth,
-                kind,
-                prompt_preview,
-            } => format!(
-                "{t} {}├─ [{agent}] {kind} from [{parent}] at depth {depth}: {}",
-                indent(parent),
-                clip(prompt_preview, width)
-            ),
-            TraceEvent::SubcallEnd {
-                agent,
-                parent,
-                ok,
-                result,
-                elapsed_ms,
-                ..
-            } => format!(
-                "{t} {}└─ [{agent}] {} in {elapsed_ms} ms: {}",
-                indent(parent),
-                if *ok { "done" } else { "FAILED" },
-                clip(result, width)
-            ),
-            TraceEvent::Finding {
-                agent,
-                text,
-                source,
-            } => format!(
-                "{t} {}[{agent}] finding: {}{}",
-                indent(agent),
-                clip(text, width),
-                source
-                    .as_ref()
-                    .map(|s| format!(" ({s})"))
-                    .unwrap_or_default()
-            ),
-            TraceEvent::Final {
-                agent,
-                answer,
-                via,
-                deferred,
-                ..
-            } => format!(
-                "{t} {}[{agent}] {} via {via}: {}",
-                indent(agent),
-                if *deferred { "FINAL deferred" } else { "FINAL" },
-                clip(answer, width)
-            ),
-            TraceEvent::Verification { report } => format!(
-                "{t} verification: {} citations, {} unsupported, all_valid={}",
-                report["citations"].as_array().map_or(0, Vec::len),
-                report["failed"],
-                report["all_valid"]
-            ),
-            TraceEvent::BudgetExhausted { agent, reason, .. } => {
-                format!("{t} {}[{agent}] BUDGET: {reason}", indent(agent))
-            }
-            TraceEvent::Error { agent, message } => format!(
-                "{t} {}[{agent}] ERROR: {}",
-                indent(agent),
-                clip(message, width)
-            ),
-            TraceEvent::FlowStep {
-                agent,
-                step,
-                message,
-                ..
-            } => format!(
-                "{t} {}[{agent}] {step}: {}",
-                indent(agent),
-                clip(message, width)
-            ),
-            TraceEvent::Fallback {
-                agent,
-                kind,
-                reason,
-            } => format!(
-                "{t} {}[{agent}] FALLBACK {kind}: {}",
-                indent(agent),
-                clip(reason, width)
-            ),
-            TraceEvent::RunFinished {
-                partial,
-                reason,
-                usage,
-            } => {
-                let s = format!(
-                    "{t} finished{} · {} calls, {} in / {} out tokens ({} cached), cost {}",
-                    if *partial {
-                        format!(" (partial: {})", reason.as_deref().unwrap_or("?"))
-                    } else {
-                        String::new()
-                    },
-                    usage.calls,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.cached_input_tokens,
-                    usage
-                        .cost_usd
-                        .map(|c| format!("${c:.4}"))
-                        .unwrap_or_else(|| "unknown".into())
-                );
-                for d in &usage.by_depth {
-                    more.push(format!(
-                        "{t}   depth {}: {} calls, {} in / {} out",
-                        d.depth, d.calls, d.input_tokens, d.output_tokens
-                    ));
-                }
-                s
-            }
-        };
-        // A trace is a file anyone can hand over: every field it supplies
-        // stays on its line, and escape sequences are shown, not obeyed.
-        for line in std::iter::once(line).chain(more) {
-            writeln!(out, "{}", one_line(&line))?;
-        }
+            _ => unreachable!("TreeLines::of passes only model events"),
+        })
     }
-    Ok(())
+}
+
+/// The line of the run's start (the question in `more`), its verification
+/// or its end (the usage per depth in `more`).
+fn run_line(t: &str, event: &TraceEvent, width: usize, more: &mut Vec<String>) -> String {
+    match event {
+        TraceEvent::RunStarted {
+            run_id,
+            question,
+            flow,
+            root_model,
+            sub_model,
+            documents,
+            context_chars,
+            ..
+        } => {
+            more.push(format!("{t} question: {}", clip(question, width)));
+            format!(
+                "{t} run {run_id} ({flow}) · {documents} documents, {context_chars} chars · models {root_model} / {sub_model}"
+            )
+        }
+        TraceEvent::Verification { report } => format!(
+            "{t} verification: {} citations, {} unsupported, all_valid={}",
+            report["citations"].as_array().map_or(0, Vec::len),
+            report["failed"],
+            report["all_valid"]
+        ),
+        TraceEvent::RunFinished {
+            partial,
+            reason,
+            usage,
+        } => {
+            let s = format!(
+                "{t} finished{} · {} calls, {} in / {} out tokens ({} cached), cost {}",
+                if *partial {
+                    format!(" (partial: {})", reason.as_deref().unwrap_or("?"))
+                } else {
+                    String::new()
+                },
+                usage.calls,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_input_tokens,
+                usage
+                    .cost_usd
+                    .map(|c| format!("${c:.4}"))
+                    .unwrap_or_else(|| "unknown".into())
+            );
+            for d in &usage.by_depth {
+                more.push(format!(
+                    "{t}   depth {}: {} calls, {} in / {} out",
+                    d.depth, d.calls, d.input_tokens, d.output_tokens
+                ));
+            }
+            s
+        }
+        _ => unreachable!("TreeLines::of passes only run events"),
+    }
+}
+
+/// The line of an agent's step: a cell, its output, a sub-call's start or
+/// end, a finding, a final answer.
+fn step_line(t: &str, event: &TraceEvent, width: usize) -> String {
+    match event {
+        TraceEvent::Cell {
+            agent, index, code, ..
+        } => {
+            format!(
+                "{t} {}[{agent}] cell {}: {}",
+                indent(agent),
+                index + 1,
+                clip(code, width)
+            )
+        }
+        TraceEvent::CellOutput {
+            agent,
+            stdout,
+            error,
+            elapsed_ms,
+            host_calls,
+            ..
+        } => {
+            let mut s = format!(
+                "{t} {}[{agent}] output ({elapsed_ms} ms, {host_calls} host calls): {}",
+                indent(agent),
+                clip(stdout, width)
+            );
+            if let Some(e) = error {
+                s.push_str(&format!(" · ERROR {}", clip(e, width)));
+            }
+            s
+        }
+        TraceEvent::SubcallStart {
+            agent,
+            parent,
+            depth,
+            kind,
+            prompt_preview,
+        } => format!(
+            "{t} {}├─ [{agent}] {kind} from [{parent}] at depth {depth}: {}",
+            indent(parent),
+            clip(prompt_preview, width)
+        ),
+        TraceEvent::SubcallEnd {
+            agent,
+            parent,
+            ok,
+            result,
+            elapsed_ms,
+            ..
+        } => format!(
+            "{t} {}└─ [{agent}] {} in {elapsed_ms} ms: {}",
+            indent(parent),
+            if *ok { "done" } else { "FAILED" },
+            clip(result, width)
+        ),
+        TraceEvent::Finding {
+            agent,
+            text,
+            source,
+        } => format!(
+            "{t} {}[{agent}] finding: {}{}",
+            indent(agent),
+            clip(text, width),
+            source
+                .as_ref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default()
+        ),
+        TraceEvent::Final {
+            agent,
+            answer,
+            via,
+            deferred,
+            ..
+        } => format!(
+            "{t} {}[{agent}] {} via {via}: {}",
+            indent(agent),
+            if *deferred { "FINAL deferred" } else { "FINAL" },
+            clip(answer, width)
+        ),
+        _ => unreachable!("TreeLines::of passes only agent steps"),
+    }
+}
+
+/// The line of what happened to an agent besides its steps: a budget ran
+/// out, an error, a flow's step, a fallback.
+fn notice_line(t: &str, event: &TraceEvent, width: usize) -> String {
+    match event {
+        TraceEvent::BudgetExhausted { agent, reason, .. } => {
+            format!("{t} {}[{agent}] BUDGET: {reason}", indent(agent))
+        }
+        TraceEvent::Error { agent, message } => format!(
+            "{t} {}[{agent}] ERROR: {}",
+            indent(agent),
+            clip(message, width)
+        ),
+        TraceEvent::FlowStep {
+            agent,
+            step,
+            message,
+            ..
+        } => format!(
+            "{t} {}[{agent}] {step}: {}",
+            indent(agent),
+            clip(message, width)
+        ),
+        TraceEvent::Fallback {
+            agent,
+            kind,
+            reason,
+        } => format!(
+            "{t} {}[{agent}] FALLBACK {kind}: {}",
+            indent(agent),
+            clip(reason, width)
+        ),
+        _ => unreachable!("TreeLines::of passes only notices"),
+    }
 }
