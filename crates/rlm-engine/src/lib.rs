@@ -9,6 +9,8 @@
 //!
 //! The layout follows one question's path:
 //!
+//! - [`ask_in_session`] (`ask.rs`): one question in its session, the path
+//!   every surface takes (request, session read, run, turn saved);
 //! - [`Engine`] (`engine.rs`): the API; [`AskRequest`] (`request.rs`) and the
 //!   per-question settings ([`QuestionSettings`], validated once for every
 //!   surface); [`Answer`] and its reports (`answer.rs`);
@@ -42,6 +44,8 @@
 #![warn(missing_docs)]
 
 mod answer;
+pub mod ask;
+mod blocking;
 pub mod budget;
 mod cancel;
 pub mod citations;
@@ -68,6 +72,8 @@ pub use answer::{
     Answer, EngineError, ExpansionReport, FileSummary, FlowReport, Intent, RetrievalReport,
     RouteDecision, Source, TraceInfo,
 };
+pub use ask::{AskError, AskedTurn, Conversation, Question, SessionTurn, ask_in_session};
+pub use blocking::off_runtime;
 pub use budget::{Budget, BudgetConfig, Exhausted, UsageReport};
 pub use cancel::CancelToken;
 pub use citations::{Citation, CitationPolicy, VerificationReport};
@@ -75,6 +81,8 @@ pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode, Verify
 pub use corpus::{ContextShape, Corpus};
 pub use engine::Engine;
 pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestion, Surface};
-pub use session::{Finding, SessionState, SessionStore, Turn};
+pub use session::{
+    Finding, FolderSessions, SessionBackend, SessionError, SessionState, SessionStore, Turn,
+};
 pub use settings::SettingsFile;
 pub use trace::{Trace, TraceEvent, TraceRecord};

@@ -259,7 +259,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 })
                 .map_err(anyhow::Error::msg)?,
         );
-        let mcp = (!args.no_mcp).then(|| super::mcp::http_service(app.clone(), embedder));
+        let mcp = (!args.no_mcp).then(|| rlm_mcp::http_service(app.clone(), embedder));
         let listener = tokio::net::TcpListener::bind(&args.addr)
             .await
             .with_context(|| {
