@@ -11,12 +11,11 @@ use rlm_corpus::CorpusError;
 use rlm_engine::session::{
     Finding, MAX_FINDING_BYTES, MAX_FINDING_SOURCE_BYTES, MAX_SESSION_FINDINGS,
     MAX_SESSION_FINDINGS_BYTES, MAX_SESSION_TURNS, MAX_TURN_CITATIONS_BYTES, MAX_TURN_TEXT_BYTES,
-    SessionPage, SessionState, SessionSummary, Turn, TurnMeta, cap_citations, cap_findings,
-    clip_text, newest_findings_within_cap, newest_turns_within_page, title_from_question,
-    validate_session_name, validate_session_title,
+    SessionBackend, SessionError, SessionPage, SessionState, SessionSummary, Turn, TurnMeta,
+    cap_citations, cap_findings, clip_text, newest_findings_within_cap, newest_turns_within_page,
+    title_from_question, validate_session_name, validate_session_title,
 };
 use rlm_engine::trace::now_rfc3339;
-use rlm_server::state::SessionBackend;
 
 /// The sessions of a cluster.
 pub(crate) struct PgSessions {
@@ -29,7 +28,7 @@ pub(crate) fn no_nul(text: &str) -> String {
 }
 
 impl PgSessions {
-    fn summaries(&self, only: Option<&str>) -> Result<Vec<SessionSummary>, String> {
+    fn summaries(&self, only: Option<&str>) -> Result<Vec<SessionSummary>, SessionError> {
         let rows = self
             .db
             .query(
@@ -45,7 +44,7 @@ impl PgSessions {
                           (SELECT max(id) FROM rlm_turns t WHERE t.session = s.name) DESC NULLS LAST",
                 vec![p(only.map(str::to_string))],
             )
-            .map_err(|e| format!("cannot list sessions: {e}"))?;
+            .map_err(|e| SessionError::storage("list sessions", e))?;
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -69,7 +68,7 @@ impl PgSessions {
 }
 
 impl SessionBackend for PgSessions {
-    fn load(&self, name: &str) -> Result<SessionState, String> {
+    fn load(&self, name: &str) -> Result<SessionState, SessionError> {
         let page = self.page(name, None, MAX_SESSION_TURNS)?;
         Ok(SessionState {
             name: page.name,
@@ -78,9 +77,14 @@ impl SessionBackend for PgSessions {
         })
     }
 
-    fn page(&self, name: &str, before: Option<u64>, limit: usize) -> Result<SessionPage, String> {
+    fn page(
+        &self,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<SessionPage, SessionError> {
         validate_session_name(name)?;
-        let err = |e: CorpusError| format!("cannot read session {name:?}: {e}");
+        let err = |e: CorpusError| SessionError::storage(format!("read session {name:?}"), e);
         let counts = self
             .db
             .query_opt(
@@ -171,16 +175,16 @@ impl SessionBackend for PgSessions {
         })
     }
 
-    fn list(&self) -> Result<Vec<SessionSummary>, String> {
+    fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
         self.summaries(None)
     }
 
-    fn summary(&self, name: &str) -> Result<Option<SessionSummary>, String> {
+    fn summary(&self, name: &str) -> Result<Option<SessionSummary>, SessionError> {
         validate_session_name(name)?;
         Ok(self.summaries(Some(name))?.into_iter().next())
     }
 
-    fn create(&self, name: &str, title: Option<&str>) -> Result<bool, String> {
+    fn create(&self, name: &str, title: Option<&str>) -> Result<bool, SessionError> {
         validate_session_name(name)?;
         let title = title.map(validate_session_title).transpose()?;
         let n = self
@@ -190,11 +194,11 @@ impl SessionBackend for PgSessions {
                  ON CONFLICT (name) DO NOTHING",
                 vec![p(name.to_string()), p(title), p(now_rfc3339())],
             )
-            .map_err(|e| format!("cannot save session {name:?}: {e}"))?;
+            .map_err(|e| SessionError::storage(format!("save session {name:?}"), e))?;
         Ok(n == 1)
     }
 
-    fn rename(&self, name: &str, title: &str) -> Result<bool, String> {
+    fn rename(&self, name: &str, title: &str) -> Result<bool, SessionError> {
         validate_session_name(name)?;
         let title = validate_session_title(title)?;
         let n = self
@@ -203,11 +207,11 @@ impl SessionBackend for PgSessions {
                 "UPDATE rlm_sessions SET title = $2 WHERE name = $1",
                 vec![p(name.to_string()), p(title)],
             )
-            .map_err(|e| format!("cannot rename session {name:?}: {e}"))?;
+            .map_err(|e| SessionError::storage(format!("rename session {name:?}"), e))?;
         Ok(n == 1)
     }
 
-    fn delete(&self, name: &str) -> Result<bool, String> {
+    fn delete(&self, name: &str) -> Result<bool, SessionError> {
         validate_session_name(name)?;
         let row = self
             .db
@@ -218,7 +222,7 @@ impl SessionBackend for PgSessions {
                  SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM f) + (SELECT count(*) FROM s)",
                 vec![p(name.to_string())],
             )
-            .map_err(|e| format!("cannot delete session {name:?}: {e}"))?;
+            .map_err(|e| SessionError::storage(format!("delete session {name:?}"), e))?;
         Ok(row.is_some_and(|r| r.get::<_, i64>(0) > 0))
     }
 
@@ -228,9 +232,9 @@ impl SessionBackend for PgSessions {
         turn: &Turn,
         findings: &[Finding],
         run_id: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), SessionError> {
         validate_session_name(name)?;
-        let err = |e: CorpusError| format!("cannot save session {name:?}: {e}");
+        let err = |e: CorpusError| SessionError::storage(format!("save session {name:?}"), e);
         let citations = cap_citations(&turn.citations)?;
         let (findings, _) = cap_findings(findings);
         let texts: Vec<String> = findings.iter().map(|f| no_nul(&f.text)).collect();

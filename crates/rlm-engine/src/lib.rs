@@ -30,6 +30,8 @@
 #![warn(missing_docs)]
 
 mod answer;
+pub mod ask;
+mod blocking;
 pub mod budget;
 mod cancel;
 pub mod citations;
@@ -56,6 +58,8 @@ pub use answer::{
     Answer, EngineError, ExpansionReport, FileSummary, FlowReport, Intent, RetrievalReport,
     RouteDecision, Source, TraceInfo,
 };
+pub use ask::{AskError, AskedTurn, Conversation, Question, SessionTurn, ask_in_session};
+pub use blocking::off_runtime;
 pub use budget::{Budget, BudgetConfig, Exhausted, UsageReport};
 pub use cancel::CancelToken;
 pub use citations::{Citation, CitationPolicy, VerificationReport};
@@ -63,7 +67,9 @@ pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode, Verify
 pub use corpus::{ContextShape, Corpus};
 pub use engine::Engine;
 pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestion, Surface};
-pub use session::{Finding, SessionState, SessionStore, Turn};
+pub use session::{
+    Finding, FolderSessions, SessionBackend, SessionError, SessionState, SessionStore, Turn,
+};
 pub use settings::{EngineSettings, SettingsFile};
 pub use trace::{Trace, TraceEvent, TraceRecord};
 pub use values::ConfigError;

@@ -51,6 +51,49 @@ pub const MAX_SESSION_TURNS: usize = 200;
 /// of [`SessionStore::page`].
 pub const MAX_PAGE_TURN_BYTES: usize = 1024 * 1024;
 
+/// Why a session could not be named, titled, read or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The name is not one a session can have.
+    #[error(
+        "invalid session name {0:?}: use 1-{max} letters, digits, '-', '_' or '.'",
+        max = MAX_SESSION_NAME
+    )]
+    InvalidName(String),
+    /// The title is blank.
+    #[error("the title is empty; send {{\"title\": \"...\"}}")]
+    EmptyTitle,
+    /// The title has more than [`MAX_SESSION_TITLE_CHARS`] characters (it has this many).
+    #[error("the title has {0} characters; the limit is {max}", max = MAX_SESSION_TITLE_CHARS)]
+    TitleTooLong(usize),
+    /// The title holds a newline or another control character.
+    #[error("the title must be one line of text (no newlines or control characters)")]
+    TitleNotOneLine,
+    /// A turn's citations could not be encoded for storage.
+    #[error(transparent)]
+    Citations(serde_json::Error),
+    /// Where sessions are kept failed: `what` was being done (`open
+    /// /store/sessions.sqlite`, `save session "case-1"`), `reason` is what
+    /// the database said.
+    #[error("cannot {what}: {reason}")]
+    Storage {
+        /// The step that failed.
+        what: String,
+        /// The database's message.
+        reason: String,
+    },
+}
+
+impl SessionError {
+    /// A failure of the sessions' database while doing `what`.
+    pub fn storage(what: impl Into<String>, reason: impl std::fmt::Display) -> Self {
+        SessionError::Storage {
+            what: what.into(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// One earlier question of a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Turn {
@@ -166,11 +209,11 @@ pub fn cap_findings(findings: &[Finding]) -> (Vec<Finding>, usize) {
 
 /// The citations of a turn as stored: the first ones whose JSON fits
 /// [`MAX_TURN_CITATIONS_BYTES`].
-pub fn cap_citations(citations: &[crate::Citation]) -> Result<String, String> {
+pub fn cap_citations(citations: &[crate::Citation]) -> Result<String, SessionError> {
     let mut parts = Vec::new();
     let mut bytes = 2;
     for c in citations {
-        let json = serde_json::to_string(c).map_err(|e| e.to_string())?;
+        let json = serde_json::to_string(c).map_err(SessionError::Citations)?;
         bytes += json.len() + 1;
         if bytes > MAX_TURN_CITATIONS_BYTES {
             break;
@@ -237,21 +280,17 @@ pub struct SessionSummary {
 
 /// Checks a session title and returns it trimmed: free text (spaces, any
 /// script), one line, 1-[`MAX_SESSION_TITLE_CHARS`] characters.
-pub fn validate_session_title(title: &str) -> Result<String, String> {
+pub fn validate_session_title(title: &str) -> Result<String, SessionError> {
     let t = title.trim();
     let n = t.chars().count();
     if n == 0 {
-        return Err("the title is empty; send {\"title\": \"...\"}".into());
+        return Err(SessionError::EmptyTitle);
     }
     if n > MAX_SESSION_TITLE_CHARS {
-        return Err(format!(
-            "the title has {n} characters; the limit is {MAX_SESSION_TITLE_CHARS}"
-        ));
+        return Err(SessionError::TitleTooLong(n));
     }
     if t.chars().any(char::is_control) {
-        return Err(
-            "the title must be one line of text (no newlines or control characters)".into(),
-        );
+        return Err(SessionError::TitleNotOneLine);
     }
     Ok(t.to_string())
 }
@@ -276,7 +315,7 @@ pub struct SessionStore {
 }
 
 /// Checks a session name: 1-64 characters of letters, digits, `-`, `_`, `.`.
-pub fn validate_session_name(name: &str) -> Result<(), String> {
+pub fn validate_session_name(name: &str) -> Result<(), SessionError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_SESSION_NAME
         && name
@@ -285,20 +324,21 @@ pub fn validate_session_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "invalid session name {name:?}: use 1-{MAX_SESSION_NAME} letters, digits, '-', '_' or '.'"
-        ))
+        Err(SessionError::InvalidName(name.to_string()))
     }
 }
 
 impl SessionStore {
     /// Opens (creating if needed) `<store_dir>/sessions.sqlite`.
-    pub fn open(store_dir: &Path) -> Result<Self, String> {
+    pub fn open(store_dir: &Path) -> Result<Self, SessionError> {
         let path = store_dir.join(SESSIONS_FILE);
-        let conn =
-            Connection::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let failed = |what: &str| {
+            let what = format!("{what} {}", path.display());
+            move |e: rusqlite::Error| SessionError::storage(what, e)
+        };
+        let conn = Connection::open(&path).map_err(failed("open"))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| e.to_string())?;
+            .map_err(failed("open"))?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS turns (
                  id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -320,7 +360,7 @@ impl SessionStore {
              CREATE INDEX IF NOT EXISTS turns_session ON turns(session, id);
              CREATE INDEX IF NOT EXISTS findings_session ON findings(session, id);",
         )
-        .map_err(|e| format!("cannot initialize {}: {e}", path.display()))?;
+        .map_err(failed("initialize"))?;
         // Files from before citations were kept gain the column; their turns
         // keep working with none.
         let has_citations: i64 = conn
@@ -329,10 +369,10 @@ impl SessionStore {
                 [],
                 |r| r.get(0),
             )
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            .map_err(failed("read"))?;
         if has_citations == 0 {
             conn.execute_batch("ALTER TABLE turns ADD COLUMN citations TEXT")
-                .map_err(|e| format!("cannot upgrade {}: {e}", path.display()))?;
+                .map_err(failed("upgrade"))?;
         }
         // Likewise the run that answered each turn (none for older turns).
         let has_run_id: i64 = conn
@@ -341,10 +381,10 @@ impl SessionStore {
                 [],
                 |r| r.get(0),
             )
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            .map_err(failed("read"))?;
         if has_run_id == 0 {
             conn.execute_batch("ALTER TABLE turns ADD COLUMN run_id TEXT")
-                .map_err(|e| format!("cannot upgrade {}: {e}", path.display()))?;
+                .map_err(failed("upgrade"))?;
         }
         Ok(SessionStore { conn, path })
     }
@@ -357,7 +397,7 @@ impl SessionStore {
     /// Loads a session for a new question (empty if it does not exist yet):
     /// its newest turns within [`MAX_PAGE_TURN_BYTES`] and its kept findings,
     /// each text within the `MAX_*` caps, whatever the file holds.
-    pub fn load(&self, name: &str) -> Result<SessionState, String> {
+    pub fn load(&self, name: &str) -> Result<SessionState, SessionError> {
         let page = self.page(name, None, MAX_SESSION_TURNS)?;
         Ok(SessionState {
             name: page.name,
@@ -376,10 +416,10 @@ impl SessionStore {
         name: &str,
         before: Option<u64>,
         limit: usize,
-    ) -> Result<SessionPage, String> {
+    ) -> Result<SessionPage, SessionError> {
         validate_session_name(name)?;
-        let err = |e: rusqlite::Error| format!("cannot read session {name:?}: {e}");
-        let count = |table: &str| -> Result<u64, String> {
+        let err = |e: rusqlite::Error| SessionError::storage(format!("read session {name:?}"), e);
+        let count = |table: &str| -> Result<u64, SessionError> {
             self.conn
                 .query_row(
                     &format!("SELECT COUNT(*) FROM {table} WHERE session = ?1"),
@@ -484,12 +524,12 @@ impl SessionStore {
 
     /// Every session (with turns, or created empty), most recently active
     /// first.
-    pub fn list(&self) -> Result<Vec<SessionSummary>, String> {
+    pub fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
         self.summaries(None)
     }
 
     /// One session's summary; `None` if it has neither turns nor a record.
-    pub fn summary(&self, name: &str) -> Result<Option<SessionSummary>, String> {
+    pub fn summary(&self, name: &str) -> Result<Option<SessionSummary>, SessionError> {
         validate_session_name(name)?;
         Ok(self.summaries(Some(name))?.into_iter().next())
     }
@@ -497,8 +537,8 @@ impl SessionStore {
     /// Summaries of every session, or of the one named. Sessions from before
     /// titles were kept have no record: titled from their oldest kept
     /// question, created when that turn was.
-    fn summaries(&self, only: Option<&str>) -> Result<Vec<SessionSummary>, String> {
-        let err = |e: rusqlite::Error| format!("cannot list sessions: {e}");
+    fn summaries(&self, only: Option<&str>) -> Result<Vec<SessionSummary>, SessionError> {
+        let err = |e: rusqlite::Error| SessionError::storage("list sessions", e);
         let mut st = self
             .conn
             .prepare(
@@ -543,7 +583,7 @@ impl SessionStore {
 
     /// Creates an empty session titled `title` (the start of its first
     /// question when `None`); false if one by that name exists.
-    pub fn create(&mut self, name: &str, title: Option<&str>) -> Result<bool, String> {
+    pub fn create(&mut self, name: &str, title: Option<&str>) -> Result<bool, SessionError> {
         validate_session_name(name)?;
         let title = title.map(validate_session_title).transpose()?;
         if self.summary(name)?.is_some() {
@@ -554,12 +594,12 @@ impl SessionStore {
                 "INSERT INTO sessions (name, title, created_at) VALUES (?1, ?2, ?3)",
                 params![name, title, crate::trace::now_rfc3339()],
             )
-            .map_err(|e| format!("cannot save session {name:?}: {e}"))?;
+            .map_err(|e| SessionError::storage(format!("save session {name:?}"), e))?;
         Ok(true)
     }
 
     /// Gives a session a new title; false if there is no such session.
-    pub fn rename(&mut self, name: &str, title: &str) -> Result<bool, String> {
+    pub fn rename(&mut self, name: &str, title: &str) -> Result<bool, SessionError> {
         validate_session_name(name)?;
         let title = validate_session_title(title)?;
         let Some(current) = self.summary(name)? else {
@@ -571,14 +611,14 @@ impl SessionStore {
                  ON CONFLICT(name) DO UPDATE SET title = excluded.title",
                 params![name, title, current.created_at],
             )
-            .map_err(|e| format!("cannot rename session {name:?}: {e}"))?;
+            .map_err(|e| SessionError::storage(format!("rename session {name:?}"), e))?;
         Ok(true)
     }
 
     /// Deletes a session's turns and findings; false if it had none.
-    pub fn delete(&mut self, name: &str) -> Result<bool, String> {
+    pub fn delete(&mut self, name: &str) -> Result<bool, SessionError> {
         validate_session_name(name)?;
-        let err = |e: rusqlite::Error| format!("cannot delete session {name:?}: {e}");
+        let err = |e: rusqlite::Error| SessionError::storage(format!("delete session {name:?}"), e);
         let tx = self.conn.transaction().map_err(err)?;
         let turns = tx
             .execute("DELETE FROM turns WHERE session = ?1", params![name])
@@ -605,7 +645,7 @@ impl SessionStore {
         name: &str,
         turn: &Turn,
         new_findings: &[Finding],
-    ) -> Result<(), String> {
+    ) -> Result<(), SessionError> {
         self.append_run(name, turn, new_findings, None)
     }
 
@@ -618,10 +658,10 @@ impl SessionStore {
         turn: &Turn,
         new_findings: &[Finding],
         run_id: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), SessionError> {
         validate_session_name(name)?;
         let now = crate::trace::now_rfc3339();
-        let err = |e: rusqlite::Error| format!("cannot save session {name:?}: {e}");
+        let err = |e: rusqlite::Error| SessionError::storage(format!("save session {name:?}"), e);
         let citations = cap_citations(&turn.citations)?;
         let (findings, _) = cap_findings(new_findings);
         let tx = self.conn.transaction().map_err(err)?;
@@ -679,6 +719,102 @@ impl SessionStore {
         )
         .map_err(err)?;
         tx.commit().map_err(err)
+    }
+}
+
+/// Where sessions are kept: a store folder's `sessions.sqlite`
+/// ([`FolderSessions`]) or, in the `rlm-cluster` crate, PostgreSQL. Every
+/// surface reads and saves sessions through it (see [`crate::ask`]).
+/// Methods may wait on I/O: call them through [`crate::off_runtime`] from
+/// async code.
+pub trait SessionBackend: Send + Sync {
+    /// A session for a new question (empty if it does not exist yet): its
+    /// newest turns within the page cap and its kept findings.
+    fn load(&self, name: &str) -> Result<SessionState, SessionError>;
+    /// One bounded page of turns before position `before`, plus findings.
+    fn page(
+        &self,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<SessionPage, SessionError>;
+    /// Every session, most recently active first.
+    fn list(&self) -> Result<Vec<SessionSummary>, SessionError>;
+    /// One session's summary; `None` if there is no such session.
+    fn summary(&self, name: &str) -> Result<Option<SessionSummary>, SessionError>;
+    /// Creates an empty session; false if one by that name exists.
+    fn create(&self, name: &str, title: Option<&str>) -> Result<bool, SessionError>;
+    /// Gives a session a new title; false if there is no such session.
+    fn rename(&self, name: &str, title: &str) -> Result<bool, SessionError>;
+    /// Deletes a session; false if there was none.
+    fn delete(&self, name: &str) -> Result<bool, SessionError>;
+    /// Appends an answered turn (within the session caps) with the id of
+    /// the run that answered it (none for `rlm ask --session`); a failure
+    /// changes nothing stored.
+    fn append_run(
+        &self,
+        name: &str,
+        turn: &Turn,
+        findings: &[Finding],
+        run_id: Option<&str>,
+    ) -> Result<(), SessionError>;
+}
+
+/// The sessions of a store folder: its `sessions.sqlite`, one connection
+/// shared by the callers.
+#[derive(Debug)]
+pub struct FolderSessions(std::sync::Mutex<SessionStore>);
+
+impl FolderSessions {
+    /// Opens (creating if needed) `<store_dir>/sessions.sqlite`.
+    pub fn open(store_dir: &Path) -> Result<Self, SessionError> {
+        Ok(FolderSessions(std::sync::Mutex::new(SessionStore::open(
+            store_dir,
+        )?)))
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, SessionStore> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl SessionBackend for FolderSessions {
+    fn load(&self, name: &str) -> Result<SessionState, SessionError> {
+        self.store().load(name)
+    }
+    fn page(
+        &self,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<SessionPage, SessionError> {
+        self.store().page(name, before, limit)
+    }
+    fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+        self.store().list()
+    }
+    fn summary(&self, name: &str) -> Result<Option<SessionSummary>, SessionError> {
+        self.store().summary(name)
+    }
+    fn create(&self, name: &str, title: Option<&str>) -> Result<bool, SessionError> {
+        self.store().create(name, title)
+    }
+    fn rename(&self, name: &str, title: &str) -> Result<bool, SessionError> {
+        self.store().rename(name, title)
+    }
+    fn delete(&self, name: &str) -> Result<bool, SessionError> {
+        self.store().delete(name)
+    }
+    fn append_run(
+        &self,
+        name: &str,
+        turn: &Turn,
+        findings: &[Finding],
+        run_id: Option<&str>,
+    ) -> Result<(), SessionError> {
+        self.store().append_run(name, turn, findings, run_id)
     }
 }
 
@@ -829,15 +965,22 @@ mod tests {
             "2026-01-01T00:00:00.000Z"
         );
         assert!(!s.rename("nobody", "x").unwrap());
-        assert!(s.rename("fresh", "").unwrap_err().contains("empty"));
+        assert!(
+            s.rename("fresh", "")
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
         assert!(
             s.rename("fresh", &"t".repeat(201))
                 .unwrap_err()
+                .to_string()
                 .contains("201 characters")
         );
         assert!(
             s.rename("fresh", "two\nlines")
                 .unwrap_err()
+                .to_string()
                 .contains("one line")
         );
         assert!(s.create("empty", Some("Planned")).unwrap());
@@ -969,6 +1112,7 @@ mod tests {
         assert!(
             validate_session_name(&"x".repeat(65))
                 .unwrap_err()
+                .to_string()
                 .contains("1-64")
         );
         assert!(validate_session_name("ok_name-1.2").is_ok());
@@ -976,7 +1120,9 @@ mod tests {
 
     #[test]
     fn unwritable_location_is_an_error() {
-        let e = SessionStore::open(Path::new("/nonexistent/dir/for/sure")).unwrap_err();
+        let e = SessionStore::open(Path::new("/nonexistent/dir/for/sure"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot open"), "{e}");
     }
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use rlm_engine::{
-    Answer, AskRequest, CancelToken, Flow, PipelineRequest, Source, Trace, TraceEvent, TraceRecord,
+    Answer, AskedTurn, CancelToken, Conversation, Flow, PipelineRequest, Question,
+    ResolvedQuestion, Source, Trace, TraceEvent, TraceRecord, ask_in_session,
 };
 use rlm_llm::{LlmClient, ProviderKind};
 use rlm_sandbox::WorkerPool;
@@ -161,12 +162,19 @@ impl Engine {
         };
         let trace = Arc::new(trace.with_history());
         let cancel = CancelToken::new();
-        let mut req = AskRequest::new(question);
-        req.flow = self.flow;
-        req.pipeline = self.pipeline.clone();
-        req.briefing = briefing;
-        req.trace = trace.clone();
-        req.cancel = cancel.clone();
+        let question = Question {
+            text: question,
+            settings: ResolvedQuestion {
+                config: self.engine.config().clone(),
+                flow: self.flow,
+                pipeline: self.pipeline.clone(),
+            },
+            embedder: self.pipeline.embedder.clone(),
+            briefing,
+            trace: trace.clone(),
+            cancel: cancel.clone(),
+            conversation: Conversation::None,
+        };
         let shared = Arc::new(Shared {
             trace,
             cancel,
@@ -179,9 +187,9 @@ impl Engine {
         let task = shared.clone();
         let (root, sub) = (self.root_model.clone(), self.sub_model.clone());
         self.runtime.spawn(async move {
-            let answer = engine.ask(corpus.clone(), req).await;
-            let outcome = answer
-                .map(|a| {
+            let asked = ask_in_session(&engine, corpus.clone(), question).await;
+            let outcome = asked
+                .map(|AskedTurn { answer: a, .. }| {
                     let mut sources = a.sources();
                     corpus.fill_source_lines(&mut sources);
                     result_json(&a, &sources, &task.trace, &root, &sub)

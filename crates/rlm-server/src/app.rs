@@ -10,8 +10,9 @@ use std::time::Duration;
 use rlm_corpus::{CorpusStore, Embedder, Store};
 use rlm_engine::session::{cap_findings, validate_session_name};
 use rlm_engine::trace::{Trace, now_rfc3339};
-use rlm_engine::{AskRequest, CancelToken, QuestionSettings, ResolvedQuestion, Surface};
-use rlm_engine::{Corpus, Engine, SessionState, Turn};
+use rlm_engine::{AskedTurn, Conversation, Question, SessionTurn, ask_in_session};
+use rlm_engine::{CancelToken, QuestionSettings, ResolvedQuestion, Surface};
+use rlm_engine::{Corpus, Engine, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -499,7 +500,7 @@ impl App {
             )));
         }
         if let Some(name) = &body.session {
-            validate_session_name(name).map_err(ApiError::bad_request)?;
+            validate_session_name(name)?;
         }
         let number = |n: &Option<serde_json::Number>| n.as_ref().map(ToString::to_string);
         let settings = QuestionSettings {
@@ -538,61 +539,44 @@ impl App {
 
     /// Runs the engine and records the outcome.
     async fn answer(self: Arc<Self>, run: Arc<Run>, body: AskBody, prepared: ResolvedQuestion) {
-        let session = match &body.session {
-            Some(name) => match off_runtime(|| self.state.sessions.load(name)) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    self.finish(&run, RunStatus::Failed, None, Some(e), Vec::new());
-                    return;
-                }
-            },
-            None if !body.history.is_empty() => Some(SessionState {
-                name: String::new(),
-                history: body.history.clone(),
-                findings: Vec::new(),
+        let conversation = match &body.session {
+            Some(name) => Conversation::Session(SessionTurn {
+                sessions: self.state.sessions.as_ref(),
+                name: name.clone(),
+                run_id: Some(run.view().run.id),
+                keep_cancelled: true,
             }),
-            None => None,
+            None => Conversation::Given(body.history.clone()),
         };
-        let mut req = AskRequest::new(body.question.clone());
-        req.flow = prepared.flow;
-        req.pipeline = prepared.pipeline;
-        req.pipeline.embedder = self.embedder.clone();
-        req.briefing = body
-            .briefing
-            .as_ref()
-            .or(self.briefing.as_ref())
-            .map(|b| with_date(b));
-        req.session = session;
-        req.trace = run.trace.clone();
-        req.cancel = run.cancel.clone();
-        let engine = self.engine.with_config(prepared.config);
+        let question = Question {
+            text: body.question.clone(),
+            settings: prepared,
+            embedder: self.embedder.clone(),
+            briefing: body
+                .briefing
+                .as_ref()
+                .or(self.briefing.as_ref())
+                .map(|b| with_date(b)),
+            trace: run.trace.clone(),
+            cancel: run.cancel.clone(),
+            conversation,
+        };
         // Held while answering: an indexing job waits for it, and a question
         // asked during one starts when it ends, over the new store.
         let _reading = self.store_gate.read().await;
-        match engine.ask(self.current_corpus(), req).await {
-            Ok(mut answer) => {
-                // The findings kept with the run and the session: as many
-                // as a session turn keeps, whatever the engine gathered.
+        match ask_in_session(&self.engine, self.current_corpus(), question).await {
+            Ok(AskedTurn {
+                mut answer,
+                not_saved,
+            }) => {
+                // The findings kept with the run: as many as a session turn
+                // keeps, whatever the engine gathered.
                 let (findings, omitted) = cap_findings(&answer.findings);
                 answer.findings = findings;
-                let mut not_saved = Vec::new();
-                if let Some(name) = &body.session {
-                    let turn = Turn {
-                        question: body.question.clone(),
-                        answer: answer.answer.clone(),
-                        partial: answer.partial,
-                        citations: answer.citations.clone(),
-                    };
-                    let run_id = run.view().run.id;
-                    let saved = off_runtime(|| {
-                        self.state
-                            .sessions
-                            .append_run(name, &turn, &answer.findings, Some(&run_id))
-                    });
-                    if let Err(e) = saved {
-                        not_saved.push(format!("the session turn ({e})"));
-                    }
-                }
+                let not_saved: Vec<String> = not_saved
+                    .map(|e| format!("the session turn ({e})"))
+                    .into_iter()
+                    .collect();
                 let status = if run.cancel.is_cancelled() {
                     RunStatus::Cancelled
                 } else {

@@ -52,7 +52,7 @@ pub use api::{INDEX_HTML, router, router_with_mcp};
 pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunInfo, RunStatus, RunSummary, RunView};
 pub use error::ApiError;
 pub use jobs::SOURCES_FILE;
-pub use local_state::{folder_sessions, folder_state};
+pub use local_state::folder_state;
 pub use mount::McpService;
 pub use openapi::document as openapi_document;
 pub use options::ServerOptions;

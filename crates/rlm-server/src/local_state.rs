@@ -4,75 +4,28 @@
 //! happens). One server per folder.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
-use rlm_engine::SessionStore;
-use rlm_engine::session::{Finding, SessionPage, SessionState, SessionSummary, Turn};
+use rlm_engine::FolderSessions;
 use rlm_engine::trace::{Trace, TraceRecord};
 
 use crate::error::ApiError;
 use crate::run_record::{RUNS_DIR, RunStatus, RunSummary, RunView, valid_run_id};
-use crate::state::{EventCursor, EventLog, Heartbeat, RunBackend, ServerState, SessionBackend};
+use crate::state::{EventCursor, EventLog, Heartbeat, RunBackend, ServerState};
 use crate::storage::{TraceFile, TraceReader, last_event, remove_stale_temporaries, write_atomic};
-use crate::sync::lock;
 
 /// The state of a server over the store folder `dir`: opens (creating)
 /// `sessions.sqlite` and `runs/`.
 pub fn folder_state(dir: &Path) -> Result<ServerState, String> {
-    let sessions = SessionStore::open(dir)?;
+    let sessions = FolderSessions::open(dir).map_err(|e| e.to_string())?;
     let runs_dir = dir.join(RUNS_DIR);
     std::fs::create_dir_all(&runs_dir)
         .map_err(|e| format!("cannot create {}: {e}", runs_dir.display()))?;
     remove_stale_temporaries(&runs_dir);
     Ok(ServerState {
-        sessions: Box::new(LocalSessions(Mutex::new(sessions))),
+        sessions: Box::new(sessions),
         runs: Box::new(LocalRuns { dir: runs_dir }),
     })
-}
-
-/// The sessions of the store folder `dir` alone (`rlm ask --session`):
-/// opens (creating) `sessions.sqlite`.
-pub fn folder_sessions(dir: &Path) -> Result<Box<dyn SessionBackend>, String> {
-    Ok(Box::new(LocalSessions(Mutex::new(SessionStore::open(
-        dir,
-    )?))))
-}
-
-/// `sessions.sqlite` of a store folder.
-struct LocalSessions(Mutex<SessionStore>);
-
-impl SessionBackend for LocalSessions {
-    fn load(&self, name: &str) -> Result<SessionState, String> {
-        lock(&self.0).load(name)
-    }
-    fn page(&self, name: &str, before: Option<u64>, limit: usize) -> Result<SessionPage, String> {
-        lock(&self.0).page(name, before, limit)
-    }
-    fn list(&self) -> Result<Vec<SessionSummary>, String> {
-        lock(&self.0).list()
-    }
-    fn summary(&self, name: &str) -> Result<Option<SessionSummary>, String> {
-        lock(&self.0).summary(name)
-    }
-    fn create(&self, name: &str, title: Option<&str>) -> Result<bool, String> {
-        lock(&self.0).create(name, title)
-    }
-    fn rename(&self, name: &str, title: &str) -> Result<bool, String> {
-        lock(&self.0).rename(name, title)
-    }
-    fn delete(&self, name: &str) -> Result<bool, String> {
-        lock(&self.0).delete(name)
-    }
-    fn append_run(
-        &self,
-        name: &str,
-        turn: &Turn,
-        findings: &[Finding],
-        run_id: Option<&str>,
-    ) -> Result<(), String> {
-        lock(&self.0).append_run(name, turn, findings, run_id)
-    }
 }
 
 /// `runs/` of a store folder.

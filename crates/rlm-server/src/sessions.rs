@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rlm_engine::session::{
-    SessionPage, SessionSummary, validate_session_name, validate_session_title,
+    SessionError, SessionPage, SessionSummary, validate_session_name, validate_session_title,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -19,10 +19,26 @@ use serde_json::{Value, json};
 use crate::app::App;
 use crate::error::ApiError;
 
+/// A session that cannot be named or titled so is the request's fault
+/// (400); one that cannot be read or saved, the server's (500).
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::InvalidName(_)
+            | SessionError::EmptyTitle
+            | SessionError::TitleTooLong(_)
+            | SessionError::TitleNotOneLine => ApiError::bad_request(e.to_string()),
+            SessionError::Citations(_) | SessionError::Storage { .. } => {
+                ApiError::internal(e.to_string())
+            }
+        }
+    }
+}
+
 impl App {
     /// Sessions, most recently used first.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>, ApiError> {
-        self.state.sessions.list().map_err(ApiError::internal)
+        Ok(self.state.sessions.list()?)
     }
 
     /// One bounded page of a session: its newest turns before position
@@ -35,17 +51,10 @@ impl App {
         before: Option<u64>,
         limit: usize,
     ) -> Result<SessionPage, ApiError> {
-        validate_session_name(name).map_err(ApiError::bad_request)?;
+        validate_session_name(name)?;
         let sessions = &self.state.sessions;
-        let state = sessions
-            .page(name, before, limit)
-            .map_err(ApiError::internal)?;
-        if state.turns_total == 0
-            && sessions
-                .summary(name)
-                .map_err(ApiError::internal)?
-                .is_none()
-        {
+        let state = sessions.page(name, before, limit)?;
+        if state.turns_total == 0 && sessions.summary(name)?.is_none() {
             return Err(ApiError::not_found(format!(
                 "no session {name:?}: ask a question with \"session\": {name:?} to start it"
             )));
@@ -55,14 +64,10 @@ impl App {
 
     /// One session's summary (title, times, counts), or 404.
     pub fn session_summary(&self, name: &str) -> Result<SessionSummary, ApiError> {
-        validate_session_name(name).map_err(ApiError::bad_request)?;
-        self.state
-            .sessions
-            .summary(name)
-            .map_err(ApiError::internal)?
-            .ok_or_else(|| {
-                ApiError::not_found(format!("no session {name:?}; GET /api/sessions lists them"))
-            })
+        validate_session_name(name)?;
+        self.state.sessions.summary(name)?.ok_or_else(|| {
+            ApiError::not_found(format!("no session {name:?}; GET /api/sessions lists them"))
+        })
     }
 
     /// Creates an empty session (`id` made up when `None`); 409 if it exists.
@@ -72,15 +77,11 @@ impl App {
         title: Option<&str>,
     ) -> Result<SessionSummary, ApiError> {
         let id = id.map_or_else(new_session_id, str::to_string);
-        validate_session_name(&id).map_err(ApiError::bad_request)?;
+        validate_session_name(&id)?;
         if let Some(t) = title {
-            validate_session_title(t).map_err(ApiError::bad_request)?;
+            validate_session_title(t)?;
         }
-        let created = self
-            .state
-            .sessions
-            .create(&id, title)
-            .map_err(ApiError::internal)?;
+        let created = self.state.sessions.create(&id, title)?;
         if !created {
             return Err(ApiError::conflict(format!(
                 "a session {id:?} exists already; pick another id or leave it out"
@@ -91,13 +92,9 @@ impl App {
 
     /// Gives a session a new free-text title.
     pub fn rename_session(&self, name: &str, title: &str) -> Result<SessionSummary, ApiError> {
-        validate_session_name(name).map_err(ApiError::bad_request)?;
-        validate_session_title(title).map_err(ApiError::bad_request)?;
-        let renamed = self
-            .state
-            .sessions
-            .rename(name, title)
-            .map_err(ApiError::internal)?;
+        validate_session_name(name)?;
+        validate_session_title(title)?;
+        let renamed = self.state.sessions.rename(name, title)?;
         if !renamed {
             return Err(ApiError::not_found(format!(
                 "no session {name:?}; GET /api/sessions lists them"
@@ -108,11 +105,11 @@ impl App {
 
     /// Deletes a session.
     pub fn delete_session(&self, name: &str) -> Result<(), ApiError> {
-        validate_session_name(name).map_err(ApiError::bad_request)?;
+        validate_session_name(name)?;
         match self.state.sessions.delete(name) {
             Ok(true) => Ok(()),
             Ok(false) => Err(ApiError::not_found(format!("no session {name:?}"))),
-            Err(e) => Err(ApiError::internal(e)),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -2,48 +2,22 @@
 //! findings) and runs (records, trace events, leases, cancel requests).
 //!
 //! Two back-ends implement these traits: the store folder
-//! ([`crate::local_state`]: `sessions.sqlite` and `runs/`, one process) and,
-//! in the `rlm-cluster` crate, PostgreSQL (any number of `rlm serve` nodes
-//! over one database). [`crate::App`] holds one [`ServerState`] and never
+//! (`sessions.sqlite`, [`rlm_engine::FolderSessions`], and `runs/`, one
+//! process) and, in the `rlm-cluster` crate, PostgreSQL (any number of
+//! `rlm serve` nodes over one database). [`crate::App`] holds one [`ServerState`] and never
 //! knows which.
 
 use std::time::Duration;
 
-use rlm_engine::session::{Finding, SessionPage, SessionState, SessionSummary, Turn};
 use rlm_engine::trace::{Trace, TraceRecord};
 
 use crate::error::ApiError;
 use crate::run_record::{RunSummary, RunView};
 
-/// Sessions: conversations with their turns and findings. Every method
-/// takes a validated session name.
-pub trait SessionBackend: Send + Sync {
-    /// A session for a new question (empty if it does not exist yet): its
-    /// newest turns within the page cap and its kept findings.
-    fn load(&self, name: &str) -> Result<SessionState, String>;
-    /// One bounded page of turns before position `before`, plus findings.
-    fn page(&self, name: &str, before: Option<u64>, limit: usize) -> Result<SessionPage, String>;
-    /// Every session, most recently active first.
-    fn list(&self) -> Result<Vec<SessionSummary>, String>;
-    /// One session's summary; `None` if there is no such session.
-    fn summary(&self, name: &str) -> Result<Option<SessionSummary>, String>;
-    /// Creates an empty session; false if one by that name exists.
-    fn create(&self, name: &str, title: Option<&str>) -> Result<bool, String>;
-    /// Gives a session a new title; false if there is no such session.
-    fn rename(&self, name: &str, title: &str) -> Result<bool, String>;
-    /// Deletes a session; false if there was none.
-    fn delete(&self, name: &str) -> Result<bool, String>;
-    /// Appends an answered turn (within the session caps) with the id of
-    /// the run that answered it (none for `rlm ask --session`); a failure
-    /// changes nothing stored.
-    fn append_run(
-        &self,
-        name: &str,
-        turn: &Turn,
-        findings: &[Finding],
-        run_id: Option<&str>,
-    ) -> Result<(), String>;
-}
+/// Sessions: conversations with their turns and findings (the trait lives
+/// in the engine, whose [`rlm_engine::ask_in_session`] every surface asks
+/// through).
+pub use rlm_engine::session::SessionBackend;
 
 /// Where a running run's trace events go as they happen.
 pub trait EventLog: Send {
@@ -121,21 +95,9 @@ pub trait RunBackend: Send + Sync {
     fn location(&self) -> String;
 }
 
-/// Runs `f`, which may wait on I/O (a database round trip), without
-/// stalling the other tasks of the runtime worker it is called on: on a
-/// multi-thread tokio runtime they move to another worker meanwhile
-/// (`block_in_place`); elsewhere (a current-thread runtime, a plain thread)
-/// `f` just runs. The server calls every [`SessionBackend`] and
-/// [`RunBackend`] method through it; back-ends may use it for their own
-/// waits.
-pub fn off_runtime<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
-}
+/// Runs blocking work off the async workers; the server calls every
+/// [`SessionBackend`] and [`RunBackend`] method through it.
+pub use rlm_engine::off_runtime;
 
 /// The state a server keeps: sessions and runs of one back-end.
 pub struct ServerState {

@@ -4,7 +4,7 @@
 //! plain lines otherwise); the answer goes to stdout, as text or `--json`.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +15,9 @@ use rlm_corpus::IndexOptions;
 use rlm_engine::citations::CitationStatus;
 use rlm_engine::grounding::Support;
 use rlm_engine::{
-    Answer, AskRequest, CancelToken, Corpus, Engine, EngineSettings, Flow, QuestionSettings,
-    ResolvedQuestion, SettingsFile, Surface, Trace, TraceEvent, TraceRecord, Turn,
+    Answer, AskedTurn, CancelToken, Conversation, Corpus, Engine, EngineSettings, Flow,
+    FolderSessions, Question, QuestionSettings, ResolvedQuestion, SessionBackend, SessionTurn,
+    SettingsFile, Surface, Trace, TraceEvent, TraceRecord, ask_in_session,
 };
 use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;
@@ -199,61 +200,24 @@ pub(crate) fn read_briefing(path: Option<&std::path::Path>) -> anyhow::Result<Op
 
 /// `rlm ask`.
 pub fn ask(args: AskArgs) -> anyhow::Result<()> {
-    let ResolvedQuestion {
-        config,
-        flow,
-        pipeline,
-    } = check_question(&args)?;
+    let mut settings = check_question(&args)?;
     let briefing = read_briefing(args.briefing.as_deref())?;
     // The model first (a first run downloads it), then the folder.
     let llm_config = args.llm.load_for_answering()?;
-    if !args.paths.is_empty() {
-        let report = index_paths(
-            &args.store.store,
-            &args.paths,
-            &IndexOptions::default(),
-            !args.quiet,
-        )?;
-        if !args.quiet {
-            eprintln!(
-                "indexed into {}: {} added, {} updated, {} unchanged, {} removed",
-                args.store.display(),
-                report.added,
-                report.updated,
-                report.unchanged,
-                report.removed
-            );
-        }
-    }
+    index_first(&args)?;
     let store = args.store.open()?;
     let sessions = match &args.session {
         Some(name) => {
-            rlm_engine::session::validate_session_name(name).map_err(anyhow::Error::msg)?;
-            // Over PostgreSQL, the sessions `rlm serve` nodes share.
-            Some(match super::corpus::postgres_url(&args.store.store) {
-                Some(url) => {
-                    rlm_cluster::Cluster::connect(url, rlm_cluster::ClusterOptions::default())
-                        .map_err(anyhow::Error::msg)?
-                        .state()
-                        .sessions
-                }
-                None => {
-                    rlm_server::folder_sessions(&args.store.store).map_err(anyhow::Error::msg)?
-                }
-            })
+            rlm_engine::session::validate_session_name(name)?;
+            Some(store_sessions(&args.store.store)?)
         }
         None => None,
     };
-    let session = match (&sessions, &args.session) {
-        (Some(s), Some(name)) => Some(s.load(name).map_err(anyhow::Error::msg)?),
-        _ => None,
-    };
     // Hybrid stage-1 retrieval for the flows that retrieve, when the store has embeddings.
-    let embedder = (flow != Flow::Repl)
+    let embedder = (settings.flow != Flow::Repl)
         .then(|| query_embedder(store.as_ref(), &llm_config, args.llm.config.as_deref()))
         .flatten();
-    let mut config = config;
-    config.set_models(
+    settings.config.set_models(
         &llm_config.root.model,
         &llm_config.sub.model,
         llm_config.provider == rlm_llm::ProviderKind::Local,
@@ -265,47 +229,27 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         }
         None => Trace::new(),
     };
-    let trace = Arc::new(trace);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let cancel = CancelToken::new();
-    let answer = runtime.block_on(async {
-        let corpus = Arc::new(Corpus::load(store)?);
-        let pool = WorkerPool::new(sandbox_config(config.sandbox)?, 1).await?;
-        let engine = Engine::new(Arc::new(client), pool, config);
-        let progress =
-            (!args.quiet).then(|| tokio::spawn(render_progress(trace.subscribe(), args.stream)));
-        let c2 = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                c2.cancel();
-            }
-        });
-        let mut req = AskRequest::new(args.question.clone());
-        req.flow = flow;
-        req.pipeline = pipeline;
-        req.pipeline.embedder = embedder;
-        req.briefing = briefing;
-        req.session = session;
-        req.trace = trace.clone();
-        req.cancel = cancel.clone();
-        let answer = engine.ask(corpus, req).await;
-        if let Some(p) = progress {
-            // The progress task ends when it has drained the finished run.
-            let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
-        }
-        anyhow::Ok(answer?)
-    })?;
-    if let (Some(s), Some(name)) = (sessions.as_ref(), &args.session) {
-        let turn = Turn {
-            question: args.question.clone(),
-            answer: answer.answer.clone(),
-            partial: answer.partial,
-            citations: answer.citations.clone(),
-        };
-        s.append_run(name, &turn, &answer.findings, None)
-            .map_err(anyhow::Error::msg)?;
+    let question = Question {
+        text: args.question.clone(),
+        settings,
+        embedder,
+        briefing,
+        trace: Arc::new(trace),
+        cancel: CancelToken::new(),
+        conversation: match (&sessions, &args.session) {
+            (Some(s), Some(name)) => Conversation::Session(SessionTurn {
+                sessions: s.as_ref(),
+                name: name.clone(),
+                run_id: None,
+                keep_cancelled: true,
+            }),
+            _ => Conversation::None,
+        },
+    };
+    let (trace, cancel) = (question.trace.clone(), question.cancel.clone());
+    let asked = run_question(&args, client, store, question)?;
+    if let Some(e) = asked.not_saved {
+        return Err(e.into());
     }
     // The answer was produced, so it is printed; a trace that lost events
     // still fails the command.
@@ -315,7 +259,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
             p.display()
         )
     });
-    print_answer(&answer, &args, trace_error.is_none())?;
+    print_answer(&asked.answer, &args, trace_error.is_none())?;
     if cancel.is_cancelled() {
         if let Some(e) = &trace_error {
             eprintln!("error: {e}");
@@ -326,6 +270,80 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
         Some(e) => Err(anyhow::Error::msg(e)),
         None => Ok(()),
     }
+}
+
+/// Indexes the paths given with the question into the store first
+/// (incrementally), saying what changed unless `--quiet`.
+fn index_first(args: &AskArgs) -> anyhow::Result<()> {
+    if args.paths.is_empty() {
+        return Ok(());
+    }
+    let report = index_paths(
+        &args.store.store,
+        &args.paths,
+        &IndexOptions::default(),
+        !args.quiet,
+    )?;
+    if !args.quiet {
+        eprintln!(
+            "indexed into {}: {} added, {} updated, {} unchanged, {} removed",
+            args.store.display(),
+            report.added,
+            report.updated,
+            report.unchanged,
+            report.removed
+        );
+    }
+    Ok(())
+}
+
+/// The sessions kept with the store `store` names: a store folder's
+/// `sessions.sqlite`, or over PostgreSQL the sessions `rlm serve` nodes
+/// share (`rlm ask --session` and `rlm mcp` keep theirs there too).
+pub(crate) fn store_sessions(store: &Path) -> anyhow::Result<Box<dyn SessionBackend>> {
+    Ok(match super::corpus::postgres_url(store) {
+        Some(url) => {
+            rlm_cluster::Cluster::connect(url, rlm_cluster::ClusterOptions::default())
+                .map_err(anyhow::Error::msg)?
+                .state()
+                .sessions
+        }
+        None => Box::new(FolderSessions::open(store)?),
+    })
+}
+
+/// Answers `question` on a runtime of its own: the corpus loaded, one
+/// sandbox worker, progress on stderr unless `--quiet`, Ctrl-C cancelling
+/// the run (the answer is then partial).
+fn run_question(
+    args: &AskArgs,
+    client: rlm_llm::LlmClient,
+    store: Arc<dyn rlm_corpus::CorpusStore>,
+    question: Question<'_>,
+) -> anyhow::Result<AskedTurn> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let corpus = Arc::new(Corpus::load(store)?);
+        let config = question.settings.config.clone();
+        let pool = WorkerPool::new(sandbox_config(config.sandbox)?, 1).await?;
+        let engine = Engine::new(Arc::new(client), pool, config);
+        let progress = (!args.quiet)
+            .then(|| tokio::spawn(render_progress(question.trace.subscribe(), args.stream)));
+        let cancel = question.cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel();
+            }
+        });
+        let asked = ask_in_session(&engine, corpus, question).await;
+        if let Some(p) = progress {
+            // The progress task ends when it has drained the finished run.
+            let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
+        }
+        Ok(asked?)
+    })
 }
 
 /// The answer on stdout, usage on stderr; `trace_written` is false when the
@@ -604,31 +622,7 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>, 
         };
         let secs = rec.t_ms as f64 / 1000.0;
         match &rec.event {
-            TraceEvent::RunStarted {
-                documents,
-                context_chars,
-                root_model,
-                ..
-            } => {
-                say(format!(
-                    "[{secs:6.1}s] {documents} documents, {context_chars} characters; model {root_model}"
-                ));
-            }
-            TraceEvent::LlmRequest {
-                agent,
-                depth,
-                iteration,
-                ..
-            } => {
-                p.depth = p.depth.max(*depth);
-                if agent == "0" {
-                    if *iteration > 0 {
-                        p.turn = *iteration;
-                    }
-                    p.live.clear();
-                    p.live_attempt = 1;
-                }
-            }
+            TraceEvent::RunFinished { .. } => break,
             TraceEvent::LlmDelta {
                 agent,
                 attempt,
@@ -644,6 +638,48 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>, 
                 }
                 p.stream(*attempt, text);
             }
+            event => {
+                if let Some(line) = p.record(event, tty) {
+                    say(format!("[{secs:6.1}s] {line}"));
+                }
+            }
+        }
+        if let Some(b) = &bar {
+            b.set_message(p.line());
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+impl Progress {
+    /// Counts `event` in and returns the line it is reported with, if any
+    /// (sub-agents' model replies only when stderr is not a terminal).
+    fn record(&mut self, event: &TraceEvent, tty: bool) -> Option<String> {
+        Some(match event {
+            TraceEvent::RunStarted {
+                documents,
+                context_chars,
+                root_model,
+                ..
+            } => format!("{documents} documents, {context_chars} characters; model {root_model}"),
+            TraceEvent::LlmRequest {
+                agent,
+                depth,
+                iteration,
+                ..
+            } => {
+                self.depth = self.depth.max(*depth);
+                if agent == "0" {
+                    if *iteration > 0 {
+                        self.turn = *iteration;
+                    }
+                    self.live.clear();
+                    self.live_attempt = 1;
+                }
+                return None;
+            }
             TraceEvent::LlmResponse {
                 agent,
                 input_tokens,
@@ -652,16 +688,17 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>, 
                 latency_ms,
                 ..
             } => {
-                p.tokens += input_tokens + output_tokens;
-                p.cost += cost_usd.unwrap_or(0.0);
+                self.tokens += input_tokens + output_tokens;
+                self.cost += cost_usd.unwrap_or(0.0);
                 if agent == "0" {
-                    p.live.clear();
+                    self.live.clear();
                 }
-                if !agent.contains('.') || !tty {
-                    say(format!(
-                        "[{secs:6.1}s] [{agent}] model replied: {input_tokens} in / {output_tokens} out, {latency_ms} ms"
-                    ));
+                if agent.contains('.') && tty {
+                    return None;
                 }
+                format!(
+                    "[{agent}] model replied: {input_tokens} in / {output_tokens} out, {latency_ms} ms"
+                )
             }
             TraceEvent::CellOutput {
                 agent,
@@ -669,24 +706,25 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>, 
                 elapsed_ms,
                 ..
             } => {
-                p.cells += 1;
+                self.cells += 1;
                 let status = error
                     .as_deref()
                     .map(|e| format!("error: {}", first_line(e)))
                     .unwrap_or_else(|| "ok".into());
-                say(format!(
-                    "[{secs:6.1}s] [{agent}] cell ran in {elapsed_ms} ms: {status}"
-                ));
+                format!("[{agent}] cell ran in {elapsed_ms} ms: {status}")
             }
             TraceEvent::SubcallStart { depth, .. } => {
-                p.in_flight += 1;
-                p.depth = p.depth.max(*depth);
+                self.in_flight += 1;
+                self.depth = self.depth.max(*depth);
+                return None;
             }
-            TraceEvent::SubcallEnd { .. } => p.in_flight -= 1,
-            TraceEvent::Finding { agent, text, .. } => say(format!(
-                "[{secs:6.1}s] [{agent}] finding: {}",
-                first_line(text)
-            )),
+            TraceEvent::SubcallEnd { .. } => {
+                self.in_flight -= 1;
+                return None;
+            }
+            TraceEvent::Finding { agent, text, .. } => {
+                format!("[{agent}] finding: {}", first_line(text))
+            }
             TraceEvent::Final {
                 agent,
                 via,
@@ -698,35 +736,24 @@ async fn render_progress(mut rx: tokio::sync::broadcast::Receiver<TraceRecord>, 
                 } else {
                     "final answer committed"
                 };
-                say(format!("[{secs:6.1}s] [0] {what} ({via})"));
+                format!("[0] {what} ({via})")
             }
             TraceEvent::BudgetExhausted { agent, reason, .. } => {
-                say(format!("[{secs:6.1}s] [{agent}] stopped: {reason}"))
+                format!("[{agent}] stopped: {reason}")
             }
-            TraceEvent::LlmError { agent, message, .. } => say(format!(
-                "[{secs:6.1}s] [{agent}] model error: {}",
-                first_line(message)
-            )),
+            TraceEvent::LlmError { agent, message, .. } => {
+                format!("[{agent}] model error: {}", first_line(message))
+            }
             TraceEvent::FlowStep { agent, message, .. } => {
-                say(format!("[{secs:6.1}s] [{agent}] {}", first_line(message)))
+                format!("[{agent}] {}", first_line(message))
             }
             TraceEvent::Fallback {
                 agent,
                 kind,
                 reason,
-            } => say(format!(
-                "[{secs:6.1}s] [{agent}] fallback ({kind}): {}",
-                first_line(reason)
-            )),
-            TraceEvent::RunFinished { .. } => break,
-            _ => {}
-        }
-        if let Some(b) = &bar {
-            b.set_message(p.line());
-        }
-    }
-    if let Some(b) = bar {
-        b.finish_and_clear();
+            } => format!("[{agent}] fallback ({kind}): {}", first_line(reason)),
+            _ => return None,
+        })
     }
 }
 

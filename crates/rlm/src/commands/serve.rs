@@ -304,7 +304,7 @@ async fn listen(
     embedder: Option<Arc<dyn rlm_corpus::Embedder>>,
     cluster: Option<&rlm_cluster::Cluster>,
 ) -> anyhow::Result<()> {
-    let mcp = (!args.no_mcp).then(|| super::mcp::http_service(app.clone(), embedder));
+    let mcp = (!args.no_mcp).then(|| rlm_mcp::http_service(app.clone(), embedder));
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| {

@@ -2,18 +2,17 @@
 //! (`rlm mcp`'s own, reopened after the `index` tool changed it, or the
 //! store of the `rlm serve` it runs in: a folder or PostgreSQL), the limits.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use rlm_corpus::{CorpusStore, Embedder, Store};
-use rlm_engine::{Corpus, Engine};
-use rlm_llm::LlmConfig;
+use rlm_corpus::{CorpusStore, Embedder, IndexOptions, IndexReport};
+use rlm_engine::{Corpus, Engine, SessionBackend};
 use tokio::sync::Semaphore;
 
 /// The store as the tools read it: opened once, replaced whole after an
 /// `index` call (or a re-index of the server).
 #[derive(Clone)]
-pub(super) struct StoreView {
+pub struct StoreView {
     /// Lookups and search (a store folder, or under `rlm serve` a
     /// PostgreSQL store too).
     pub store: Arc<dyn CorpusStore>,
@@ -21,6 +20,19 @@ pub(super) struct StoreView {
     pub corpus: Arc<Corpus>,
     /// The query embedder of a store with embeddings.
     pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+/// What `rlm mcp` asks of the program it runs in about its store (the
+/// `rlm` binary opens stores, indexes and finds sessions as its other
+/// commands do). Every method may block.
+pub trait StoreHost: Send + Sync {
+    /// Opens the store and loads what the tools read.
+    fn open(&self) -> anyhow::Result<StoreView>;
+    /// Indexes `paths` into the store (the `index` tool).
+    fn index(&self, paths: &[PathBuf], options: &IndexOptions) -> anyhow::Result<IndexReport>;
+    /// The sessions kept with the store, where `ask`'s turns go (as
+    /// `rlm ask --session` keeps them).
+    fn sessions(&self) -> anyhow::Result<Box<dyn SessionBackend>>;
 }
 
 /// The server's shared state.
@@ -51,11 +63,8 @@ pub(super) struct OwnStore {
     /// Model client, sandbox pool and the engine settings every question
     /// starts from.
     pub engine: Engine,
-    /// Model settings (the query embedder of a provider's embeddings uses
-    /// its endpoint).
-    pub llm: LlmConfig,
-    /// `--config`.
-    pub config_file: Option<PathBuf>,
+    /// Opens and indexes the store, keeps its sessions.
+    pub host: Box<dyn StoreHost>,
     /// `--briefing`.
     pub briefing: Option<String>,
     /// Questions answered at once; more wait for a slot.
@@ -77,16 +86,14 @@ impl OwnStore {
     pub(super) fn new(
         view: Option<StoreView>,
         engine: Engine,
-        llm: LlmConfig,
-        config_file: Option<PathBuf>,
+        host: Box<dyn StoreHost>,
         briefing: Option<String>,
         max_runs: usize,
     ) -> Self {
         OwnStore {
             view: RwLock::new(view),
             engine,
-            llm,
-            config_file,
+            host,
             briefing,
             runs: Arc::new(Semaphore::new(max_runs)),
             indexing: tokio::sync::Mutex::new(()),
@@ -124,21 +131,4 @@ impl McpState {
             }
         }
     }
-}
-
-/// Opens the store at `dir` and loads what the tools read (blocking: SQLite,
-/// tantivy, the documents' text, maybe an embedding model).
-pub(super) fn open_view(
-    dir: &Path,
-    llm: &LlmConfig,
-    config_file: Option<&Path>,
-) -> anyhow::Result<StoreView> {
-    let store: Arc<dyn CorpusStore> = Arc::new(Store::open(dir)?);
-    let corpus = Arc::new(Corpus::load(store.clone())?);
-    let embedder = crate::commands::ask::query_embedder(store.as_ref(), llm, config_file);
-    Ok(StoreView {
-        store,
-        corpus,
-        embedder,
-    })
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use rlm_engine::citations::CitationOrigin;
 use rlm_engine::grounding::Support;
 use rlm_engine::{
-    Answer, AskRequest, CancelToken, QuestionSettings, SessionStore, Surface, Trace, TraceEvent,
-    TraceRecord, Turn,
+    Answer, AskError, AskedTurn, CancelToken, Conversation, Question as EngineQuestion,
+    QuestionSettings, SessionTurn, Surface, Trace, TraceEvent, TraceRecord, ask_in_session,
 };
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -47,7 +47,7 @@ pub(super) fn read_question(state: &McpState, args: &ToolArgs) -> Result<Questio
     }
     let session = args.string("session")?;
     if let Some(name) = &session {
-        rlm_engine::session::validate_session_name(name).map_err(BadArgs)?;
+        rlm_engine::session::validate_session_name(name).map_err(|e| BadArgs(e.to_string()))?;
     }
     let settings = QuestionSettings {
         surface: Surface::Api,
@@ -102,7 +102,7 @@ pub(super) async fn run(
         Ok(q) => q,
         Err(BadArgs(e)) => return Ok(tool_error(format!("invalid arguments: {e}"))),
     };
-    let resolved = match question.settings.resolve(own.engine.config()) {
+    let settings = match question.settings.resolve(own.engine.config()) {
         Ok(r) => r,
         Err(e) => return Ok(tool_error(format!("invalid arguments: {e}"))),
     };
@@ -110,8 +110,9 @@ pub(super) async fn run(
         Ok(v) => v,
         Err(e) => return Ok(tool_error(e)),
     };
-    let session = match &question.session {
-        Some(name) => match SessionStore::open(&state.store_dir).and_then(|s| s.load(name)) {
+    // The store's sessions, as `rlm ask --session` keeps them.
+    let sessions = match &question.session {
+        Some(_) => match rlm_engine::off_runtime(|| own.host.sessions()) {
             Ok(s) => Some(s),
             Err(e) => return Ok(tool_error(format!("the session cannot be read: {e}"))),
         },
@@ -134,20 +135,34 @@ pub(super) async fn run(
             token,
         ))
     });
-    let mut req = AskRequest::new(question.text.clone());
-    req.flow = resolved.flow;
-    req.pipeline = resolved.pipeline;
-    req.pipeline.embedder = view.embedder.clone();
-    req.briefing = own.briefing.clone();
-    req.session = session;
-    req.trace = trace.clone();
-    req.cancel = cancel.clone();
-    let engine = own.engine.with_config(resolved.config);
-    let run = engine.ask(view.corpus.clone(), req);
+    let conversation = match (&sessions, question.session) {
+        (Some(sessions), Some(name)) => Conversation::Session(SessionTurn {
+            sessions: sessions.as_ref(),
+            name,
+            run_id: None,
+            // A cancelled request gets no response, and its (partial)
+            // answer is not saved in the session: the client never saw it.
+            keep_cancelled: false,
+        }),
+        _ => Conversation::None,
+    };
+    let run = ask_in_session(
+        &own.engine,
+        view.corpus.clone(),
+        EngineQuestion {
+            text: question.text,
+            settings,
+            embedder: view.embedder.clone(),
+            briefing: own.briefing.clone(),
+            trace: trace.clone(),
+            cancel: cancel.clone(),
+            conversation,
+        },
+    );
     tokio::pin!(run);
-    let answer = loop {
+    let asked = loop {
         tokio::select! {
-            answer = &mut run => break answer,
+            asked = &mut run => break asked,
             _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
         }
     };
@@ -164,28 +179,17 @@ pub(super) async fn run(
             abort.abort();
         }
     }
-    // A cancelled request gets no response, and its (partial) answer is not
-    // saved in the session: the client never saw it.
+    // A cancelled request gets no response.
     if context.ct.is_cancelled() {
         return Err(cancelled());
     }
-    let answer = match answer {
-        Ok(a) => a,
-        Err(e) => return Ok(tool_error(format!("no answer: {e}"))),
-    };
-    let mut not_saved = None;
-    if let Some(name) = &question.session {
-        let turn = Turn {
-            question: question.text.clone(),
-            answer: answer.answer.clone(),
-            partial: answer.partial,
-            citations: answer.citations.clone(),
-        };
-        let saved = SessionStore::open(&state.store_dir)
-            .and_then(|mut s| s.append(name, &turn, &answer.findings));
-        not_saved = saved.err();
+    match asked {
+        Ok(AskedTurn { answer, not_saved }) => {
+            Ok(answer_with_sources(&answer, &view.store, not_saved.map(|e| e.to_string())).await)
+        }
+        Err(AskError::Session(e)) => Ok(tool_error(format!("the session cannot be read: {e}"))),
+        Err(AskError::Engine(e)) => Ok(tool_error(format!("no answer: {e}"))),
     }
-    Ok(answer_with_sources(&answer, &view.store, not_saved).await)
 }
 
 /// The tool result of `answer`, its sources' lines looked up in `store`.

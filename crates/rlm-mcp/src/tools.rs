@@ -56,6 +56,21 @@ fn read_only(title: &str) -> ToolAnnotations {
 /// The tools, `index` only when the server allows it; `served`: the `rlm
 /// serve` endpoint (its `ask` takes [`ask_args`]).
 pub(super) fn list(allow_index: bool, served: bool) -> Vec<Tool> {
+    let mut tools = vec![
+        ask_tool(served),
+        search_tool(),
+        show_tool(),
+        list_documents_tool(),
+    ];
+    if allow_index {
+        tools.push(index_tool());
+    }
+    tools
+}
+
+/// `ask`; under `rlm serve` without `verify` (the server checks answers as
+/// its own settings say).
+fn ask_tool(served: bool) -> Tool {
     let budget = |what: &str| json!({"type": ["integer", "string"], "description": what});
     let mut ask_schema = json!({
         "type": "object",
@@ -84,15 +99,10 @@ pub(super) fn list(allow_index: bool, served: bool) -> Vec<Tool> {
         "required": ["question"],
         "additionalProperties": false
     });
-    if served {
-        // The server checks answers as its own settings say.
-        if let Some(props) = ask_schema["properties"].as_object_mut() {
-            props.remove("verify");
-        }
+    if served && let Some(props) = ask_schema["properties"].as_object_mut() {
+        props.remove("verify");
     }
-    let ask_schema = schema(ask_schema);
-    let mut tools = vec![
-        Tool::new(
+    Tool::new(
             "ask",
             "Answer a question over the indexed documents with a Recursive Language Model: the model \
              reads the whole collection through code in a sandbox, delegates pieces to sub-calls and \
@@ -100,11 +110,14 @@ pub(super) fn list(allow_index: bool, served: bool) -> Vec<Tool> {
              (Markdown), its sources (chunk id, path, line, verified quote) and whether it is partial \
              (a budget ran out or the call was cancelled). Slow: seconds to minutes; progress is \
              reported when the request carries a progressToken, and notifications/cancelled stops it.",
-            ask_schema,
-        )
-        .with_title("Ask the documents")
-        .with_annotations(read_only("Ask the documents").open_world(true)),
-        Tool::new(
+        schema(ask_schema),
+    )
+    .with_title("Ask the documents")
+    .with_annotations(read_only("Ask the documents").open_world(true))
+}
+
+fn search_tool() -> Tool {
+    Tool::new(
             "search",
             "Search the chunks of the indexed documents (BM25 full text by default). Returns the best \
              chunks with their chunk id, document path, lines and a snippet; `show` gives a chunk's \
@@ -122,8 +135,11 @@ pub(super) fn list(allow_index: bool, served: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
-        .with_annotations(read_only("Search the documents")),
-        Tool::new(
+        .with_annotations(read_only("Search the documents"))
+}
+
+fn show_tool() -> Tool {
+    Tool::new(
             "show",
             "Show one chunk (id `<doc-id>-<n>`, as `search` and `ask` sources give) or one document \
              (its id or its path as `list_documents` gives) with its text. A long document's text is \
@@ -139,8 +155,11 @@ pub(super) fn list(allow_index: bool, served: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
-        .with_annotations(read_only("Show a chunk or document")),
-        Tool::new(
+        .with_annotations(read_only("Show a chunk or document"))
+}
+
+fn list_documents_tool() -> Tool {
+    Tool::new(
             "list_documents",
             "List the documents of the store: id, path, kind, size, chunks, title. Paged: `offset` \
              and `limit` (default 500); the result says how many there are in all.",
@@ -153,11 +172,12 @@ pub(super) fn list(allow_index: bool, served: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
-        .with_annotations(read_only("List the documents")),
-    ];
-    if allow_index {
-        tools.push(
-            Tool::new(
+        .with_annotations(read_only("List the documents"))
+}
+
+/// `index` (`rlm mcp --allow-index` only).
+fn index_tool() -> Tool {
+    Tool::new(
                 "index",
                 "Index files or folders into the store (incrementally: unchanged files are not \
                  re-read; files gone from an indexed folder are removed). Paths are read on the \
@@ -181,10 +201,7 @@ pub(super) fn list(allow_index: bool, served: bool) -> Vec<Tool> {
                     .destructive(false)
                     .idempotent(true)
                     .open_world(false),
-            ),
-        );
-    }
-    tools
+            )
 }
 
 #[cfg(test)]

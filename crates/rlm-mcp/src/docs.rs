@@ -14,7 +14,7 @@ use rmcp::model::{
 use serde_json::{Value, json};
 
 use super::args::{BadArgs, ToolArgs};
-use super::state::{Backend, McpState, open_view};
+use super::state::{Backend, McpState};
 
 /// Documents per `resources/list` page.
 const RESOURCE_PAGE: usize = 500;
@@ -339,10 +339,8 @@ pub(super) async fn index(state: Arc<McpState>, args: ToolArgs) -> CallToolResul
             exclude,
             ..IndexOptions::default()
         };
-        let report = crate::commands::corpus::index_paths(&st.store_dir, &paths, &opts, false)
-            .map_err(|e| one_line(&e))?;
-        let view = open_view(&st.store_dir, &own.llm, own.config_file.as_deref())
-            .map_err(|e| one_line(&e))?;
+        let report = own.host.index(&paths, &opts).map_err(|e| one_line(&e))?;
+        let view = own.host.open().map_err(|e| one_line(&e))?;
         own.replace(view);
         Ok(report)
     })
