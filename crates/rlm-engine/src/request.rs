@@ -84,10 +84,21 @@ pub enum Surface {
 }
 
 /// The settings a user may give per question (`rlm ask` flags, the fields of
-/// `POST /api/runs`), as written. [`QuestionSettings::resolve`] checks them
-/// with the rules every other setting follows ([`crate::values`]) and lays
-/// them over the engine's settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `POST /api/runs`, the MCP `ask` tool, the Python package's keyword
+/// arguments), as written: each value is kept with its declaration in the
+/// settings table. [`QuestionSettings::resolve`] checks them with the rules
+/// every other setting follows and lays them over the engine's settings.
+///
+/// ```
+/// use rlm_engine::values::table;
+/// use rlm_engine::{QuestionSettings, Surface};
+///
+/// let q = QuestionSettings::new(Surface::Api)
+///     .with(&table::MAX_LLM_CALLS, Some("80"))
+///     .with(&table::VERIFY, None::<String>);
+/// assert_eq!(q.get(&table::MAX_LLM_CALLS), Some("80"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct QuestionSettings {
     /// How errors name the settings.
     pub surface: Surface,
@@ -96,38 +107,8 @@ pub struct QuestionSettings {
     /// The RLM switch: true → the configured RLM flow, false → `rag`
     /// (ignored when `flow` is given).
     pub use_rlm: Option<bool>,
-    /// The `pipeline` flow's per-file inspector.
-    pub inspector: Option<String>,
-    /// `strict` or `best_effort` (for every flow).
-    pub citations: Option<String>,
-    /// Checks of the answer: `on`, `off` or `semantic`.
-    pub verify: Option<String>,
-    /// `string` or `list`.
-    pub context_shape: Option<String>,
-    /// Which Python runs the REPL: `monty` or `cpython`.
-    pub sandbox: Option<String>,
-    /// Report the documents that match the question but back no claim.
-    pub coverage: Option<String>,
-    /// Model calls across the call tree.
-    pub max_llm_calls: Option<String>,
-    /// Model turns of the root agent.
-    pub max_iterations: Option<String>,
-    /// Deepest agent level.
-    pub max_depth: Option<String>,
-    /// Cost cap in USD.
-    pub max_cost_usd: Option<String>,
-    /// Wall-clock cap in seconds.
-    pub max_wall_secs: Option<String>,
-    /// The `pipeline` flow's stage-1 retrieval: `RLM_HIGH_RECALL_K` entry
-    /// chunks when true, `RLM_RAG_K` when false (`RLM_LOW_RECALL_MODE`
-    /// inverted).
-    pub high_recall: Option<String>,
-    /// The `pipeline` flow's expansion of entry chunks to whole files: true
-    /// asks for the pipeline, false for `rag` (no expansion).
-    pub expand_files: Option<String>,
-    /// The `pipeline` flow's per-file inspection and summaries: true asks
-    /// for the pipeline, false for `rag` (chunks answered directly).
-    pub rlm_summarize: Option<String>,
+    /// The other settings given, each one of [`QuestionSettings::SETTINGS`].
+    values: Vec<(&'static Setting, String)>,
 }
 
 /// A question's settings laid over the engine's.
@@ -142,9 +123,10 @@ pub struct ResolvedQuestion {
 }
 
 impl QuestionSettings {
-    /// The settings a question can set besides its flow (each setting's
-    /// API field names the field of this struct; its flag, the flag).
-    const SETTINGS: [&'static Setting; 14] = [
+    /// The settings a question can set besides its flow and RLM switch.
+    /// Errors name each by its flag ([`Surface::Flags`]) or its API field
+    /// ([`Surface::Api`]).
+    pub const SETTINGS: [&'static Setting; 14] = [
         &table::COVERAGE,
         &table::INSPECTOR,
         &table::CITATIONS,
@@ -162,24 +144,38 @@ impl QuestionSettings {
         &table::RLM_SUMMARIZE,
     ];
 
-    fn field(&self, name: &str) -> Option<&String> {
-        match name {
-            "inspector" => self.inspector.as_ref(),
-            "citations" => self.citations.as_ref(),
-            "verify" => self.verify.as_ref(),
-            "coverage" => self.coverage.as_ref(),
-            "context_shape" => self.context_shape.as_ref(),
-            "sandbox" => self.sandbox.as_ref(),
-            "max_llm_calls" => self.max_llm_calls.as_ref(),
-            "max_iterations" => self.max_iterations.as_ref(),
-            "max_depth" => self.max_depth.as_ref(),
-            "max_cost_usd" => self.max_cost_usd.as_ref(),
-            "max_wall_secs" => self.max_wall_secs.as_ref(),
-            "high_recall" => self.high_recall.as_ref(),
-            "expand_files" => self.expand_files.as_ref(),
-            "rlm_summarize" => self.rlm_summarize.as_ref(),
-            _ => None,
+    /// No settings, named the way `surface` names them.
+    pub fn new(surface: Surface) -> Self {
+        QuestionSettings {
+            surface,
+            ..Default::default()
         }
+    }
+
+    /// With `setting` set to `value` (unchanged when `value` is `None`).
+    pub fn with(mut self, setting: &'static Setting, value: Option<impl Into<String>>) -> Self {
+        if let Some(v) = value {
+            self.set(setting, v);
+        }
+        self
+    }
+
+    /// Sets `setting` to `value`, as written. A setting a question cannot
+    /// set is refused by [`resolve`](Self::resolve).
+    pub fn set(&mut self, setting: &'static Setting, value: impl Into<String>) {
+        let value = value.into();
+        match self.values.iter_mut().find(|(s, _)| *s == setting) {
+            Some(slot) => slot.1 = value,
+            None => self.values.push((setting, value)),
+        }
+    }
+
+    /// The value given for `setting`, as written.
+    pub fn get(&self, setting: &Setting) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(s, _)| *s == setting)
+            .map(|(_, v)| v.as_str())
     }
 
     fn name(&self, field: &'static str, flag: &'static str) -> &'static str {
@@ -191,12 +187,9 @@ impl QuestionSettings {
 
     /// The question's value for `setting`, named as the user wrote it.
     fn found(&self, setting: &Setting) -> Option<Found> {
-        if !Self::SETTINGS.contains(&setting) {
-            return None;
-        }
-        let field = setting.api?;
-        self.field(field).map(|v| Found {
-            value: v.clone(),
+        let field = setting.api.unwrap_or(setting.key);
+        self.get(setting).map(|v| Found {
+            value: v.to_string(),
             name: self.name(field, setting.flag.unwrap_or(field)).to_string(),
             layer: LAYER_QUESTION,
         })
@@ -205,6 +198,16 @@ impl QuestionSettings {
     /// Checks every setting and lays them over `base`. An explicit citation
     /// policy applies to every flow (it beats `RLM_CITATION_POLICY` too).
     pub fn resolve(&self, base: &EngineConfig) -> Result<ResolvedQuestion, ConfigError> {
+        if let Some((s, _)) = self
+            .values
+            .iter()
+            .find(|(s, _)| !Self::SETTINGS.contains(s))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "{} cannot be set per question; set it for the engine (docs/configuration.md)",
+                s.label()
+            )));
+        }
         let lookup = |s: &Setting| self.found(s);
         let r = Reader::new(&lookup);
         let mut config = base.clone();
@@ -321,37 +324,34 @@ mod tests {
     use super::*;
 
     fn api(f: impl FnOnce(&mut QuestionSettings)) -> Result<ResolvedQuestion, ConfigError> {
-        let mut q = QuestionSettings {
-            surface: Surface::Api,
-            ..QuestionSettings::default()
-        };
+        let mut q = QuestionSettings::new(Surface::Api);
         f(&mut q);
         q.resolve(&EngineConfig::default())
     }
 
     #[test]
     fn the_retrieval_toggles_map_onto_the_pipeline_settings() {
-        let r = api(|q| q.high_recall = Some("false".into())).unwrap();
+        let r = api(|q| q.set(&table::HIGH_RECALL, "false")).unwrap();
         assert!(r.config.flows.low_recall_mode);
         assert_eq!(r.flow, Flow::Configured);
-        let r = api(|q| q.high_recall = Some("true".into())).unwrap();
+        let r = api(|q| q.set(&table::HIGH_RECALL, "true")).unwrap();
         assert!(!r.config.flows.low_recall_mode);
-        let r = api(|q| q.expand_files = Some("true".into())).unwrap();
+        let r = api(|q| q.set(&table::EXPAND_FILES, "true")).unwrap();
         assert_eq!(r.flow, Flow::Pipeline);
         let r = api(|q| {
-            q.rlm_summarize = Some("false".into());
-            q.expand_files = Some("false".into());
+            q.set(&table::RLM_SUMMARIZE, "false");
+            q.set(&table::EXPAND_FILES, "false");
         })
         .unwrap();
         assert_eq!(r.flow, Flow::Rag);
         let r = api(|q| {
             q.flow = Some("pipeline".into());
-            q.rlm_summarize = Some("true".into());
+            q.set(&table::RLM_SUMMARIZE, "true");
         })
         .unwrap();
         assert_eq!(r.flow, Flow::Pipeline);
 
-        let e = api(|q| q.high_recall = Some("maybe".into()))
+        let e = api(|q| q.set(&table::HIGH_RECALL, "maybe"))
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -360,7 +360,7 @@ mod tests {
         );
         let e = api(|q| {
             q.flow = Some("repl".into());
-            q.expand_files = Some("true".into());
+            q.set(&table::EXPAND_FILES, "true");
         })
         .unwrap_err()
         .to_string();
@@ -370,7 +370,7 @@ mod tests {
         );
         let e = api(|q| {
             q.use_rlm = Some(true);
-            q.rlm_summarize = Some("false".into());
+            q.set(&table::RLM_SUMMARIZE, "false");
         })
         .unwrap_err()
         .to_string();
@@ -378,19 +378,40 @@ mod tests {
             e.starts_with("rlm_summarize=false conflicts with use_rlm=true"),
             "{e}"
         );
-        let e = QuestionSettings {
-            surface: Surface::Flags,
-            expand_files: Some("true".into()),
-            rlm_summarize: Some("false".into()),
-            ..QuestionSettings::default()
-        }
-        .resolve(&EngineConfig::default())
-        .unwrap_err()
-        .to_string();
+        let e = QuestionSettings::new(Surface::Flags)
+            .with(&table::EXPAND_FILES, Some("true"))
+            .with(&table::RLM_SUMMARIZE, Some("false"))
+            .resolve(&EngineConfig::default())
+            .unwrap_err()
+            .to_string();
         assert!(
             // API-only toggles are named by their field on every surface.
             e.starts_with("expand_files and rlm_summarize disagree"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_setting_of_the_engine_is_not_a_question_setting() {
+        let e = api(|q| q.set(&table::MAX_TOKENS, "5"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "RLM_MAX_TOKENS cannot be set per question; set it for the engine (docs/configuration.md)"
+        );
+        // Setting twice keeps the last value.
+        let q = QuestionSettings::new(Surface::Api)
+            .with(&table::MAX_DEPTH, Some("1"))
+            .with(&table::MAX_DEPTH, Some("3"));
+        assert_eq!(q.get(&table::MAX_DEPTH), Some("3"));
+        assert_eq!(
+            q.resolve(&EngineConfig::default())
+                .unwrap()
+                .config
+                .budget
+                .max_depth,
+            3
         );
     }
 }

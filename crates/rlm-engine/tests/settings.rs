@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use rlm_engine::values::{FromSettings, Kind, Setting, numeric_settings};
+use rlm_engine::values::{FromSettings, Kind, Setting, numeric_settings, table};
 use rlm_engine::{EngineConfig, EngineSettings, QuestionSettings, SettingsFile, Surface};
 
 /// Values no numeric setting accepts, plus the ones just past its range.
@@ -122,19 +122,11 @@ const QUESTION_NUMBERS: [(&str, &str, &str); 5] = [
 ];
 
 fn question(field: &str, value: &str, surface: Surface) -> QuestionSettings {
-    let mut q = QuestionSettings {
-        surface,
-        ..QuestionSettings::default()
-    };
-    let slot = match field {
-        "max_llm_calls" => &mut q.max_llm_calls,
-        "max_iterations" => &mut q.max_iterations,
-        "max_depth" => &mut q.max_depth,
-        "max_cost_usd" => &mut q.max_cost_usd,
-        _ => &mut q.max_wall_secs,
-    };
-    *slot = Some(value.to_string());
-    q
+    let setting = QuestionSettings::SETTINGS
+        .iter()
+        .find(|s| s.api == Some(field))
+        .unwrap();
+    QuestionSettings::new(surface).with(setting, Some(value))
 }
 
 #[test]
@@ -171,34 +163,24 @@ fn question_values_from_flags_and_api_fields() {
 #[test]
 fn question_words_are_checked_too() {
     let base = EngineConfig::default();
-    let q = QuestionSettings {
-        surface: Surface::Flags,
-        flow: Some("magic".into()),
-        ..QuestionSettings::default()
-    };
+    let mut q = QuestionSettings::new(Surface::Flags);
+    q.flow = Some("magic".into());
     assert!(
         q.resolve(&base)
             .unwrap_err()
             .to_string()
             .starts_with("--flow: unknown flow")
     );
-    let q = QuestionSettings {
-        surface: Surface::Api,
-        verify: Some("maybe".into()),
-        ..QuestionSettings::default()
-    };
+    let q = QuestionSettings::new(Surface::Api).with(&table::VERIFY, Some("maybe"));
     let e = q.resolve(&base).unwrap_err().to_string();
     assert!(
         e.starts_with("verify: \"maybe\" is not a verification mode"),
         "{e}"
     );
-    let q = QuestionSettings {
-        surface: Surface::Api,
-        citations: Some("strict".into()),
-        inspector: Some("per-chunk".into()),
-        use_rlm: Some(false),
-        ..QuestionSettings::default()
-    };
+    let mut q = QuestionSettings::new(Surface::Api)
+        .with(&table::CITATIONS, Some("strict"))
+        .with(&table::INSPECTOR, Some("per-chunk"));
+    q.use_rlm = Some(false);
     let r = q.resolve(&base).unwrap();
     assert_eq!(r.flow, rlm_engine::Flow::Rag);
     assert_eq!(
@@ -211,20 +193,12 @@ fn question_words_are_checked_too() {
 #[test]
 fn the_sandbox_setting_is_checked_on_every_surface() {
     let base = EngineConfig::default();
-    let q = QuestionSettings {
-        surface: Surface::Api,
-        sandbox: Some("jail".into()),
-        ..QuestionSettings::default()
-    };
+    let q = QuestionSettings::new(Surface::Api).with(&table::SANDBOX, Some("jail"));
     assert_eq!(
         q.resolve(&base).unwrap_err().to_string(),
         "sandbox: unknown sandbox \"jail\": use monty (the default) or cpython"
     );
-    let q = QuestionSettings {
-        surface: Surface::Flags,
-        sandbox: Some("Monty".into()),
-        ..QuestionSettings::default()
-    };
+    let q = QuestionSettings::new(Surface::Flags).with(&table::SANDBOX, Some("Monty"));
     assert_eq!(
         q.resolve(&base).unwrap().config.sandbox,
         rlm_sandbox::SandboxBackend::Monty
@@ -298,25 +272,13 @@ mod fuzz {
             use_rlm in proptest::option::of(any::<bool>()),
             api in any::<bool>(),
         ) {
-            let q = QuestionSettings {
-                surface: if api { Surface::Api } else { Surface::Flags },
-                flow: vals[0].clone(),
-                use_rlm,
-                inspector: vals[1].clone(),
-                citations: vals[2].clone(),
-                verify: vals[3].clone(),
-                context_shape: vals[4].clone(),
-                coverage: vals[5].clone(),
-                max_llm_calls: vals[6].clone(),
-                max_iterations: vals[7].clone(),
-                max_depth: vals[8].clone(),
-                max_cost_usd: vals[9].clone(),
-                max_wall_secs: vals[6].clone(),
-                sandbox: vals[4].clone(),
-                high_recall: vals[5].clone(),
-                expand_files: vals[0].clone(),
-                rlm_summarize: vals[3].clone(),
-            };
+            let mut q = QuestionSettings::new(if api { Surface::Api } else { Surface::Flags });
+            q.flow = vals[0].clone();
+            q.use_rlm = use_rlm;
+            // Every question setting, each from one of the random values.
+            for (i, setting) in QuestionSettings::SETTINGS.iter().enumerate() {
+                q = q.with(setting, vals[1 + i % 9].clone());
+            }
             if let Err(e) = q.resolve(&EngineConfig::default()) {
                 prop_assert!(!e.to_string().contains('\n'), "{e}");
             }

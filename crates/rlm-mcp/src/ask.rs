@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use rlm_engine::citations::CitationOrigin;
 use rlm_engine::grounding::Support;
+use rlm_engine::values::table;
 use rlm_engine::{
     Answer, AskError, AskedTurn, CancelToken, Conversation, Question as EngineQuestion,
     QuestionSettings, SessionTurn, Surface, Trace, TraceEvent, TraceRecord, ask_in_session,
@@ -49,25 +50,21 @@ pub(super) fn read_question(state: &McpState, args: &ToolArgs) -> Result<Questio
     if let Some(name) = &session {
         rlm_engine::session::validate_session_name(name).map_err(|e| BadArgs(e.to_string()))?;
     }
-    let settings = QuestionSettings {
-        surface: Surface::Api,
-        flow: args.string("flow")?,
-        use_rlm: None,
-        inspector: args.string("inspector")?,
-        citations: args.string("citations")?,
-        verify: args.string("verify")?,
-        context_shape: None,
-        coverage: args.bool("coverage")?.map(|c| c.to_string()),
-        max_llm_calls: args.number_text("max_llm_calls")?,
-        max_iterations: args.number_text("max_iterations")?,
-        max_depth: args.number_text("max_depth")?,
-        max_cost_usd: args.number_text("max_cost_usd")?,
-        max_wall_secs: args.number_text("max_wall_secs")?,
-        sandbox: args.string("sandbox")?,
-        high_recall: None,
-        expand_files: None,
-        rlm_summarize: None,
-    };
+    let mut settings = QuestionSettings::new(Surface::Api)
+        .with(&table::INSPECTOR, args.string("inspector")?)
+        .with(&table::CITATIONS, args.string("citations")?)
+        .with(&table::VERIFY, args.string("verify")?)
+        .with(
+            &table::COVERAGE,
+            args.bool("coverage")?.map(|c| c.to_string()),
+        )
+        .with(&table::MAX_LLM_CALLS, args.number_text("max_llm_calls")?)
+        .with(&table::MAX_ITERATIONS, args.number_text("max_iterations")?)
+        .with(&table::MAX_DEPTH, args.number_text("max_depth")?)
+        .with(&table::MAX_COST_USD, args.number_text("max_cost_usd")?)
+        .with(&table::MAX_WALL_SECS, args.number_text("max_wall_secs")?)
+        .with(&table::SANDBOX, args.string("sandbox")?);
+    settings.flow = args.string("flow")?;
     Ok(Question {
         text,
         settings,

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use rlm_engine::Answer;
+use rlm_engine::values::{Setting, table};
 use rlm_server::{App, AskBody, RunStatus};
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
@@ -147,26 +148,29 @@ pub(super) async fn ask(
 /// The server's request for `question`.
 fn ask_body(question: Question) -> Result<AskBody, BadArgs> {
     let s = question.settings;
-    let number = |name: &str, text: Option<String>| -> Result<_, BadArgs> {
-        text.map(|t| {
-            t.parse::<serde_json::Number>()
-                .map_err(|_| BadArgs(format!("`{name}` must be a number, got {t:?}")))
-        })
-        .transpose()
+    let text = |setting: &Setting| s.get(setting).map(str::to_string);
+    let number = |setting: &Setting| -> Result<_, BadArgs> {
+        let name = setting.api.unwrap_or(setting.key);
+        text(setting)
+            .map(|t| {
+                t.parse::<serde_json::Number>()
+                    .map_err(|_| BadArgs(format!("`{name}` must be a number, got {t:?}")))
+            })
+            .transpose()
     };
     Ok(AskBody {
         question: question.text,
         session: question.session,
-        flow: s.flow,
-        inspector: s.inspector,
-        sandbox: s.sandbox,
-        citations: s.citations,
-        coverage: s.coverage.map(|c| c == "true"),
-        max_llm_calls: number("max_llm_calls", s.max_llm_calls)?,
-        max_iterations: number("max_iterations", s.max_iterations)?,
-        max_depth: number("max_depth", s.max_depth)?,
-        max_cost_usd: number("max_cost_usd", s.max_cost_usd)?,
-        max_wall_secs: number("max_wall_secs", s.max_wall_secs)?,
+        flow: s.flow.clone(),
+        inspector: text(&table::INSPECTOR),
+        sandbox: text(&table::SANDBOX),
+        citations: text(&table::CITATIONS),
+        coverage: s.get(&table::COVERAGE).map(|c| c == "true"),
+        max_llm_calls: number(&table::MAX_LLM_CALLS)?,
+        max_iterations: number(&table::MAX_ITERATIONS)?,
+        max_depth: number(&table::MAX_DEPTH)?,
+        max_cost_usd: number(&table::MAX_COST_USD)?,
+        max_wall_secs: number(&table::MAX_WALL_SECS)?,
         ..AskBody::default()
     })
 }

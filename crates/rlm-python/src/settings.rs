@@ -106,23 +106,19 @@ pub fn engine_settings(
     let file = SettingsFile::load(config_file)?;
     let base = file.engine_config()?;
     let get = |kw: &str| kwargs.get(kw).cloned();
-    let settings = QuestionSettings {
-        surface: Surface::Api,
-        flow: get("flow"),
-        use_rlm: None,
-        inspector: get("inspector"),
-        citations: get("citations"),
-        verify: get("verify"),
-        coverage: get("coverage"),
-        context_shape: get("context_shape"),
-        max_llm_calls: get("max_llm_calls"),
-        max_iterations: get("max_iterations"),
-        max_depth: get("max_depth"),
-        max_cost_usd: get("max_budget"),
-        max_wall_secs: get("max_timeout"),
-        sandbox: sandbox.map(str::to_string),
-        ..QuestionSettings::default()
-    };
+    let mut settings = QuestionSettings::new(Surface::Api).with(&table::SANDBOX, sandbox);
+    for (kw, field) in QUESTION_KWARGS {
+        let Some(value) = get(kw) else { continue };
+        if kw == "flow" {
+            settings.flow = Some(value);
+            continue;
+        }
+        let setting = QuestionSettings::SETTINGS
+            .iter()
+            .find(|s| s.api == Some(field))
+            .ok_or_else(|| format!("no engine setting {kw:?}"))?;
+        settings.set(setting, value);
+    }
     let mut resolved = settings
         .resolve(&base)
         .map_err(|e| e.to_string())

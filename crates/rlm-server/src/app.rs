@@ -10,6 +10,7 @@ use std::time::Duration;
 use rlm_corpus::{CorpusStore, Embedder, Store};
 use rlm_engine::session::{cap_findings, validate_session_name};
 use rlm_engine::trace::{Trace, now_rfc3339};
+use rlm_engine::values::table;
 use rlm_engine::{AskedTurn, Conversation, Question, SessionTurn, ask_in_session};
 use rlm_engine::{CancelToken, QuestionSettings, ResolvedQuestion, Surface};
 use rlm_engine::{Corpus, Engine, Turn};
@@ -503,25 +504,27 @@ impl App {
             validate_session_name(name)?;
         }
         let number = |n: &Option<serde_json::Number>| n.as_ref().map(ToString::to_string);
-        let settings = QuestionSettings {
-            surface: Surface::Api,
-            flow: body.flow.clone(),
-            use_rlm: body.use_rlm,
-            inspector: body.inspector.clone(),
-            citations: body.citations.clone(),
-            verify: None,
-            context_shape: None,
-            coverage: body.coverage.map(|c| c.to_string()),
-            high_recall: body.high_recall.map(|c| c.to_string()),
-            expand_files: body.expand_files.map(|c| c.to_string()),
-            rlm_summarize: body.rlm_summarize.map(|c| c.to_string()),
-            max_llm_calls: number(&body.max_llm_calls),
-            max_iterations: number(&body.max_iterations),
-            max_depth: number(&body.max_depth),
-            max_cost_usd: number(&body.max_cost_usd),
-            max_wall_secs: number(&body.max_wall_secs),
-            sandbox: body.sandbox.clone(),
-        };
+        let mut settings = QuestionSettings::new(Surface::Api)
+            .with(&table::INSPECTOR, body.inspector.clone())
+            .with(&table::CITATIONS, body.citations.clone())
+            .with(&table::COVERAGE, body.coverage.map(|c| c.to_string()))
+            .with(&table::HIGH_RECALL, body.high_recall.map(|c| c.to_string()))
+            .with(
+                &table::EXPAND_FILES,
+                body.expand_files.map(|c| c.to_string()),
+            )
+            .with(
+                &table::RLM_SUMMARIZE,
+                body.rlm_summarize.map(|c| c.to_string()),
+            )
+            .with(&table::MAX_LLM_CALLS, number(&body.max_llm_calls))
+            .with(&table::MAX_ITERATIONS, number(&body.max_iterations))
+            .with(&table::MAX_DEPTH, number(&body.max_depth))
+            .with(&table::MAX_COST_USD, number(&body.max_cost_usd))
+            .with(&table::MAX_WALL_SECS, number(&body.max_wall_secs))
+            .with(&table::SANDBOX, body.sandbox.clone());
+        settings.flow = body.flow.clone();
+        settings.use_rlm = body.use_rlm;
         let resolved = settings
             .resolve(self.engine.config())
             .map_err(ApiError::bad_request)?;

@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rlm_corpus::IndexOptions;
 use rlm_engine::citations::CitationStatus;
 use rlm_engine::grounding::Support;
+use rlm_engine::values::table;
 use rlm_engine::{
     Answer, AskedTurn, CancelToken, Conversation, Corpus, Engine, EngineSettings, Flow,
     FolderSessions, Question, QuestionSettings, ResolvedQuestion, SessionBackend, SessionTurn,
@@ -118,25 +119,20 @@ pub(crate) fn sandbox_config(
 
 /// The question's flags as the engine's per-question settings.
 fn question_settings(args: &AskArgs) -> QuestionSettings {
-    QuestionSettings {
-        surface: Surface::Flags,
-        flow: args.flow.clone(),
-        use_rlm: None,
-        inspector: args.inspector.clone(),
-        citations: args.citations.clone(),
-        verify: args.verify.clone(),
-        context_shape: args.context_shape.clone(),
-        coverage: args.coverage.then(|| "true".to_string()),
-        max_llm_calls: args.max_llm_calls.clone(),
-        max_iterations: args.max_iterations.clone(),
-        max_depth: args.max_depth.clone(),
-        max_cost_usd: args.max_cost_usd.clone(),
-        max_wall_secs: args.max_wall_secs.clone(),
-        sandbox: args.sandbox.clone(),
-        high_recall: None,
-        expand_files: None,
-        rlm_summarize: None,
-    }
+    let mut q = QuestionSettings::new(Surface::Flags)
+        .with(&table::INSPECTOR, args.inspector.clone())
+        .with(&table::CITATIONS, args.citations.clone())
+        .with(&table::VERIFY, args.verify.clone())
+        .with(&table::CONTEXT_SHAPE, args.context_shape.clone())
+        .with(&table::COVERAGE, args.coverage.then_some("true"))
+        .with(&table::MAX_LLM_CALLS, args.max_llm_calls.clone())
+        .with(&table::MAX_ITERATIONS, args.max_iterations.clone())
+        .with(&table::MAX_DEPTH, args.max_depth.clone())
+        .with(&table::MAX_COST_USD, args.max_cost_usd.clone())
+        .with(&table::MAX_WALL_SECS, args.max_wall_secs.clone())
+        .with(&table::SANDBOX, args.sandbox.clone());
+    q.flow = args.flow.clone();
+    q
 }
 
 /// The engine settings and the request's own: the flags over the
