@@ -30,25 +30,52 @@ pub(crate) fn check_flag(
     )
 }
 
-/// Ctrl-C or SIGTERM: what stops `rlm serve` and `rlm mcp`.
-pub(crate) async fn shutdown_signal() {
+/// Ctrl-C or SIGTERM, with the handlers installed when this is made: a
+/// server makes it before it says where it listens, so a signal sent as soon
+/// as a script reads that line stops it cleanly instead of killing it.
+pub(crate) struct ShutdownSignal {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignal {
+    /// Installs the handlers now (inside a tokio runtime).
+    pub(crate) fn install() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            ShutdownSignal {
+                term: signal(SignalKind::terminate()).ok(),
+                interrupt: signal(SignalKind::interrupt()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        ShutdownSignal {}
+    }
+
+    /// Waits for Ctrl-C or SIGTERM.
+    pub(crate) async fn wait(self) {
+        #[cfg(unix)]
+        {
+            let (Some(mut term), Some(mut interrupt)) = (self.term, self.interrupt) else {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
             };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+}
+
+/// Ctrl-C or SIGTERM, handlers installed when first polled.
+pub(crate) async fn shutdown_signal() {
+    ShutdownSignal::install().wait().await
 }

@@ -10,10 +10,10 @@ use rlm_engine::{Engine, EngineSettings, SettingsFile};
 use rlm_sandbox::WorkerPool;
 use rlm_server::{App, Limits, ServerOptions};
 
+use super::ShutdownSignal;
 use super::ask::{query_embedder, read_briefing, sandbox_config};
 use super::corpus::{StoreArg, postgres_url};
 use super::llm::LlmFlags;
-use super::shutdown_signal;
 
 /// How often, at most, a node over PostgreSQL reads the store's generation
 /// (one indexed row) to notice a re-index: from the questions and document
@@ -314,6 +314,7 @@ async fn listen(
             )
         })?;
     let addr = listener.local_addr()?;
+    let signal = ShutdownSignal::install();
     {
         // The first stdout line is for scripts (and tests) that pick port 0.
         let mut out = std::io::stdout().lock();
@@ -345,7 +346,7 @@ async fn listen(
         None => (None, None),
     };
     let shutdown = async move {
-        shutdown_signal().await;
+        signal.wait().await;
         if let Some(stop) = stop_mcp {
             stop();
         }
