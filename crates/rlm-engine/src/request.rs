@@ -215,7 +215,7 @@ impl QuestionSettings {
         // no user namespaces, not Linux): a question asking for it is refused
         // here, before any work, with the reason.
         if config.sandbox == rlm_sandbox::SandboxBackend::CPython {
-            rlm_sandbox::cpython::launcher(None)?;
+            rlm_sandbox::cpython::launcher(None).map_err(|e| e.to_string())?;
         }
         if let Some(v) = r.parsed("RLM_CITATIONS")? {
             config.citation_policy = v;

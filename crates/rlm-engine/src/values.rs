@@ -236,7 +236,10 @@ impl<'a> Reader<'a> {
 
     /// A value parsed by its type (flows, policies, shapes); the type's
     /// error says what is accepted.
-    pub fn parsed<T: FromStr<Err = String>>(&self, key: &str) -> Result<Option<T>, String> {
+    pub fn parsed<T: FromStr<Err: std::fmt::Display>>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, String> {
         let Some(f) = self.found(key) else {
             return Ok(None);
         };
