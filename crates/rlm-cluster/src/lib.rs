@@ -8,7 +8,7 @@
 //! calls share a cluster-wide limit per provider key.
 //!
 //! ```no_run
-//! # fn demo(engine: rlm_engine::Engine, corpus: std::sync::Arc<rlm_engine::Corpus>) -> Result<(), String> {
+//! # fn demo(engine: rlm_engine::Engine, corpus: std::sync::Arc<rlm_engine::Corpus>) -> Result<(), Box<dyn std::error::Error>> {
 //! let cluster = rlm_cluster::Cluster::connect(
 //!     "postgres://rlm@127.0.0.1:5432/rlm",
 //!     rlm_cluster::ClusterOptions::default(),
@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod conn;
+mod error;
 mod limit;
 mod runs;
 mod schema;
@@ -38,6 +39,7 @@ use rlm_llm::Provider;
 use rlm_server::state::ServerState;
 use rlm_store_pg::db::Db;
 
+pub use error::ClusterError;
 pub use limit::{ClusterLimited, slot_key};
 pub use schema::CLUSTER_SCHEMA_VERSION;
 
@@ -83,16 +85,13 @@ impl Cluster {
     /// Connects to the store's database and creates or upgrades the
     /// cluster's tables. A one-line error names what is wrong (the server
     /// unreachable, a newer cluster schema, a lease out of range).
-    pub fn connect(url: &str, options: ClusterOptions) -> Result<Cluster, String> {
+    pub fn connect(url: &str, options: ClusterOptions) -> Result<Cluster, ClusterError> {
         if options.lease < Duration::from_millis(200) || options.lease > Duration::from_secs(3600) {
-            return Err(format!(
-                "the lease {:.1} s is out of range: use 0.2 to 3600 seconds (--lease-secs)",
-                options.lease.as_secs_f64()
-            ));
+            return Err(ClusterError::LeaseOutOfRange(options.lease));
         }
         let node = options.node_id.unwrap_or_else(default_node_id);
         let application_name = format!("rlm serve {node}");
-        let db = Db::connect(url, &application_name).map_err(|e| e.to_string())?;
+        let db = Db::connect(url, &application_name)?;
         schema::migrate(&db)?;
         Ok(Cluster {
             db: Arc::new(conn::Conn::new(url, application_name, db)),
@@ -129,7 +128,7 @@ impl Cluster {
         provider: Arc<dyn Provider>,
         key: String,
         slots: usize,
-    ) -> Result<Arc<dyn Provider>, String> {
+    ) -> Result<Arc<dyn Provider>, ClusterError> {
         Ok(Arc::new(ClusterLimited::new(
             provider,
             self.db.clone(),

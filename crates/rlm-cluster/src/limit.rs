@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::ClusterError;
 use crate::conn::Conn;
 use rlm_llm::provider::{BoxFuture, Provider};
 use rlm_llm::{LlmError, ModelReply, ModelRequest};
@@ -56,14 +57,14 @@ impl ClusterLimited {
         slots: usize,
         node: String,
         lease: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ClusterError> {
         let slots = i32::try_from(slots.clamp(1, 100_000)).unwrap_or(100_000);
         db.execute(
             "INSERT INTO rlm_model_slots (key, slot) SELECT $1, g FROM generate_series(0, $2 - 1) g
              ON CONFLICT DO NOTHING",
             vec![p(key.clone()), p(slots)],
         )
-        .map_err(|e| format!("cannot set up the cluster's model-call slots: {e}"))?;
+        .map_err(ClusterError::Slots)?;
         Ok(ClusterLimited {
             inner,
             db,

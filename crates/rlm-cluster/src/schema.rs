@@ -5,7 +5,7 @@
 //! advisory lock; a database whose cluster schema is newer than this build
 //! knows is refused (nothing changed).
 
-use crate::p;
+use crate::{ClusterError, p};
 use rlm_store_pg::db::Db;
 
 /// One step of the schema.
@@ -82,30 +82,27 @@ CREATE TABLE rlm_model_slots (
 /// The cluster schema version this build reads and writes.
 pub const CLUSTER_SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].version;
 
-fn current_version(db: &Db) -> Result<i32, String> {
+fn current_version(db: &Db) -> Result<i32, ClusterError> {
     let exists: bool = db
         .query_opt(
             "SELECT to_regclass('rlm_cluster_schema') IS NOT NULL",
             vec![],
-        )
-        .map_err(|e| e.to_string())?
+        )?
         .map(|r| r.get(0))
         .unwrap_or(false);
     if !exists {
         return Ok(0);
     }
-    let row = db
-        .query_opt("SELECT max(version) FROM rlm_cluster_schema", vec![])
-        .map_err(|e| e.to_string())?;
+    let row = db.query_opt("SELECT max(version) FROM rlm_cluster_schema", vec![])?;
     Ok(row.and_then(|r| r.get::<_, Option<i32>>(0)).unwrap_or(0))
 }
 
-fn check_not_newer(db: &Db, found: i32) -> Result<(), String> {
+fn check_not_newer(db: &Db, found: i32) -> Result<(), ClusterError> {
     if found > CLUSTER_SCHEMA_VERSION {
-        return Err(format!(
-            "PostgreSQL store {} has cluster schema version {found}, this rlm knows versions up to {CLUSTER_SCHEMA_VERSION}: it was written by a newer rlm serve; upgrade rlm on every node (nothing was changed)",
-            db.location()
-        ));
+        return Err(ClusterError::NewerSchema {
+            location: db.location().to_string(),
+            found,
+        });
     }
     Ok(())
 }
@@ -113,39 +110,36 @@ fn check_not_newer(db: &Db, found: i32) -> Result<(), String> {
 /// Creates the cluster's tables or brings them to
 /// [`CLUSTER_SCHEMA_VERSION`], in one transaction. `db` must not be used by
 /// anything else meanwhile (it holds the transaction).
-pub(crate) fn migrate(db: &Db) -> Result<(), String> {
+pub(crate) fn migrate(db: &Db) -> Result<(), ClusterError> {
     let found = current_version(db)?;
     if found == CLUSTER_SCHEMA_VERSION {
         return Ok(());
     }
     check_not_newer(db, found)?;
-    db.batch("BEGIN").map_err(|e| e.to_string())?;
+    db.batch("BEGIN")?;
     let applied = (|| {
-        db.execute("SELECT pg_advisory_xact_lock($1)", vec![p(MIGRATION_LOCK)])
-            .map_err(|e| e.to_string())?;
+        db.execute("SELECT pg_advisory_xact_lock($1)", vec![p(MIGRATION_LOCK)])?;
         db.batch(
             "CREATE TABLE IF NOT EXISTS rlm_cluster_schema (
                 version integer PRIMARY KEY,
                 description text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now()
             )",
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         // Read again under the lock: another node may have migrated meanwhile.
         let found = current_version(db)?;
         check_not_newer(db, found)?;
         for m in MIGRATIONS.iter().filter(|m| m.version > found) {
-            db.batch(m.sql).map_err(|e| e.to_string())?;
+            db.batch(m.sql)?;
             db.execute(
                 "INSERT INTO rlm_cluster_schema (version, description) VALUES ($1, $2)",
                 vec![p(m.version), p(m.description)],
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
         }
-        Ok::<(), String>(())
+        Ok::<(), ClusterError>(())
     })();
     match applied {
-        Ok(()) => db.batch("COMMIT").map_err(|e| e.to_string()),
+        Ok(()) => Ok(db.batch("COMMIT")?),
         Err(e) => {
             let _ = db.batch("ROLLBACK");
             Err(e)

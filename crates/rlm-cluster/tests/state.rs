@@ -234,7 +234,9 @@ fn the_cluster_schema_is_versioned_apart_and_bad_settings_are_one_line() {
     node(db.url(), "n2", 10_000);
     db.sql("INSERT INTO rlm_cluster_schema (version, description) VALUES (99, 'future')")
         .unwrap();
-    let err = Cluster::connect(db.url(), ClusterOptions::default()).unwrap_err();
+    let err = Cluster::connect(db.url(), ClusterOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("cluster schema version 99"), "{err}");
     assert!(err.contains("upgrade rlm"), "{err}");
     assert!(!err.contains('\n'));
@@ -245,13 +247,15 @@ fn the_cluster_schema_is_versioned_apart_and_bad_settings_are_one_line() {
             node_id: None,
         },
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("out of range"), "{err}");
     let err = Cluster::connect(
         "postgres://rlm:secret@127.0.0.1:1/none",
         ClusterOptions::default(),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("cannot connect"), "{err}");
     assert!(!err.contains("secret"), "{err}");
 }

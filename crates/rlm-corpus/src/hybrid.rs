@@ -49,16 +49,14 @@ impl RetrievalMode {
 }
 
 impl std::str::FromStr for RetrievalMode {
-    type Err = String;
+    type Err = RetrievalError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, RetrievalError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "bm25" => Ok(RetrievalMode::Bm25),
             "vector" => Ok(RetrievalMode::Vector),
             "hybrid" => Ok(RetrievalMode::Hybrid),
-            other => Err(format!(
-                "unknown search mode {other:?}: use bm25, vector or hybrid"
-            )),
+            other => Err(RetrievalError::UnknownMode(other.to_string())),
         }
     }
 }

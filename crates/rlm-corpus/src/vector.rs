@@ -74,6 +74,9 @@ pub enum RetrievalError {
     /// A search or expansion option is out of range.
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// A search mode other than bm25, vector or hybrid (as given, lowercased).
+    #[error("unknown search mode {0:?}: use bm25, vector or hybrid")]
+    UnknownMode(String),
 }
 
 impl From<rusqlite::Error> for RetrievalError {

@@ -539,6 +539,7 @@ fn settings_come_from_rlm_toml_and_environment() {
         "dense"
             .parse::<RetrievalMode>()
             .unwrap_err()
+            .to_string()
             .contains("bm25, vector or hybrid")
     );
 }

@@ -279,8 +279,8 @@ impl TextSource for CorpusTexts {
         self.0.docs.len()
     }
 
-    fn text(&self, index: usize) -> Result<String, String> {
-        self.0.document_text(index)
+    fn text(&self, index: usize) -> Result<String, rlm_sandbox::TextSourceError> {
+        Ok(self.0.document_text(index)?)
     }
 }
 

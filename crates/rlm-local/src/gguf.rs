@@ -53,17 +53,38 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, LocalError> {
     }
     parse_header(&bytes[..read]).map_err(|reason| LocalError::CorruptModel {
         path: path.to_path_buf(),
-        reason,
+        reason: reason.to_string(),
     })
 }
 
+/// Why bytes are not the header of a GGUF model a real file could have.
+/// The message completes "… is not a usable GGUF model: ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GgufError {
+    /// The first four bytes are not [`GGUF_MAGIC`].
+    #[error("it does not start with the GGUF magic bytes")]
+    NoMagic,
+    /// Fewer bytes than the fixed-size header.
+    #[error("it is only {0} bytes long")]
+    TooShort(usize),
+    /// A format version other than 2 or 3.
+    #[error("GGUF version {0} is not supported (2 or 3 expected)")]
+    UnsupportedVersion(u32),
+    /// No tensors, or more than any real model has.
+    #[error("its header claims {0} tensors")]
+    TensorCount(u64),
+    /// More metadata entries than any real model has.
+    #[error("its header claims {0} metadata entries")]
+    MetadataCount(u64),
+}
+
 /// Checks a header given as bytes (at least 24 of them).
-pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, String> {
+pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
     if bytes.len() < 4 || &bytes[..4] != GGUF_MAGIC {
-        return Err("it does not start with the GGUF magic bytes".to_string());
+        return Err(GgufError::NoMagic);
     }
     if bytes.len() < 24 {
-        return Err(format!("it is only {} bytes long", bytes.len()));
+        return Err(GgufError::TooShort(bytes.len()));
     }
     let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
@@ -73,20 +94,14 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, String> {
         metadata_count: u64_at(16),
     };
     if !(2..=3).contains(&header.version) {
-        return Err(format!(
-            "GGUF version {} is not supported (2 or 3 expected)",
-            header.version
-        ));
+        return Err(GgufError::UnsupportedVersion(header.version));
     }
     // Far beyond any real model: a larger count means garbage after the magic.
     if header.tensor_count == 0 || header.tensor_count > 1_000_000 {
-        return Err(format!("its header claims {} tensors", header.tensor_count));
+        return Err(GgufError::TensorCount(header.tensor_count));
     }
     if header.metadata_count > 1_000_000 {
-        return Err(format!(
-            "its header claims {} metadata entries",
-            header.metadata_count
-        ));
+        return Err(GgufError::MetadataCount(header.metadata_count));
     }
     Ok(header)
 }
@@ -120,22 +135,32 @@ mod tests {
         assert!(
             parse_header(b"<html>not a model</html>......")
                 .unwrap_err()
+                .to_string()
                 .contains("magic")
         );
-        assert!(parse_header(b"GGUF").unwrap_err().contains("only 4 bytes"));
+        assert_eq!(parse_header(b"GGUF"), Err(GgufError::TooShort(4)));
+        assert!(
+            parse_header(b"GGUF")
+                .unwrap_err()
+                .to_string()
+                .contains("only 4 bytes")
+        );
         assert!(
             parse_header(&header(9, 1, 1))
                 .unwrap_err()
+                .to_string()
                 .contains("version 9")
         );
         assert!(
             parse_header(&header(3, 0, 1))
                 .unwrap_err()
+                .to_string()
                 .contains("0 tensors")
         );
         assert!(
             parse_header(&header(3, u64::MAX, 1))
                 .unwrap_err()
+                .to_string()
                 .contains("tensors")
         );
     }

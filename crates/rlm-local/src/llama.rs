@@ -223,14 +223,14 @@ impl std::fmt::Debug for LocalModel {
 }
 
 fn backend() -> Result<&'static LlamaBackend, LocalError> {
-    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    static BACKEND: OnceLock<Result<LlamaBackend, llama_cpp_2::LlamaCppError>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
             // llama.cpp logs every tensor at load time; rlm's stderr is for people.
             llama_cpp_2::send_logs_to_tracing(
                 llama_cpp_2::LogOptions::default().with_logs_enabled(false),
             );
-            LlamaBackend::init().map_err(|e| e.to_string())
+            LlamaBackend::init()
         })
         .as_ref()
         .map_err(|e| LocalError::Inference(format!("cannot start llama.cpp: {e}")))

@@ -52,5 +52,6 @@ pub use interpreter::{
     CellError, CellResult, DEFAULT_TRUNCATE_CHARS, DocumentRecord, HostCall, HostError,
     HostFunctionKind, HostHandler, InputValue, Interpreter, InterpreterSpec, Piece,
     RLM_WORKER_SUBCOMMAND, SandboxBackend, SandboxConfig, SandboxError, SourceDocument, TextSource,
-    WORKER_BIN, WORKER_ENV, Worker, WorkerCommand, WorkerPool, truncate_output, worker_beside,
+    TextSourceError, WORKER_BIN, WORKER_ENV, Worker, WorkerCommand, WorkerPool, truncate_output,
+    worker_beside,
 };

@@ -595,8 +595,32 @@ impl HostHandler for Stubs {
     }
 }
 
+/// Why a replay could not run: its data files are not what it reads.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A line of the CPython results is not a reference cell.
+    #[error("reference line {line}: {error}")]
+    BadReference {
+        /// 1-based line number.
+        line: usize,
+        /// Why it does not parse.
+        error: serde_json::Error,
+    },
+    /// A line of the trajectories is not a trajectory.
+    #[error("trajectory line {line}: {error}")]
+    BadTrajectory {
+        /// 1-based line number.
+        line: usize,
+        /// Why it does not parse.
+        error: serde_json::Error,
+    },
+    /// A trajectory of a harness family the replay does not reproduce.
+    #[error("family {0} is not replayed")]
+    UnknownFamily(String),
+}
+
 /// Builds the interpreter spec of a trajectory the way the CPython reference run did.
-fn spec_for(rec: &Trajectory) -> Result<(InterpreterSpec, Stubs, Vec<String>), String> {
+fn spec_for(rec: &Trajectory) -> Result<(InterpreterSpec, Stubs, Vec<String>), ReplayError> {
     let mut rng = PyRandom::new(seed_of(&rec.id));
     let hints = rec.hints.clone().unwrap_or(Value::Null);
     let mut spec = InterpreterSpec::new();
@@ -663,7 +687,7 @@ fn spec_for(rec: &Trajectory) -> Result<(InterpreterSpec, Stubs, Vec<String>), S
                 .function("llm_query_batched", HostFunctionKind::Sync)
                 .function("FINAL_VAR", HostFunctionKind::Sync);
         }
-        other => return Err(format!("family {other} is not replayed")),
+        other => return Err(ReplayError::UnknownFamily(other.to_string())),
     }
     if let Some(var) = rec.context_var.as_deref().filter(|v| !v.is_empty()) {
         spec = spec.input(
@@ -705,15 +729,15 @@ pub async fn run_replay(
     config: &SandboxConfig,
     trajectories_jsonl: &str,
     reference_jsonl: &str,
-) -> Result<ReplayReport, String> {
+) -> Result<ReplayReport, ReplayError> {
     let mut reference: HashMap<(String, usize), ReferenceCell> = HashMap::new();
     for (n, line) in reference_jsonl
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let r: ReferenceCell =
-            serde_json::from_str(line).map_err(|e| format!("reference line {}: {e}", n + 1))?;
+        let r: ReferenceCell = serde_json::from_str(line)
+            .map_err(|error| ReplayError::BadReference { line: n + 1, error })?;
         reference.insert((r.id.clone(), r.cell), r);
     }
     let mut report = ReplayReport::default();
@@ -722,8 +746,8 @@ pub async fn run_replay(
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let rec: Trajectory =
-            serde_json::from_str(line).map_err(|e| format!("trajectory line {}: {e}", n + 1))?;
+        let rec: Trajectory = serde_json::from_str(line)
+            .map_err(|error| ReplayError::BadTrajectory { line: n + 1, error })?;
         replay_one(config, &rec, &reference, &mut report).await;
     }
     Ok(report)
@@ -760,7 +784,7 @@ async fn replay_one(
                     i,
                     false,
                     String::new(),
-                    Some(e.clone()),
+                    Some(e.to_string()),
                     Duration::ZERO,
                 ));
             }

@@ -169,8 +169,10 @@ fn serve(memory_limit: Option<usize>) -> i32 {
                     repl = Some(s);
                     chan.send(&FromWorker::Started).map_err(Disconnected::from)
                 }
-                Err(message) => {
-                    let _ = chan.send(&FromWorker::Fatal { message });
+                Err(e) => {
+                    let _ = chan.send(&FromWorker::Fatal {
+                        message: e.to_string(),
+                    });
                     return 3;
                 }
             },
@@ -204,6 +206,32 @@ fn serve(memory_limit: Option<usize>) -> i32 {
     }
 }
 
+/// Why the worker could not load a start frame's inputs (sent to the parent
+/// as a fatal message).
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// An input names a blob the frame does not have.
+    #[error("input blob {0} missing")]
+    MissingBlob(usize),
+    /// A blob was taken more often than inputs use it.
+    #[error("input blob {0} used twice")]
+    BlobUsedTwice(usize),
+    /// A text blob is not UTF-8.
+    #[error("input blob {idx} is not UTF-8: {error}")]
+    BlobNotUtf8 {
+        /// The blob.
+        idx: usize,
+        /// Where the bytes stop being UTF-8.
+        error: std::string::FromUtf8Error,
+    },
+    /// The pieces of an assembled string do not make UTF-8.
+    #[error("assembled input is not UTF-8: {0}")]
+    AssembledNotUtf8(std::string::FromUtf8Error),
+    /// monty refused the inputs (its one-line summary).
+    #[error("loading the inputs failed: {0}")]
+    Load(String),
+}
+
 /// The blobs of a start frame, handed out to the inputs that use them.
 struct BlobPool {
     blobs: Vec<Option<Vec<u8>>>,
@@ -212,12 +240,10 @@ struct BlobPool {
 }
 
 impl BlobPool {
-    fn new(blobs: Vec<Vec<u8>>, inputs: &[(String, WireInput)]) -> Result<Self, String> {
+    fn new(blobs: Vec<Vec<u8>>, inputs: &[(String, WireInput)]) -> Result<Self, StartError> {
         let mut uses_left = vec![0usize; blobs.len()];
-        let mut count = |idx: usize| -> Result<(), String> {
-            *uses_left
-                .get_mut(idx)
-                .ok_or_else(|| format!("input blob {idx} missing"))? += 1;
+        let mut count = |idx: usize| -> Result<(), StartError> {
+            *uses_left.get_mut(idx).ok_or(StartError::MissingBlob(idx))? += 1;
             Ok(())
         };
         for (_, input) in inputs {
@@ -236,30 +262,30 @@ impl BlobPool {
         })
     }
 
-    fn bytes(&self, idx: usize) -> Result<&[u8], String> {
+    fn bytes(&self, idx: usize) -> Result<&[u8], StartError> {
         self.blobs
             .get(idx)
             .and_then(Option::as_deref)
-            .ok_or_else(|| format!("input blob {idx} missing"))
+            .ok_or(StartError::MissingBlob(idx))
     }
 
     /// The blob as a string: moved out on its last use, cloned before.
-    fn take(&mut self, idx: usize) -> Result<String, String> {
+    fn take(&mut self, idx: usize) -> Result<String, StartError> {
         let left = self
             .uses_left
             .get_mut(idx)
-            .ok_or_else(|| format!("input blob {idx} missing"))?;
+            .ok_or(StartError::MissingBlob(idx))?;
         *left = left.saturating_sub(1);
         let bytes = if *left == 0 {
             self.blobs[idx].take()
         } else {
             self.blobs[idx].clone()
         }
-        .ok_or_else(|| format!("input blob {idx} used twice"))?;
-        String::from_utf8(bytes).map_err(|e| format!("input blob {idx} is not UTF-8: {e}"))
+        .ok_or(StartError::BlobUsedTwice(idx))?;
+        String::from_utf8(bytes).map_err(|error| StartError::BlobNotUtf8 { idx, error })
     }
 
-    fn assemble(&self, pieces: &[WirePiece]) -> Result<String, String> {
+    fn assemble(&self, pieces: &[WirePiece]) -> Result<String, StartError> {
         let mut parts = Vec::with_capacity(pieces.len());
         for p in pieces {
             parts.push(match p {
@@ -271,7 +297,7 @@ impl BlobPool {
         for p in parts {
             out.extend_from_slice(p);
         }
-        String::from_utf8(out).map_err(|e| format!("assembled input is not UTF-8: {e}"))
+        String::from_utf8(out).map_err(StartError::AssembledNotUtf8)
     }
 }
 
@@ -301,7 +327,7 @@ impl WorkerRepl {
         functions: Vec<(String, bool)>,
         limits: WireLimits,
         memory_limit: Option<usize>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let mut pool = BlobPool::new(blobs, &inputs)?;
         // Assembled strings copy from blobs, so they are built first, while
         // every blob is still present; the other inputs then take (move) the
@@ -362,7 +388,7 @@ impl WorkerRepl {
         let mut sink = String::new();
         let repl = match repl.feed_start("pass", values, PrintWriter::collect_string(&mut sink)) {
             Ok(progress) => progress.into_repl(),
-            Err(e) => return Err(format!("loading the inputs failed: {}", e.error.summary())),
+            Err(e) => return Err(StartError::Load(e.error.summary())),
         };
         Ok(Self {
             repl: Some(repl),

@@ -183,7 +183,7 @@ async fn a_missing_python_is_a_clear_error() {
     assert!(err.contains("cannot run"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(
-        "bogus".parse::<SandboxBackend>().unwrap_err(),
+        "bogus".parse::<SandboxBackend>().unwrap_err().to_string(),
         "unknown sandbox \"bogus\": use monty (the default) or cpython"
     );
 }

@@ -164,7 +164,7 @@ impl TextSource for Texts {
     fn count(&self) -> usize {
         self.texts.len()
     }
-    fn text(&self, index: usize) -> Result<String, String> {
+    fn text(&self, index: usize) -> Result<String, rlm_sandbox::TextSourceError> {
         self.reads.lock().unwrap().push(index);
         if self.fail_on == Some(index) {
             return Err("disk on fire".into());

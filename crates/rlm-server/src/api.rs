@@ -224,7 +224,7 @@ fn sandboxes() -> Value {
     let cpython = rlm_sandbox::cpython::launcher(None);
     json!([
         {"name": "monty", "available": true},
-        {"name": "cpython", "available": cpython.is_ok(), "reason": cpython.err()},
+        {"name": "cpython", "available": cpython.is_ok(), "reason": cpython.err().map(|e| e.to_string())},
     ])
 }
 

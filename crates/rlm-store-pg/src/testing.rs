@@ -14,6 +14,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use rlm_corpus::CorpusError;
+
 use crate::db::Db;
 
 /// A database of its own for one test, dropped with it.
@@ -32,27 +34,24 @@ impl TestDatabase {
 
     /// Runs SQL statements in this database (for tests that tamper with a
     /// store: a newer schema, a held lock).
-    pub fn sql(&self, statements: &str) -> Result<(), String> {
-        let db = Db::connect(&self.url, "rlm test").map_err(|e| e.to_string())?;
-        db.batch(statements).map_err(|e| e.to_string())
+    pub fn sql(&self, statements: &str) -> Result<(), CorpusError> {
+        Db::connect(&self.url, "rlm test")?.batch(statements)
     }
 
     /// Holds the store's writer lock (as a running `rlm index` does) until
     /// the returned guard is dropped.
-    pub fn hold_write_lock(&self) -> Result<WriteLockHolder, String> {
-        let db =
-            Db::connect(&self.url, "rlm index (pid 4242, a test's)").map_err(|e| e.to_string())?;
+    pub fn hold_write_lock(&self) -> Result<WriteLockHolder, CorpusError> {
+        let db = Db::connect(&self.url, "rlm index (pid 4242, a test's)")?;
         db.execute(
             "SELECT pg_advisory_lock($1)",
             vec![Box::new(crate::write::WRITE_LOCK)],
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         Ok(WriteLockHolder { _db: db })
     }
 
     /// The first column of the first row of `query`, as text (`None` for NULL
     /// or no row).
-    pub fn scalar(&self, query: &str) -> Result<Option<String>, String> {
+    pub fn scalar(&self, query: &str) -> Result<Option<String>, CorpusError> {
         scalar(&self.url, query)
     }
 }
@@ -70,11 +69,9 @@ impl Drop for TestDatabase {
 
 /// The first column of the first row of `query` in the database at `url`,
 /// as text (`None` for NULL or no row).
-pub fn scalar(url: &str, query: &str) -> Result<Option<String>, String> {
-    let db = Db::connect(url, "rlm test").map_err(|e| e.to_string())?;
-    let row = db
-        .query_opt(format!("SELECT ({query})::text"), vec![])
-        .map_err(|e| e.to_string())?;
+pub fn scalar(url: &str, query: &str) -> Result<Option<String>, CorpusError> {
+    let db = Db::connect(url, "rlm test")?;
+    let row = db.query_opt(format!("SELECT ({query})::text"), vec![])?;
     Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
 }
 
@@ -106,7 +103,8 @@ pub fn test_database() -> Option<TestDatabase> {
     Some(TestDatabase { admin, name, url })
 }
 
-/// The test server's admin URL (started once per test process when needed).
+/// The test server's admin URL (started once per test process when needed),
+/// or why there is none (a message for the skipped test's output).
 fn server() -> Result<String, String> {
     static SERVER: OnceLock<Result<String, String>> = OnceLock::new();
     SERVER.get_or_init(find_or_start).clone()

@@ -101,22 +101,18 @@ impl MiniLmEmbedder {
         let config_path = need("config.json")?;
         let vocab_path = need("vocab.txt")?;
         let weights_path = need("model.safetensors")?;
-        let bad = |detail: String| EmbedError::BadModel {
-            path: dir.display().to_string(),
-            detail,
-        };
-        check_config(&config_path).map_err(bad)?;
+        check_config(dir, &config_path)?;
         let tokenizer = WordPieceTokenizer::from_vocab_file(&vocab_path)?;
-        let mut tensors = read_safetensors(&weights_path).map_err(bad)?;
+        let mut tensors = read_safetensors(dir, &weights_path)?;
         let word_embeddings = linear_free(&mut tensors, dir, "embeddings.word_embeddings.weight")?;
         if word_embeddings.cols != HIDDEN {
-            return Err(EmbedError::BadModel {
-                path: dir.display().to_string(),
-                detail: format!(
+            return Err(bad_model(
+                dir,
+                format!(
                     "word embeddings are {} wide, all-MiniLM-L6-v2's are {HIDDEN}",
                     word_embeddings.cols
                 ),
-            });
+            ));
         }
         let mut take2 = |name: &str, rows: usize, cols: usize| -> Result<Tensor, EmbedError> {
             take_tensor(&mut tensors, dir, name, rows, cols)
@@ -423,11 +419,22 @@ fn erf(x: f32) -> f32 {
     (sign * (1.0 - poly * (-x * x).exp())) as f32
 }
 
-fn check_config(path: &Path) -> Result<(), String> {
+/// [`EmbedError::BadModel`] of the model folder `dir`.
+fn bad_model(dir: &Path, detail: String) -> EmbedError {
+    EmbedError::BadModel {
+        path: dir.display().to_string(),
+        detail,
+    }
+}
+
+/// Checks that the model in `dir` has all-MiniLM-L6-v2's shape by its
+/// `config.json` at `path`.
+fn check_config(dir: &Path, path: &Path) -> Result<(), EmbedError> {
+    let bad = |detail: String| bad_model(dir, detail);
     let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read config.json: {e}"))?;
+        std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read config.json: {e}")))?;
     let config: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("config.json is not JSON: {e}"))?;
+        serde_json::from_str(&text).map_err(|e| bad(format!("config.json is not JSON: {e}")))?;
     let expect = [
         ("hidden_size", HIDDEN),
         ("num_hidden_layers", LAYERS),
@@ -437,10 +444,10 @@ fn check_config(path: &Path) -> Result<(), String> {
     for (key, want) in expect {
         let got = config.get(key).and_then(|v| v.as_u64());
         if got != Some(want as u64) {
-            return Err(format!(
+            return Err(bad(format!(
                 "config.json has {key} = {}, all-MiniLM-L6-v2 has {want}",
                 got.map_or("nothing".to_string(), |g| g.to_string())
-            ));
+            )));
         }
     }
     Ok(())
@@ -453,10 +460,7 @@ fn take_tensor(
     rows: usize,
     cols: usize,
 ) -> Result<Tensor, EmbedError> {
-    let bad = |detail: String| EmbedError::BadModel {
-        path: dir.display().to_string(),
-        detail,
-    };
+    let bad = |detail: String| bad_model(dir, detail);
     let key = [name.to_string(), format!("bert.{name}")]
         .into_iter()
         .find(|k| tensors.contains_key(k))
@@ -485,25 +489,25 @@ fn linear_free(
     let key = [name.to_string(), format!("bert.{name}")]
         .into_iter()
         .find(|k| tensors.contains_key(k))
-        .ok_or_else(|| EmbedError::BadModel {
-            path: dir.display().to_string(),
-            detail: format!("model.safetensors has no tensor {name}"),
-        })?;
+        .ok_or_else(|| bad_model(dir, format!("model.safetensors has no tensor {name}")))?;
     Ok(tensors.remove(&key).expect("key was found above"))
 }
 
 /// Reads every F32 tensor of a safetensors file (8-byte header length, JSON
-/// header, raw little-endian data). Other dtypes (e.g. int64 position ids) are skipped.
-fn read_safetensors(path: &Path) -> Result<HashMap<String, Tensor>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read model.safetensors: {e}"))?;
-    let short = || "model.safetensors is truncated".to_string();
+/// header, raw little-endian data) of the model in `dir`. Other dtypes
+/// (e.g. int64 position ids) are skipped.
+fn read_safetensors(dir: &Path, path: &Path) -> Result<HashMap<String, Tensor>, EmbedError> {
+    let bad = |detail: String| bad_model(dir, detail);
+    let bytes =
+        std::fs::read(path).map_err(|e| bad(format!("cannot read model.safetensors: {e}")))?;
+    let short = || bad("model.safetensors is truncated".to_string());
     let header_len = u64::from_le_bytes(bytes.get(..8).ok_or_else(short)?.try_into().unwrap());
     let header_end = 8usize
         .checked_add(usize::try_from(header_len).map_err(|_| short())?)
         .ok_or_else(short)?;
     let header: HashMap<String, serde_json::Value> =
         serde_json::from_slice(bytes.get(8..header_end).ok_or_else(short)?)
-            .map_err(|e| format!("model.safetensors header is not JSON: {e}"))?;
+            .map_err(|e| bad(format!("model.safetensors header is not JSON: {e}")))?;
     let data = &bytes[header_end..];
     let mut out = HashMap::new();
     for (name, info) in header {
@@ -531,11 +535,11 @@ fn read_safetensors(path: &Path) -> Result<HashMap<String, Tensor>, String> {
             })
             .unwrap_or_default();
         let [start, end] = offsets[..] else {
-            return Err(format!("tensor {name} has no data offsets"));
+            return Err(bad(format!("tensor {name} has no data offsets")));
         };
         let raw = data
             .get(start..end)
-            .ok_or_else(|| format!("tensor {name} lies outside the file"))?;
+            .ok_or_else(|| bad(format!("tensor {name} lies outside the file")))?;
         let values: Vec<f32> = raw
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -546,9 +550,9 @@ fn read_safetensors(path: &Path) -> Result<HashMap<String, Tensor>, String> {
             _ => (1, values.len()),
         };
         if rows * cols != values.len() {
-            return Err(format!(
+            return Err(bad(format!(
                 "tensor {name} has a shape that does not match its data"
-            ));
+            )));
         }
         out.insert(
             name,

@@ -46,6 +46,10 @@ pub enum EmbedError {
         "embedding model not found: {0} (set RLM_EMBED_MODEL, or `[embeddings] model_path` in rlm.toml, to a folder with all-MiniLM-L6-v2's config.json, vocab.txt and model.safetensors)"
     )]
     ModelNotFound(String),
+    /// A vocabulary lacks a token the tokenizer needs (`[CLS]`, `[SEP]`,
+    /// `[UNK]`).
+    #[error("the vocabulary has no {0} token")]
+    MissingToken(String),
     /// The local model files are unreadable or not the expected model.
     #[error("embedding model at {path} is unusable: {detail}")]
     BadModel {

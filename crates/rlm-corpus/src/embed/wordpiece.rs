@@ -32,14 +32,15 @@ impl WordPieceTokenizer {
             path: path.display().to_string(),
             detail: format!("cannot read the vocabulary: {e}"),
         })?;
-        Self::from_vocab(text.lines()).map_err(|detail| EmbedError::BadModel {
+        Self::from_vocab(text.lines()).map_err(|e| EmbedError::BadModel {
             path: path.display().to_string(),
-            detail,
+            detail: e.to_string(),
         })
     }
 
-    /// Builds a tokenizer from vocabulary lines in id order.
-    pub fn from_vocab<'a>(lines: impl Iterator<Item = &'a str>) -> Result<Self, String> {
+    /// Builds a tokenizer from vocabulary lines in id order; one without
+    /// `[CLS]`, `[SEP]` or `[UNK]` is [`EmbedError::MissingToken`].
+    pub fn from_vocab<'a>(lines: impl Iterator<Item = &'a str>) -> Result<Self, EmbedError> {
         let vocab: HashMap<String, u32> = lines
             .enumerate()
             .map(|(i, t)| (t.trim_end_matches('\r').to_string(), i as u32))
@@ -48,7 +49,7 @@ impl WordPieceTokenizer {
             vocab
                 .get(name)
                 .copied()
-                .ok_or_else(|| format!("the vocabulary has no {name} token"))
+                .ok_or_else(|| EmbedError::MissingToken(name.to_string()))
         };
         Ok(WordPieceTokenizer {
             cls: special("[CLS]")?,
@@ -233,6 +234,7 @@ mod tests {
     #[test]
     fn missing_special_token_is_an_error() {
         let err = WordPieceTokenizer::from_vocab("[PAD]\n[UNK]\n".lines()).unwrap_err();
-        assert!(err.contains("[CLS]"), "{err}");
+        assert!(matches!(&err, EmbedError::MissingToken(t) if t == "[CLS]"));
+        assert_eq!(err.to_string(), "the vocabulary has no [CLS] token");
     }
 }

@@ -26,7 +26,7 @@ async fn main() -> std::process::ExitCode {
             "--failures" => failures = true,
             "--sandbox" => match args.next().map(|s| s.parse()) {
                 Some(Ok(b)) => backend = b,
-                Some(Err(e)) => return fail(&e),
+                Some(Err(e)) => return fail(&e.to_string()),
                 None => return fail("--sandbox needs monty or cpython"),
             },
             other => {
@@ -52,7 +52,7 @@ async fn main() -> std::process::ExitCode {
     config.backend = backend;
     let report = match run_replay(&config, &traj, &reference).await {
         Ok(r) => r,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     print!("{}", report.summary());
     if failures {

@@ -236,15 +236,100 @@ impl CPythonLauncher {
     fn restrict(&self, _cmd: &mut tokio::process::Command, _memory: u64, _cpu_time: Duration) {}
 }
 
+/// Why the CPython back-end cannot run here. Each message is one line that
+/// says why and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CPythonError {
+    /// No Python was named and there is no `python3` on `PATH`.
+    #[error(
+        "the CPython sandbox found no python3 on PATH: set {} to a Python \
+         interpreter or a virtual environment's directory",
+        PYTHON_ENV
+    )]
+    NoPython,
+    /// The Python named is a directory without `bin/python3` (or `bin/python`).
+    #[error(
+        "{} (from {origin}) is a directory without bin/python3: give a Python \
+         interpreter or a virtual environment's directory",
+        .dir.display()
+    )]
+    NotAnEnvironment {
+        /// The directory.
+        dir: PathBuf,
+        /// Where it was named (`RLM_PYTHON`, `VIRTUAL_ENV`, the configuration).
+        origin: String,
+    },
+    /// Not Linux: no namespaces to isolate Python with.
+    #[error(
+        "the CPython sandbox needs Linux namespaces (bubblewrap) and is not available on \
+         this system; use the default monty sandbox (--sandbox monty)"
+    )]
+    NotLinux,
+    /// `bwrap` is not installed.
+    #[error(
+        "the CPython sandbox needs bubblewrap (bwrap), which is not installed: install it \
+         (apt-get install bubblewrap, dnf install bubblewrap) or use --sandbox monty"
+    )]
+    NoBubblewrap,
+    /// The Python could not be started.
+    #[error("cannot run {} (from {origin}): {error}", .python.display())]
+    CannotRun {
+        /// The interpreter.
+        python: PathBuf,
+        /// Where it was named.
+        origin: String,
+        /// The OS error's message.
+        error: String,
+    },
+    /// The Python started but failed.
+    #[error("{} (from {origin}) failed to start: {last_line}", .python.display())]
+    FailedToStart {
+        /// The interpreter.
+        python: PathBuf,
+        /// Where it was named.
+        origin: String,
+        /// The last line it wrote to stderr.
+        last_line: String,
+    },
+    /// The Python ran but did not answer like a Python 3.
+    #[error("{} (from {origin}) is not a usable Python 3: {error}", .python.display())]
+    NotPython3 {
+        /// The interpreter.
+        python: PathBuf,
+        /// Where it was named.
+        origin: String,
+        /// Why its answer could not be read.
+        error: String,
+    },
+    /// `bwrap` could not be started.
+    #[error("cannot run bubblewrap ({}): {error}", .bwrap.display())]
+    CannotRunBubblewrap {
+        /// The `bwrap` program.
+        bwrap: PathBuf,
+        /// The OS error's message.
+        error: String,
+    },
+    /// `bwrap` runs but cannot isolate (no unprivileged user namespaces).
+    #[error(
+        "the CPython sandbox cannot isolate Python here (bubblewrap: {why}); it needs \
+         unprivileged user namespaces (kernel.unprivileged_userns_clone=1, or a container \
+         started with them allowed); use --sandbox monty"
+    )]
+    NoIsolation {
+        /// The last line bubblewrap wrote to stderr.
+        why: String,
+    },
+}
+
 /// A Python that was checked: its launcher, or why it cannot run.
-type Found = Result<Arc<CPythonLauncher>, String>;
+type Found = Result<Arc<CPythonLauncher>, CPythonError>;
 
 /// Finds the Python of the CPython back-end and checks once per process that
 /// the isolation works with it. `explicit` (a config or flag) beats
 /// `RLM_PYTHON`, which beats an active virtual environment (`VIRTUAL_ENV`),
 /// which beats `python3` on `PATH`. The result is cached per choice. The
 /// error is one line saying why the back-end cannot run and what to do.
-pub fn launcher(explicit: Option<&Path>) -> Result<Arc<CPythonLauncher>, String> {
+pub fn launcher(explicit: Option<&Path>) -> Result<Arc<CPythonLauncher>, CPythonError> {
     let (path, source) = choose_python(explicit)?;
     static CACHE: OnceLock<Mutex<HashMap<PathBuf, Found>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
@@ -259,7 +344,7 @@ pub fn launcher(explicit: Option<&Path>) -> Result<Arc<CPythonLauncher>, String>
     found
 }
 
-fn choose_python(explicit: Option<&Path>) -> Result<(PathBuf, String), String> {
+fn choose_python(explicit: Option<&Path>) -> Result<(PathBuf, String), CPythonError> {
     let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let (given, source) = if let Some(p) = explicit {
         (p.to_path_buf(), "the configuration".to_string())
@@ -274,12 +359,7 @@ fn choose_python(explicit: Option<&Path>) -> Result<(PathBuf, String), String> {
                     .map(|d| d.join("python3"))
                     .find(|p| p.is_file())
             })
-            .ok_or_else(|| {
-                format!(
-                    "the CPython sandbox found no python3 on PATH: set {PYTHON_ENV} to a Python \
-                     interpreter or a virtual environment's directory"
-                )
-            })?;
+            .ok_or(CPythonError::NoPython)?;
         (on_path, "PATH".to_string())
     };
     let python = if given.is_dir() {
@@ -287,12 +367,9 @@ fn choose_python(explicit: Option<&Path>) -> Result<(PathBuf, String), String> {
             .iter()
             .map(|p| given.join(p))
             .find(|p| p.is_file())
-            .ok_or_else(|| {
-                format!(
-                    "{} (from {source}) is a directory without bin/python3: give a Python \
-                     interpreter or a virtual environment's directory",
-                    given.display()
-                )
+            .ok_or_else(|| CPythonError::NotAnEnvironment {
+                dir: given.clone(),
+                origin: source.clone(),
             })?
     } else {
         given
@@ -302,39 +379,35 @@ fn choose_python(explicit: Option<&Path>) -> Result<(PathBuf, String), String> {
 }
 
 /// Asks the interpreter where it lives, then starts it once in the sandbox.
-fn prepare(python: &Path, source: &str) -> Result<CPythonLauncher, String> {
+fn prepare(python: &Path, source: &str) -> Result<CPythonLauncher, CPythonError> {
     if !cfg!(target_os = "linux") {
-        return Err(
-            "the CPython sandbox needs Linux namespaces (bubblewrap) and is not available on \
-             this system; use the default monty sandbox (--sandbox monty)"
-                .to_string(),
-        );
+        return Err(CPythonError::NotLinux);
     }
-    let bwrap = find_on_path("bwrap").ok_or_else(|| {
-        "the CPython sandbox needs bubblewrap (bwrap), which is not installed: install it \
-         (apt-get install bubblewrap, dnf install bubblewrap) or use --sandbox monty"
-            .to_string()
-    })?;
+    let bwrap = find_on_path("bwrap").ok_or(CPythonError::NoBubblewrap)?;
     // The user's own interpreter, run as the user (a pyenv shim needs its
     // environment); -I keeps PYTHON* variables and the user site out.
     let probe = std::process::Command::new(python)
         .args(["-I", "-c", PROBE_SCRIPT])
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {} (from {source}): {e}", python.display()))?;
+        .map_err(|e| CPythonError::CannotRun {
+            python: python.to_path_buf(),
+            origin: source.to_string(),
+            error: e.to_string(),
+        })?;
     if !probe.status.success() {
-        return Err(format!(
-            "{} (from {source}) failed to start: {}",
-            python.display(),
-            last_line(&probe.stderr)
-        ));
+        return Err(CPythonError::FailedToStart {
+            python: python.to_path_buf(),
+            origin: source.to_string(),
+            last_line: last_line(&probe.stderr),
+        });
     }
-    let info: ProbeInfo = serde_json::from_slice(&probe.stdout).map_err(|e| {
-        format!(
-            "{} (from {source}) is not a usable Python 3: {e}",
-            python.display()
-        )
-    })?;
+    let info: ProbeInfo =
+        serde_json::from_slice(&probe.stdout).map_err(|e| CPythonError::NotPython3 {
+            python: python.to_path_buf(),
+            origin: source.to_string(),
+            error: e.to_string(),
+        })?;
     // Each path as Python names it and where its symlinks lead.
     let mut paths: Vec<PathBuf> = Vec::new();
     for dir in info.dirs.iter().map(PathBuf::from) {
@@ -372,7 +445,7 @@ fn prepare(python: &Path, source: &str) -> Result<CPythonLauncher, String> {
 
 /// Runs `python -c pass` in the sandbox: where user namespaces are off (some
 /// containers, hardened kernels) `bwrap` fails here, once, with its reason.
-fn check_isolation(launcher: &CPythonLauncher) -> Result<(), String> {
+fn check_isolation(launcher: &CPythonLauncher) -> Result<(), CPythonError> {
     // With the filter in force a fork must be refused.
     let script = if launcher.seccomp.is_some() {
         "import os\ntry:\n    os.fork()\nexcept PermissionError:\n    print('isolated')\n"
@@ -390,14 +463,14 @@ fn check_isolation(launcher: &CPythonLauncher) -> Result<(), String> {
     let mut cmd = cmd.into_std();
     let out = cmd
         .output()
-        .map_err(|e| format!("cannot run bubblewrap ({}): {e}", launcher.bwrap.display()))?;
+        .map_err(|e| CPythonError::CannotRunBubblewrap {
+            bwrap: launcher.bwrap.clone(),
+            error: e.to_string(),
+        })?;
     if !out.status.success() || String::from_utf8_lossy(&out.stdout).trim() != "isolated" {
-        let why = last_line(&out.stderr);
-        return Err(format!(
-            "the CPython sandbox cannot isolate Python here (bubblewrap: {why}); it needs \
-             unprivileged user namespaces (kernel.unprivileged_userns_clone=1, or a container \
-             started with them allowed); use --sandbox monty"
-        ));
+        return Err(CPythonError::NoIsolation {
+            why: last_line(&out.stderr),
+        });
     }
     Ok(())
 }

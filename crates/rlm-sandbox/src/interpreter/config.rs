@@ -108,15 +108,13 @@ impl std::fmt::Display for SandboxBackend {
 }
 
 impl std::str::FromStr for SandboxBackend {
-    type Err = String;
+    type Err = SandboxError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, SandboxError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "monty" => Ok(SandboxBackend::Monty),
             "cpython" | "python" => Ok(SandboxBackend::CPython),
-            _ => Err(format!(
-                "unknown sandbox {s:?}: use monty (the default) or cpython"
-            )),
+            _ => Err(SandboxError::UnknownBackend(s.to_string())),
         }
     }
 }

@@ -74,9 +74,8 @@ impl Worker {
                     crate::cpython::launcher(python.as_deref())
                 })
                 .await
-                .map_err(|e| format!("the CPython sandbox check failed: {e}"))
-                .and_then(|found| found)
-                .map_err(SandboxError::Spawn)?;
+                .map_err(|e| SandboxError::Spawn(format!("the CPython sandbox check failed: {e}")))?
+                .map_err(SandboxError::CPython)?;
                 let cmd = launcher.command(config.memory_limit_bytes, config.cpu_time_limit());
                 (cmd, launcher.bwrap.clone())
             }
@@ -644,7 +643,7 @@ impl Interpreter {
             name: name.to_string(),
             value,
         };
-        let header = value_message(&msg, &what).map_err(SandboxError::Value)?;
+        let header = value_message(&msg, &what)?;
         worker.send_header(&header).await?;
         match worker.recv(Some(self.config.startup_timeout)).await? {
             FromWorker::VarSet => Ok(()),
@@ -729,10 +728,10 @@ impl Outbox {
     fn push(&mut self, call_id: u64, name: &str, result: WireHostResult) {
         let msg = ToWorker::HostResult { call_id, result };
         let header =
-            value_message(&msg, &format!("the answer of {name}")).unwrap_or_else(|message| {
+            value_message(&msg, &format!("the answer of {name}")).unwrap_or_else(|refused| {
                 let result = WireHostResult::Raise {
                     exc_type: "ValueError".into(),
-                    message,
+                    message: refused.to_string(),
                 };
                 serde_json::to_vec(&ToWorker::HostResult { call_id, result })
                     .expect("an error message serializes")
@@ -761,8 +760,9 @@ impl Outbox {
 }
 
 /// `msg` serialized, or why the value it carries (`what`) cannot be sent to the
-/// worker: nested deeper than serde_json reads, or over the frame limit.
-fn value_message(msg: &ToWorker, what: &str) -> Result<Vec<u8>, String> {
+/// worker ([`SandboxError::Value`]): nested deeper than serde_json reads, or
+/// over the frame limit.
+fn value_message(msg: &ToWorker, what: &str) -> Result<Vec<u8>, SandboxError> {
     let value = match msg {
         ToWorker::SetVar { value, .. }
         | ToWorker::HostResult {
@@ -772,11 +772,14 @@ fn value_message(msg: &ToWorker, what: &str) -> Result<Vec<u8>, String> {
         _ => None,
     };
     if let Some(Err(why)) = value.map(check_value) {
-        return Err(why.message(what));
+        return Err(SandboxError::Value(why.message(what)));
     }
-    let header = serde_json::to_vec(msg).map_err(|e| format!("{what} cannot be sent: {e}"))?;
+    let header = serde_json::to_vec(msg)
+        .map_err(|e| SandboxError::Value(format!("{what} cannot be sent: {e}")))?;
     if header.len() > MAX_HEADER_BYTES as usize {
-        return Err(Unsendable::TooLarge(header.len()).message(what));
+        return Err(SandboxError::Value(
+            Unsendable::TooLarge(header.len()).message(what),
+        ));
     }
     Ok(header)
 }

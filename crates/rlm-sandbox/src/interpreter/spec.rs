@@ -34,8 +34,12 @@ pub trait TextSource: Send + Sync + std::fmt::Debug {
     fn count(&self) -> usize;
     /// Text `index` (0-based), read when it is sent. The error says what could
     /// not be read.
-    fn text(&self, index: usize) -> Result<String, String>;
+    fn text(&self, index: usize) -> Result<String, TextSourceError>;
 }
+
+/// Why a [`TextSource`] could not read a text: the source's own error (a
+/// `&str` or `String` converts with `.into()`).
+pub type TextSourceError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One piece of an [`InputValue::Assembled`] string.
 #[derive(Debug, Clone, PartialEq)]
@@ -336,6 +340,13 @@ pub enum SandboxError {
     /// deep, or too large); the interpreter lives on.
     #[error("{0}")]
     Value(String),
+    /// The CPython back-end cannot run here (no bubblewrap, no user
+    /// namespaces, not Linux, no usable Python).
+    #[error("cannot start the sandbox worker: {0}")]
+    CPython(crate::cpython::CPythonError),
+    /// A sandbox name other than monty or cpython (as given).
+    #[error("unknown sandbox {0:?}: use monty (the default) or cpython")]
+    UnknownBackend(String),
 }
 
 /// True for a valid Python identifier (ASCII letters, digits, `_`; no leading digit).
