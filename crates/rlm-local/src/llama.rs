@@ -93,36 +93,25 @@ impl LocalModelOptions {
 
     /// [`LocalModelOptions::from_env`] with an explicit lookup.
     pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Result<Self, LocalError> {
-        fn parse<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
-            env: &dyn Fn(&str) -> Option<String>,
-            name: &str,
-            min: T,
-            max: T,
-        ) -> Result<Option<T>, LocalError> {
-            let Some(raw) = env(name).filter(|v| !v.trim().is_empty()) else {
-                return Ok(None);
-            };
-            match raw.trim().parse::<T>() {
-                Ok(v) if v >= min && v <= max => Ok(Some(v)),
-                _ => Err(LocalError::Config(format!(
-                    "{name}='{raw}' must be a whole number from {min} to {max}"
-                ))),
-            }
-        }
+        // The names and ranges are declared with every other setting.
+        use rlm_settings::{Reader, Setting, table};
+        let found = |s: &Setting| rlm_settings::env_found(s, &env);
+        let r = Reader::new(&found);
+        let config = |e: rlm_settings::SettingError| LocalError::Config(e.to_string());
         let mut o = LocalModelOptions::default();
-        if let Some(v) = parse(&env, "RLM_LOCAL_CONTEXT", 512u32, 1_048_576)? {
+        if let Some(v) = r.whole(&table::LOCAL_CONTEXT).map_err(config)? {
             o.context_tokens = v;
         }
-        if let Some(v) = parse(&env, "RLM_LOCAL_PARALLEL", 1u32, 64)? {
+        if let Some(v) = r.whole(&table::LOCAL_PARALLEL).map_err(config)? {
             o.parallel = v;
         }
-        if let Some(v) = parse(&env, "RLM_LOCAL_THREADS", 1i32, 1024)? {
+        if let Some(v) = r.whole(&table::LOCAL_THREADS).map_err(config)? {
             o.threads = v;
         }
-        if let Some(v) = parse(&env, "RLM_LOCAL_MAX_OUTPUT_TOKENS", 1u32, 1_048_576)? {
+        if let Some(v) = r.whole(&table::LOCAL_MAX_OUTPUT_TOKENS).map_err(config)? {
             o.default_max_tokens = v;
         }
-        if let Some(v) = parse(&env, "RLM_LOCAL_SEED", 0u32, u32::MAX)? {
+        if let Some(v) = r.whole(&table::LOCAL_SEED).map_err(config)? {
             o.seed = v;
         }
         o.prefix_cache = prefix_state::dir_from_env(&env);
@@ -1065,7 +1054,11 @@ mod tests {
             (n == "RLM_LOCAL_PARALLEL").then(|| "0".to_string())
         })
         .unwrap_err();
-        assert!(err.to_string().contains("RLM_LOCAL_PARALLEL='0'"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("RLM_LOCAL_PARALLEL=\"0\" is not a whole number from 1 to 64"),
+            "{err}"
+        );
         let err = LocalModelOptions::from_env_with(|n| {
             (n == "RLM_LOCAL_CONTEXT").then(|| "lots".to_string())
         })
