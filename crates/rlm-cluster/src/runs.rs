@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::conn::Conn;
 use rlm_engine::trace::{Trace, TraceEvent, TraceRecord, now_rfc3339};
-use rlm_server::state::{EventCursor, EventLog, Heartbeat, RunBackend};
+use rlm_server::state::{EventCursor, EventLog, Heartbeat, RunBackend, StateError};
 use rlm_server::{ApiError, RunStatus, RunSummary, RunView};
 
 /// The runs of a cluster, as one node sees them.
@@ -160,11 +160,11 @@ impl EventLog for PgEventLog {
         }
     }
 
-    fn finish(&mut self, trace: &Trace) -> Result<(), String> {
+    fn finish(&mut self, trace: &Trace) -> Result<(), StateError> {
         self.catch_up(trace);
         match self.error.take() {
             None => Ok(()),
-            Some(e) => Err(e),
+            Some(e) => Err(e.into()),
         }
     }
 }
@@ -190,7 +190,7 @@ impl EventCursor for PgCursor {
 }
 
 impl RunBackend for PgRuns {
-    fn create(&self, view: &RunView) -> Result<Box<dyn EventLog>, String> {
+    fn create(&self, view: &RunView) -> Result<Box<dyn EventLog>, StateError> {
         let text = serde_json::to_string(view).map_err(|e| e.to_string())?;
         self.db
             .execute(
@@ -214,7 +214,7 @@ impl RunBackend for PgRuns {
         }))
     }
 
-    fn save(&self, view: &RunView) -> Result<(), String> {
+    fn save(&self, view: &RunView) -> Result<(), StateError> {
         let text = serde_json::to_string(view).map_err(|e| e.to_string())?;
         let n = self
             .db
@@ -230,10 +230,7 @@ impl RunBackend for PgRuns {
             )
             .map_err(|e| format!("the run record ({e})"))?;
         if n == 0 {
-            return Err(
-                "the run record (another node marked this run failed: this node's lease on it expired)"
-                    .into(),
-            );
+            return Err(StateError::LeaseLost);
         }
         Ok(())
     }
@@ -346,7 +343,7 @@ impl RunBackend for PgRuns {
         Some((self.lease / 4).clamp(Duration::from_millis(50), Duration::from_millis(500)))
     }
 
-    fn heartbeat(&self, running: &[String]) -> Result<Heartbeat, String> {
+    fn heartbeat(&self, running: &[String]) -> Result<Heartbeat, StateError> {
         let ms = lease_ms(self.lease) as f64;
         let renewed = self
             .db

@@ -191,7 +191,8 @@ fn a_run_whose_lease_expires_is_failed_by_another_node_and_its_node_is_shut_out(
     let mut done = running_view("r1-dead");
     done.run.status = RunStatus::Done;
     let err = a.runs.save(&done).unwrap_err();
-    assert!(err.contains("lease on it expired"), "{err}");
+    assert_eq!(err, rlm_server::StateError::LeaseLost);
+    assert!(err.to_string().contains("lease on it expired"), "{err}");
     let beat = a.runs.heartbeat(&["r1-dead".into()]).unwrap();
     assert_eq!(beat.lost, vec!["r1-dead".to_string()]);
 }

@@ -17,7 +17,7 @@ use rlm_engine::{Corpus, Engine, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, StartError};
 use crate::options::ServerOptions;
 pub use crate::run_record::{RUNS_DIR, RunInfo, RunStatus, RunSummary, RunView};
 use crate::state::{EventLog, ServerState, off_runtime};
@@ -245,9 +245,9 @@ impl App {
         limits: Limits,
         embedder: Option<Arc<dyn Embedder>>,
         briefing: Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let state = crate::local_state::folder_state(store.dir())?;
-        let corpus = Arc::new(Corpus::load(store).map_err(|e| e.to_string())?);
+        let corpus = Arc::new(Corpus::load(store).map_err(|e| StartError::Corpus(e.to_string()))?);
         Self::with_state(engine, corpus, state, limits, embedder, briefing)
     }
 
@@ -261,7 +261,7 @@ impl App {
         limits: Limits,
         embedder: Option<Arc<dyn Embedder>>,
         briefing: Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         if limits.max_concurrent_runs == 0 {
             return Err("the server must allow at least one run at a time".into());
         }
@@ -324,7 +324,7 @@ impl App {
     /// The same app with the access rules, upload folder, sources and model
     /// client of `options` (see [`ServerOptions`]); an invalid option (an
     /// empty token, a bad host name) is an error saying which.
-    pub fn with_options(mut self, options: ServerOptions) -> Result<Self, String> {
+    pub fn with_options(mut self, options: ServerOptions) -> Result<Self, StartError> {
         options.validate()?;
         self.options = options;
         self.indexer.remember(&self.options.sources);
@@ -625,7 +625,7 @@ impl App {
         mut not_saved: Vec<String>,
     ) {
         if let Err(e) = lock(&run.file).finish(&run.trace) {
-            not_saved.push(e);
+            not_saved.push(e.to_string());
         }
         let mut view = run.view();
         view.run.status = status;
@@ -633,7 +633,7 @@ impl App {
         view.answer = answer;
         view.error = outcome_error(&error, &not_saved);
         if let Err(e) = self.state.runs.save(&view) {
-            not_saved.push(e);
+            not_saved.push(e.to_string());
             view.error = outcome_error(&error, &not_saved);
         }
         if !not_saved.is_empty() {
@@ -814,6 +814,7 @@ impl App {
                 }
                 Err(e) => {
                     // Said once per outage, not every beat.
+                    let e = e.to_string();
                     if last_error.as_ref() != Some(&e) {
                         eprintln!("rlm serve: cannot renew this node's leases: {e}");
                     }

@@ -160,3 +160,57 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// Why a server cannot start: a limit or option that cannot work, or a
+/// store whose state or corpus cannot be opened. The message says which.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A limit or option that cannot work (an empty token, zero runs at once).
+    #[error("{0}")]
+    Invalid(String),
+    /// The sessions and runs of the store cannot be opened.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The store's corpus cannot be loaded.
+    #[error("{0}")]
+    Corpus(String),
+}
+
+impl From<&str> for StartError {
+    fn from(message: &str) -> Self {
+        StartError::Invalid(message.to_string())
+    }
+}
+
+impl From<String> for StartError {
+    fn from(message: String) -> Self {
+        StartError::Invalid(message)
+    }
+}
+
+/// What a run back-end could not do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// The back-end could not keep or read what was asked; the message says
+    /// what and why (the file or database's own words).
+    #[error("{0}")]
+    Backend(String),
+    /// The run is no longer this node's: its lease expired and another node
+    /// marked it failed.
+    #[error(
+        "the run record (another node marked this run failed: this node's lease on it expired)"
+    )]
+    LeaseLost,
+}
+
+impl From<String> for StateError {
+    fn from(message: String) -> Self {
+        StateError::Backend(message)
+    }
+}
+
+impl From<&str> for StateError {
+    fn from(message: &str) -> Self {
+        StateError::Backend(message.to_string())
+    }
+}

@@ -50,7 +50,7 @@ mod sync;
 
 pub use api::{INDEX_HTML, router, router_with_mcp};
 pub use app::{App, AskBody, Limits, RUNS_DIR, Run, RunInfo, RunStatus, RunSummary, RunView};
-pub use error::ApiError;
+pub use error::{ApiError, StartError, StateError};
 pub use jobs::SOURCES_FILE;
 pub use local_state::folder_state;
 pub use mount::McpService;

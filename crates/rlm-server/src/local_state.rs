@@ -11,12 +11,12 @@ use rlm_engine::trace::{Trace, TraceRecord};
 
 use crate::error::ApiError;
 use crate::run_record::{RUNS_DIR, RunStatus, RunSummary, RunView, valid_run_id};
-use crate::state::{EventCursor, EventLog, Heartbeat, RunBackend, ServerState};
+use crate::state::{EventCursor, EventLog, Heartbeat, RunBackend, ServerState, StateError};
 use crate::storage::{TraceFile, TraceReader, last_event, remove_stale_temporaries, write_atomic};
 
 /// The state of a server over the store folder `dir`: opens (creating)
 /// `sessions.sqlite` and `runs/`.
-pub fn folder_state(dir: &Path) -> Result<ServerState, String> {
+pub fn folder_state(dir: &Path) -> Result<ServerState, StateError> {
     let sessions = FolderSessions::open(dir).map_err(|e| e.to_string())?;
     let runs_dir = dir.join(RUNS_DIR);
     std::fs::create_dir_all(&runs_dir)
@@ -49,7 +49,7 @@ impl EventLog for TraceFile {
     fn catch_up(&mut self, trace: &Trace) {
         TraceFile::catch_up(self, trace);
     }
-    fn finish(&mut self, trace: &Trace) -> Result<(), String> {
+    fn finish(&mut self, trace: &Trace) -> Result<(), StateError> {
         TraceFile::finish(self, trace)
     }
 }
@@ -70,7 +70,7 @@ impl EventCursor for FileCursor {
 }
 
 impl RunBackend for LocalRuns {
-    fn create(&self, view: &RunView) -> Result<Box<dyn EventLog>, String> {
+    fn create(&self, view: &RunView) -> Result<Box<dyn EventLog>, StateError> {
         let id = &view.run.id;
         let trace_path = self.dir.join(format!("{id}.jsonl"));
         let file = TraceFile::create(trace_path.clone()).map_err(|e| {
@@ -83,15 +83,16 @@ impl RunBackend for LocalRuns {
         // listed as interrupted instead of lost.
         if let Err(e) = self.save(view) {
             let _ = std::fs::remove_file(&trace_path);
-            return Err(format!("{e}; free space in the store's folder"));
+            return Err(format!("{e}; free space in the store's folder").into());
         }
         Ok(Box::new(file))
     }
 
-    fn save(&self, view: &RunView) -> Result<(), String> {
+    fn save(&self, view: &RunView) -> Result<(), StateError> {
         let path = self.record_path(&view.run.id);
         let text = serde_json::to_vec_pretty(view).map_err(|e| e.to_string())?;
-        write_atomic(&path, &text).map_err(|e| format!("the run record {} ({e})", path.display()))
+        write_atomic(&path, &text)
+            .map_err(|e| format!("the run record {} ({e})", path.display()).into())
     }
 
     fn read(&self, id: &str) -> Result<Option<RunView>, ApiError> {
@@ -198,7 +199,7 @@ impl RunBackend for LocalRuns {
         None
     }
 
-    fn heartbeat(&self, _running: &[String]) -> Result<Heartbeat, String> {
+    fn heartbeat(&self, _running: &[String]) -> Result<Heartbeat, StateError> {
         Ok(Heartbeat::default())
     }
 

@@ -45,7 +45,7 @@ impl std::fmt::Debug for ServerOptions {
 
 impl ServerOptions {
     /// Checks the token and host names: one line saying what is wrong.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::error::StartError> {
         if let Some(t) = &self.token {
             if t.is_empty() {
                 return Err(
@@ -57,7 +57,8 @@ impl ServerOptions {
                 return Err(format!(
                     "the token has {} bytes; use at most {MAX_TOKEN_BYTES}",
                     t.len()
-                ));
+                )
+                .into());
             }
             if !t.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err("the token must be printable ASCII without spaces (it is sent in an Authorization header)".into());
@@ -71,7 +72,7 @@ impl ServerOptions {
             if !ok {
                 return Err(format!(
                     "--allowed-host {h:?} is not a host name; give a name such as rlm.example.org (no scheme, no port)"
-                ));
+                ).into());
             }
         }
         for p in &self.sources {
@@ -79,7 +80,7 @@ impl ServerOptions {
                 return Err(format!(
                     "--source {} must be an absolute path (the server re-indexes it from wherever it runs)",
                     p.display()
-                ));
+                ).into());
             }
         }
         Ok(())

@@ -14,6 +14,9 @@ use rlm_engine::trace::{Trace, TraceRecord};
 use crate::error::ApiError;
 use crate::run_record::{RunSummary, RunView};
 
+/// What a run back-end could not do (declared with the server's other errors).
+pub use crate::error::StateError;
+
 /// Sessions: conversations with their turns and findings (the trait lives
 /// in the engine, whose [`rlm_engine::ask_in_session`] every surface asks
 /// through).
@@ -25,7 +28,7 @@ pub trait EventLog: Send {
     /// reported by [`EventLog::finish`]; the run goes on.
     fn catch_up(&mut self, trace: &Trace);
     /// Writes the rest and makes it durable; says what was lost, if anything.
-    fn finish(&mut self, trace: &Trace) -> Result<(), String>;
+    fn finish(&mut self, trace: &Trace) -> Result<(), StateError>;
 }
 
 /// Reads a saved run's events in order, a batch at a time.
@@ -50,11 +53,11 @@ pub struct Heartbeat {
 pub trait RunBackend: Send + Sync {
     /// Records a new run as running (before any model call) and opens
     /// where its events go. An error means nothing was kept.
-    fn create(&self, view: &RunView) -> Result<Box<dyn EventLog>, String>;
+    fn create(&self, view: &RunView) -> Result<Box<dyn EventLog>, StateError>;
     /// Replaces a run's record with its outcome. Err when it could not be
     /// saved, or when the run is no longer this node's (its lease expired
     /// and another node marked it failed).
-    fn save(&self, view: &RunView) -> Result<(), String>;
+    fn save(&self, view: &RunView) -> Result<(), StateError>;
     /// A run's record as saved; `None` when unknown. A record that cannot
     /// be read is 410.
     fn read(&self, id: &str) -> Result<Option<RunView>, ApiError>;
@@ -90,7 +93,7 @@ pub trait RunBackend: Send + Sync {
     /// Renews the leases of `running` (this node's runs in progress),
     /// marks runs whose lease expired as failed (with a last event saying
     /// why), and says which of `running` to cancel.
-    fn heartbeat(&self, running: &[String]) -> Result<Heartbeat, String>;
+    fn heartbeat(&self, running: &[String]) -> Result<Heartbeat, StateError>;
     /// Where the state is kept, for messages and `GET /api/info`.
     fn location(&self) -> String;
 }

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use rlm_engine::trace::{Trace, TraceRecord};
 
+use crate::state::StateError;
+
 /// Replaces `path` with `bytes`: a temporary file beside it, synced, then
 /// renamed over it (and the folder synced). On failure the old file, if
 /// any, is left as it was and the temporary file is removed.
@@ -105,7 +107,7 @@ impl TraceFile {
     /// Writes the rest and syncs the file. If any write failed, the whole
     /// trace is written again from memory (atomically); if that fails too,
     /// says what was lost and why.
-    pub(crate) fn finish(&mut self, trace: &Trace) -> Result<(), String> {
+    pub(crate) fn finish(&mut self, trace: &Trace) -> Result<(), StateError> {
         self.catch_up(trace);
         if let Some(out) = self.out.take() {
             match out.into_inner().map_err(|e| e.into_error()) {
@@ -135,7 +137,8 @@ impl TraceFile {
             Err(e) => Err(format!(
                 "the trace {} ({error}; written again whole: {e})",
                 self.path.display()
-            )),
+            )
+            .into()),
         }
     }
 }

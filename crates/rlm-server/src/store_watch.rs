@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use crate::sync::lock;
 
+use rlm_corpus::CorpusError;
+
 /// Reads a store's generation (the number of its last committed indexing
 /// run), or says why it could not.
-pub type GenerationSource = Box<dyn Fn() -> Result<u64, String> + Send + Sync>;
+pub type GenerationSource = Box<dyn Fn() -> Result<u64, CorpusError> + Send + Sync>;
 
 /// How a server looks for a new store generation: at most once per
 /// `every`, from the requests that read the documents.
@@ -61,7 +63,7 @@ impl StoreWatch {
     pub fn new(
         every: Duration,
         seen: u64,
-        generation: impl Fn() -> Result<u64, String> + Send + Sync + 'static,
+        generation: impl Fn() -> Result<u64, CorpusError> + Send + Sync + 'static,
     ) -> Self {
         StoreWatch {
             every,
@@ -94,7 +96,7 @@ impl StoreWatch {
 impl Due<'_> {
     /// The store's generation now (blocking: a database round trip).
     pub(crate) fn read(&self) -> Result<u64, String> {
-        (self.watch.generation)()
+        (self.watch.generation)().map_err(|e| e.to_string())
     }
 
     /// Ends a check: `Ok(Some(g))` when the documents of generation `g`
@@ -130,7 +132,7 @@ mod tests {
 
     fn watch(every: Duration, generation: Arc<AtomicU64>) -> StoreWatch {
         StoreWatch::new(every, 1, move || match generation.load(Ordering::SeqCst) {
-            0 => Err("the database is unreachable".into()),
+            0 => Err(CorpusError::Backend("the database is unreachable".into())),
             g => Ok(g),
         })
     }

@@ -288,7 +288,7 @@ fn store_watch(
             Ok(pg) => Some(rlm_server::StoreWatch::new(
                 GENERATION_CHECK_EVERY,
                 pg.generation()?,
-                move || pg.generation().map_err(|e| e.to_string()),
+                move || pg.generation(),
             )),
             Err(_) => None,
         },
