@@ -188,6 +188,17 @@ pub struct Extracted {
     pub lossy: bool,
 }
 
+/// Why a file of a supported kind could not be read: its content is broken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExtractError {
+    /// The PDF parser gave up on the file (it panicked).
+    #[error("corrupt PDF: the parser could not read it")]
+    UnreadablePdf,
+    /// The PDF parser reported what is wrong with the file.
+    #[error("corrupt PDF: {0}")]
+    CorruptPdf(String),
+}
+
 /// The outcome of reading a file's bytes.
 #[derive(Debug)]
 pub enum Extraction {
@@ -196,7 +207,7 @@ pub enum Extraction {
     /// Not indexed, for this reason.
     Skipped(SkipReason),
     /// The file is of a supported kind but its content is broken (corrupt PDF).
-    Failed(String),
+    Failed(ExtractError),
 }
 
 /// Picks the kind of a file from its name and first bytes; `Err` is a skip.
@@ -245,7 +256,7 @@ pub fn extract(path: &Path, bytes: &[u8]) -> Extraction {
     let extracted = match kind {
         DocKind::Pdf => match extract_pdf(bytes) {
             Ok(e) => e,
-            Err(msg) => return Extraction::Failed(msg),
+            Err(e) => return Extraction::Failed(e),
         },
         DocKind::Html => {
             let (raw, lossy) = decode_lossy(bytes);
@@ -313,15 +324,15 @@ fn install_quiet_panic_hook() {
     });
 }
 
-fn extract_pdf(bytes: &[u8]) -> Result<Extracted, String> {
+fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     install_quiet_panic_hook();
     QUIET_PANICS.with(|q| q.set(true));
     // The PDF parser may panic on hostile input; a panic is a corrupt file, not a crash.
     let result = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(bytes));
     QUIET_PANICS.with(|q| q.set(false));
     let pages = result
-        .map_err(|_| "corrupt PDF: the parser could not read it".to_string())?
-        .map_err(|e| format!("corrupt PDF: {e}"))?;
+        .map_err(|_| ExtractError::UnreadablePdf)?
+        .map_err(|e| ExtractError::CorruptPdf(e.to_string()))?;
     let mut text = String::new();
     let mut starts = Vec::with_capacity(pages.len());
     for page in pages {
@@ -388,7 +399,7 @@ mod tests {
     #[test]
     fn corrupt_pdf_fails_cleanly() {
         let out = extract(Path::new("x.pdf"), b"%PDF-1.4 garbage garbage");
-        assert!(matches!(out, Extraction::Failed(m) if m.starts_with("corrupt PDF")));
+        assert!(matches!(out, Extraction::Failed(e) if e.to_string().starts_with("corrupt PDF")));
     }
 
     #[test]
@@ -401,7 +412,9 @@ mod tests {
         ];
         for input in inputs {
             match extract(Path::new("x.pdf"), input) {
-                Extraction::Failed(m) => assert!(m.starts_with("corrupt PDF"), "{m}"),
+                Extraction::Failed(e) => {
+                    assert!(e.to_string().starts_with("corrupt PDF"), "{e}")
+                }
                 Extraction::Skipped(SkipReason::Empty) => {}
                 other => panic!("unexpected {other:?}"),
             }

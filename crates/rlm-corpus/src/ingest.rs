@@ -410,7 +410,7 @@ fn process_file(entry: &FileEntry, chunk_chars: usize, max_bytes: u64) -> Proces
             ProcessOutcome::Indexed(ex, spans)
         }
         Extraction::Skipped(r) => ProcessOutcome::Skipped(r),
-        Extraction::Failed(m) => ProcessOutcome::Failed(m),
+        Extraction::Failed(e) => ProcessOutcome::Failed(e.to_string()),
     };
     done(hash, outcome)
 }

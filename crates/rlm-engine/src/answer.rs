@@ -74,7 +74,7 @@ pub enum EngineError {
     EmptyCorpus,
     /// The sandbox could not start.
     #[error("{0}")]
-    Sandbox(String),
+    Sandbox(rlm_sandbox::SandboxError),
     /// Not one model call succeeded: nothing to answer from.
     #[error("{0}")]
     ModelUnavailable(String),

@@ -17,6 +17,7 @@
 use std::sync::LazyLock;
 
 use crate::text::named_enum;
+use crate::values::ConfigError;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -66,14 +67,14 @@ pub enum CitationPolicy {
 }
 
 impl std::str::FromStr for CitationPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
             "best_effort" => Ok(CitationPolicy::BestEffort),
             "strict" => Ok(CitationPolicy::Strict),
-            other => Err(format!(
-                "unknown citation policy {other:?}; use strict or best_effort"
-            )),
+            other => {
+                Err(format!("unknown citation policy {other:?}; use strict or best_effort").into())
+            }
         }
     }
 }
@@ -655,6 +656,7 @@ pub(crate) mod tests {
             "lenient"
                 .parse::<CitationPolicy>()
                 .unwrap_err()
+                .to_string()
                 .contains("strict or best_effort")
         );
     }

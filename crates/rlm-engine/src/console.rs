@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use rlm_llm::{BoxFuture, ChatModel, ChatRequest, ChatResponse, LlmError};
-use rlm_sandbox::{CellResult, Interpreter, WorkerPool};
+use rlm_sandbox::{CellResult, Interpreter, SandboxError, WorkerPool};
 
 use crate::answer::EngineError;
 use crate::budget::UsageReport;
@@ -47,8 +47,30 @@ impl std::fmt::Debug for ReplConsole {
 pub struct Committed {
     /// The variable `FINAL_VAR` named; `None` for `FINAL`.
     pub variable: Option<String>,
-    /// The answer text, or why `FINAL_VAR` could not read its variable.
-    pub text: Result<String, String>,
+    /// The answer text, or why `FINAL_VAR` could not read its variable
+    /// ([`ConsoleError::UndefinedVariable`]).
+    pub text: Result<String, ConsoleError>,
+}
+
+/// What went wrong in the console: a cell the sandbox could not run, or a
+/// `FINAL_VAR` naming no variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConsoleError {
+    /// The sandbox died running the cell; a fresh one was started (earlier
+    /// variables are gone).
+    #[error("{0}")]
+    SandboxDied(SandboxError),
+    /// The sandbox died running the cell and no new one could start.
+    #[error("{died}; and no new sandbox could start: {restart}")]
+    NoNewSandbox {
+        /// Why the sandbox died.
+        died: SandboxError,
+        /// Why the new one could not start.
+        restart: SandboxError,
+    },
+    /// `FINAL_VAR(name)` names no variable.
+    #[error("FINAL_VAR({0}): no variable named {0:?} is defined")]
+    UndefinedVariable(String),
 }
 
 /// Stands in for the model when none is configured: the host functions that
@@ -103,16 +125,15 @@ impl ReplConsole {
         req.trace = trace;
         let run = Run::new(parts, corpus, &req);
         let host = Arc::new(AgentHost::new(run.clone(), ROOT_AGENT.into(), 0, run_agent));
-        let interp = Self::interpreter(&run).await?;
+        let interp = Self::interpreter(&run)
+            .await
+            .map_err(EngineError::Sandbox)?;
         Ok(ReplConsole { run, host, interp })
     }
 
-    async fn interpreter(run: &Run) -> Result<Interpreter, EngineError> {
+    async fn interpreter(run: &Run) -> Result<Interpreter, SandboxError> {
         let spec = interpreter_spec(run, "", None);
-        run.pool
-            .start_interpreter(&spec)
-            .await
-            .map_err(|e| EngineError::Sandbox(e.to_string()))
+        run.pool.start_interpreter(&spec).await
     }
 
     /// True when model calls are possible.
@@ -122,17 +143,17 @@ impl ReplConsole {
 
     /// Runs one cell. A Python exception is `Ok` with the error in the
     /// result; `Err` means the sandbox died (a fresh one has been started:
-    /// earlier variables are gone) and says why.
-    pub async fn run_cell(&mut self, code: &str) -> Result<CellResult, String> {
+    /// earlier variables are gone, [`ConsoleError::SandboxDied`]) and says why.
+    pub async fn run_cell(&mut self, code: &str) -> Result<CellResult, ConsoleError> {
         match self.interp.run_cell(code, &self.host).await {
             Ok(r) => Ok(r),
-            Err(e) => {
-                let why = e.to_string();
-                self.interp = Self::interpreter(&self.run)
-                    .await
-                    .map_err(|e| format!("{why}; and no new sandbox could start: {e}"))?;
-                Err(why)
-            }
+            Err(died) => match Self::interpreter(&self.run).await {
+                Ok(interp) => {
+                    self.interp = interp;
+                    Err(ConsoleError::SandboxDied(died))
+                }
+                Err(restart) => Err(ConsoleError::NoNewSandbox { died, restart }),
+            },
         }
     }
 
@@ -146,9 +167,7 @@ impl ReplConsole {
             FinalDirective::Var(name) => {
                 let text = match self.interp.get_var(&name).await {
                     Ok(Some(v)) => Ok(value_to_text(&v)),
-                    _ => Err(format!(
-                        "FINAL_VAR({name}): no variable named {name:?} is defined"
-                    )),
+                    _ => Err(ConsoleError::UndefinedVariable(name.clone())),
                 };
                 Committed {
                     variable: Some(name),

@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rlm_corpus::{CorpusStore, Store};
+use rlm_corpus::{CorpusError, CorpusStore, Store};
 use rlm_sandbox::{InputValue, Piece, SourceDocument, TextSource};
 use serde::{Deserialize, Serialize};
 
 use crate::citations::{CitationSource, SourceChunk};
+use crate::values::ConfigError;
 
 /// How `context` is shaped in the REPL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -23,16 +24,30 @@ pub enum ContextShape {
 }
 
 impl std::str::FromStr for ContextShape {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "string" | "str" => Ok(ContextShape::String),
             "list" => Ok(ContextShape::List),
-            other => Err(format!(
-                "unknown context shape {other:?}; use string or list"
-            )),
+            other => Err(format!("unknown context shape {other:?}; use string or list").into()),
         }
     }
+}
+
+/// Why [`Corpus::document_text`] has no text for a document.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    /// No document has this index.
+    #[error("there is no document {0}")]
+    NoSuchDocument(usize),
+    /// The store could not give the document's text.
+    #[error("cannot read the text of {path}: {source}")]
+    Unreadable {
+        /// The document's corpus-relative path.
+        path: String,
+        /// The store's error.
+        source: CorpusError,
+    },
 }
 
 /// One document of the snapshot.
@@ -68,7 +83,7 @@ pub fn document_header(index: usize, path: &str) -> String {
 impl Corpus {
     /// Lists the store's documents (their texts are read on demand). The
     /// store is any back-end: the local folder or PostgreSQL.
-    pub fn load(store: Arc<dyn CorpusStore>) -> Result<Self, rlm_corpus::CorpusError> {
+    pub fn load(store: Arc<dyn CorpusStore>) -> Result<Self, CorpusError> {
         let mut docs = Vec::new();
         for (index, d) in store.documents()?.into_iter().enumerate() {
             docs.push(CorpusDocument {
@@ -94,7 +109,7 @@ impl Corpus {
     pub fn in_memory(
         docs: &[rlm_corpus::MemoryDocument],
         chunk_chars: usize,
-    ) -> Result<Self, rlm_corpus::CorpusError> {
+    ) -> Result<Self, CorpusError> {
         Corpus::load(Arc::new(Store::in_memory(docs, chunk_chars)?))
     }
 
@@ -135,14 +150,17 @@ impl Corpus {
     }
 
     /// The text of document `index`, read from the store.
-    pub fn document_text(&self, index: usize) -> Result<String, String> {
+    pub fn document_text(&self, index: usize) -> Result<String, DocumentError> {
         let d = self
             .docs
             .get(index)
-            .ok_or_else(|| format!("there is no document {index}"))?;
+            .ok_or(DocumentError::NoSuchDocument(index))?;
         self.store
             .document_text(&d.id)
-            .map_err(|e| format!("cannot read the text of {}: {e}", d.path))
+            .map_err(|source| DocumentError::Unreadable {
+                path: d.path.clone(),
+                source,
+            })
     }
 
     /// The document texts as a sandbox [`TextSource`] (text `i` = document `i`),
@@ -205,8 +223,8 @@ impl Corpus {
     }
 
     /// `search(query, k)` for the REPL: hits as JSON records.
-    pub fn search_json(&self, query: &str, k: usize) -> Result<serde_json::Value, String> {
-        let hits = self.store.search(query, k).map_err(|e| e.to_string())?;
+    pub fn search_json(&self, query: &str, k: usize) -> Result<serde_json::Value, CorpusError> {
+        let hits = self.store.search(query, k)?;
         Ok(serde_json::Value::Array(
             hits.into_iter()
                 .map(|h| {

@@ -6,12 +6,23 @@
 
 use serde_json::json;
 
-use rlm_corpus::{Embedder, RetrievalMode, SearchOptions};
+use rlm_corpus::{CorpusError, Embedder, RetrievalError, RetrievalMode, SearchOptions};
 
 use crate::answer::{ExpansionReport, Intent, RetrievalReport};
 use crate::config::FlowsConfig;
 use crate::run::{ROOT_AGENT, Run};
 use crate::text::head;
+
+/// Why retrieval gave the `rag` and `pipeline` flows nothing to work on.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RetrieveError {
+    /// The full-text search failed.
+    #[error("retrieval failed: {0}")]
+    Search(CorpusError),
+    /// Expanding the entry chunks to their files failed.
+    #[error("file expansion failed: {0}")]
+    Expand(RetrievalError),
+}
 
 /// One chunk of an expanded file.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +68,7 @@ pub(crate) fn stage1(
     k: usize,
     high_recall: bool,
     embedder: Option<&dyn Embedder>,
-) -> Result<(Vec<Hit>, RetrievalReport), String> {
+) -> Result<(Vec<Hit>, RetrievalReport), RetrieveError> {
     let store = fx.corpus().store();
     let embedded = store.embedding_model().ok().flatten().is_some();
     if let (Some(e), true) = (embedder, embedded) {
@@ -99,9 +110,7 @@ pub(crate) fn stage1(
             ),
         }
     }
-    let hits = store
-        .search(query, k)
-        .map_err(|e| format!("retrieval failed: {e}"))?;
+    let hits = store.search(query, k).map_err(RetrieveError::Search)?;
     if high_recall {
         fx.step(
             ROOT_AGENT,
@@ -153,7 +162,7 @@ pub(crate) fn retrieve_and_expand(
     intent: &Intent,
     cfg: &FlowsConfig,
     embedder: Option<&dyn Embedder>,
-) -> Result<(Vec<FileWork>, RetrievalReport, ExpansionReport), String> {
+) -> Result<(Vec<FileWork>, RetrievalReport, ExpansionReport), RetrieveError> {
     let high_recall = !cfg.low_recall_mode;
     let k = if high_recall {
         cfg.high_recall_k
@@ -183,7 +192,7 @@ pub(crate) fn retrieve_and_expand(
     let entry_ids: Vec<&str> = hits.iter().map(|h| h.chunk_id.as_str()).collect();
     let expanded = store
         .expand_files(&entry_ids, &caps)
-        .map_err(|e| format!("file expansion failed: {e}"))?;
+        .map_err(RetrieveError::Expand)?;
     let mut exp = ExpansionReport {
         files: 0,
         total_chunks: expanded.total_chunks,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rlm_llm::{ChatModel, ChatRequest, ChatResponse, Message, ModelRole};
-use rlm_sandbox::WorkerPool;
+use rlm_sandbox::{SandboxError, WorkerPool};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
@@ -85,21 +85,34 @@ pub(crate) struct CallOpts {
 }
 
 /// A model call that produced no reply.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum CallError {
     /// A budget refused the call.
+    #[error("{0}")]
     Budget(Exhausted),
     /// The model failed after retries.
+    #[error("{}{}", MODEL_FAILED, .0)]
     Model(String),
 }
 
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Budget(e) => write!(f, "{e}"),
-            CallError::Model(m) => write!(f, "{MODEL_FAILED}{m}"),
-        }
-    }
+/// Why a sub-call (`llm_query`, `rlm_query`) gave the calling agent no
+/// answer. The message is what the model reads in its sandbox.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum SubcallError {
+    /// A budget refused the call.
+    #[error(
+        "{0}. No more sub-calls can be made: work with the results you already have and commit an answer with FINAL."
+    )]
+    Budget(Exhausted),
+    /// The sub-model failed after retries.
+    #[error("the sub-model call failed: {0}")]
+    Model(String),
+    /// The child agent's sandbox could not start.
+    #[error(transparent)]
+    AgentSandbox(#[from] SandboxError),
+    /// The call's task ended without a result (it panicked).
+    #[error("the call was lost")]
+    Lost,
 }
 
 /// What a flow hands the harness to finish the run.
@@ -338,7 +351,7 @@ impl Run {
         depth: u32,
         prompt: String,
         model: Option<String>,
-    ) -> Result<String, String> {
+    ) -> Result<String, SubcallError> {
         let started = Instant::now();
         self.trace.emit(TraceEvent::SubcallStart {
             agent: id.clone(),
@@ -370,10 +383,8 @@ impl Run {
                 self.saw(EvidenceKind::SubAnswer, &id, &resp.text).await;
                 Ok(resp.text)
             }
-            Err(CallError::Budget(e)) => Err(format!(
-                "{e}. No more sub-calls can be made: work with the results you already have and commit an answer with FINAL."
-            )),
-            Err(CallError::Model(m)) => Err(format!("the sub-model call failed: {m}")),
+            Err(CallError::Budget(e)) => Err(SubcallError::Budget(e)),
+            Err(CallError::Model(m)) => Err(SubcallError::Model(m)),
         };
         self.finish_subcall(&id, parent, depth, &prompt, &result, started);
         result
@@ -385,12 +396,12 @@ impl Run {
         parent: &str,
         depth: u32,
         prompt: &str,
-        r: &Result<String, String>,
+        r: &Result<String, SubcallError>,
         t0: Instant,
     ) {
         let (ok, text) = match r {
             Ok(t) => (true, t.clone()),
-            Err(e) => (false, e.clone()),
+            Err(e) => (false, e.to_string()),
         };
         if ok {
             self.sub_results

@@ -10,15 +10,17 @@
 //! use rlm_llm::bounded::{self, CappedLines};
 //! use std::io::Cursor;
 //!
-//! let lines: Vec<_> = CappedLines::new(Cursor::new("a\n\nbb\n"), 4).collect();
-//! assert_eq!(lines, vec![Ok((1, "a".to_string())), Ok((3, "bb".to_string()))]);
+//! let lines: Vec<_> = CappedLines::new(Cursor::new("a\n\nbb\n"), 4)
+//!     .collect::<Result<_, _>>()
+//!     .unwrap();
+//! assert_eq!(lines, vec![(1, "a".to_string()), (3, "bb".to_string())]);
 //! let err = CappedLines::new(Cursor::new("toolong\n"), 4).next().unwrap().unwrap_err();
-//! assert_eq!(err, "line 1 is longer than the limit of 4 bytes");
+//! assert_eq!(err.to_string(), "line 1 is longer than the limit of 4 bytes");
 //! assert_eq!(bounded::size(bounded::CONFIG_FILE_LIMIT), "1 MiB");
 //! ```
 
 use std::io::{self, BufRead, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest config file (`rlm.toml`) read.
 pub const CONFIG_FILE_LIMIT: u64 = 1 << 20;
@@ -38,28 +40,68 @@ pub fn size(limit: u64) -> String {
     }
 }
 
+/// Why [`read_text`] returned no text. `what` names the file (`config
+/// file`, `briefing`); each message is one line naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TextError {
+    /// The file cannot be opened or read.
+    #[error("cannot read {what} {}: {source}", .path.display())]
+    Unreadable {
+        /// What the file is.
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The file is larger than the limit.
+    #[error("{what} {} is larger than the limit of {}", .path.display(), size(*.limit))]
+    TooLarge {
+        /// What the file is.
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The file is not UTF-8 text.
+    #[error("{what} {} is not UTF-8 text (invalid byte at offset {offset})", .path.display())]
+    NotUtf8 {
+        /// What the file is.
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+}
+
 /// The whole of `path` as UTF-8 text, refused past `limit` bytes. `what`
 /// names the file in errors (`config file`, `briefing`), which are one line
 /// naming the file and, for size, the limit. Only `limit + 1` bytes are ever
 /// read, so an endless file (`/dev/zero`, a FIFO fed forever) ends too.
-pub fn read_text(path: &Path, what: &str, limit: u64) -> Result<String, String> {
-    let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {what} {shown}: {e}"))?;
+pub fn read_text(path: &Path, what: &str, limit: u64) -> Result<String, TextError> {
+    let unreadable = |source| TextError::Unreadable {
+        what: what.to_string(),
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {what} {shown}: {e}"))?;
+        .map_err(unreadable)?;
     if bytes.len() as u64 > limit {
-        return Err(format!(
-            "{what} {shown} is larger than the limit of {}",
-            size(limit)
-        ));
+        return Err(TextError::TooLarge {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+            limit,
+        });
     }
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "{what} {shown} is not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        )
+    String::from_utf8(bytes).map_err(|e| TextError::NotUtf8 {
+        what: what.to_string(),
+        path: path.to_path_buf(),
+        offset: e.utf8_error().valid_up_to(),
     })
 }
 
@@ -122,10 +164,37 @@ pub fn skip_line<R: BufRead + ?Sized>(r: &mut R) -> io::Result<()> {
     }
 }
 
+/// Why [`CappedLines`] stopped early. Messages name the line but not the
+/// file, for the caller to prefix.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// A line is longer than the cap.
+    #[error("line {line} is longer than the limit of {}", size(*.limit as u64))]
+    TooLong {
+        /// 1-based line number.
+        line: usize,
+        /// The cap in bytes.
+        limit: usize,
+    },
+    /// A line is not UTF-8 text.
+    #[error("line {line} is not UTF-8 text")]
+    NotUtf8 {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// Reading failed.
+    #[error("cannot read line {line}: {source}")]
+    Read {
+        /// 1-based line number.
+        line: usize,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
 /// The non-blank lines of a stream as `(1-based line number, text)`, each at
 /// most `max` bytes. A read error, a line past the cap or a line that is not
-/// UTF-8 is one error (a message without the file's name, for the caller to
-/// prefix) and ends the iteration.
+/// UTF-8 is one [`LineError`] and ends the iteration.
 pub struct CappedLines<R> {
     reader: R,
     max: usize,
@@ -148,35 +217,30 @@ impl<R: BufRead> CappedLines<R> {
 }
 
 impl<R: BufRead> Iterator for CappedLines<R> {
-    type Item = Result<(usize, String), String>;
+    type Item = Result<(usize, String), LineError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.done {
             self.line += 1;
-            let n = self.line;
-            let failed = |e: String| Some(Err(e));
-            match read_line(&mut self.reader, &mut self.buf, self.max) {
-                Ok(Line::End) => self.done = true,
-                Ok(Line::TooLong) => {
+            let line = self.line;
+            let error = match read_line(&mut self.reader, &mut self.buf, self.max) {
+                Ok(Line::End) => {
                     self.done = true;
-                    return failed(format!(
-                        "line {n} is longer than the limit of {}",
-                        size(self.max as u64)
-                    ));
+                    continue;
                 }
-                Ok(Line::Complete) => match std::str::from_utf8(&self.buf) {
-                    Ok(text) if text.trim().is_empty() => {}
-                    Ok(text) => return Some(Ok((n, text.to_string()))),
-                    Err(_) => {
-                        self.done = true;
-                        return failed(format!("line {n} is not UTF-8 text"));
-                    }
+                Ok(Line::TooLong) => LineError::TooLong {
+                    line,
+                    limit: self.max,
                 },
-                Err(e) => {
-                    self.done = true;
-                    return failed(format!("cannot read line {n}: {e}"));
-                }
-            }
+                Ok(Line::Complete) => match std::str::from_utf8(&self.buf) {
+                    Ok(text) if text.trim().is_empty() => continue,
+                    Ok(text) => return Some(Ok((line, text.to_string()))),
+                    Err(_) => LineError::NotUtf8 { line },
+                },
+                Err(source) => LineError::Read { line, source },
+            };
+            self.done = true;
+            return Some(Err(error));
         }
         None
     }
@@ -206,16 +270,19 @@ mod tests {
     #[test]
     fn an_endless_file_is_refused_at_the_limit() {
         let e = read_text(Path::new("/dev/zero"), "config file", 1 << 20).unwrap_err();
-        assert_eq!(e, "config file /dev/zero is larger than the limit of 1 MiB");
+        assert_eq!(
+            e.to_string(),
+            "config file /dev/zero is larger than the limit of 1 MiB"
+        );
         let mut lines = CappedLines::new(
             io::BufReader::new(std::fs::File::open("/dev/zero").unwrap()),
             1000,
         );
         assert_eq!(
-            lines.next(),
-            Some(Err("line 1 is longer than the limit of 1000 bytes".into()))
+            lines.next().unwrap().unwrap_err().to_string(),
+            "line 1 is longer than the limit of 1000 bytes"
         );
-        assert_eq!(lines.next(), None);
+        assert!(lines.next().is_none());
     }
 
     #[test]
@@ -223,7 +290,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("b.md");
         std::fs::write(&p, b"ok\xff").unwrap();
-        let e = read_text(&p, "briefing", 10).unwrap_err();
+        let e = read_text(&p, "briefing", 10).unwrap_err().to_string();
         assert!(
             e.ends_with("is not UTF-8 text (invalid byte at offset 2)"),
             "{e}"
@@ -231,6 +298,7 @@ mod tests {
         assert!(
             read_text(&dir.path().join("none"), "briefing", 10)
                 .unwrap_err()
+                .to_string()
                 .starts_with("cannot read briefing ")
         );
     }

@@ -129,9 +129,9 @@ impl ReplayProvider {
         // Streamed with a cap per line: an endless file is an error, not a hang.
         let lines = CappedLines::new(BufReader::new(file), bounded::JSONL_LINE_LIMIT);
         for line in lines {
-            let (n, line) = line.map_err(|detail| LlmError::Cassette {
+            let (n, line) = line.map_err(|e| LlmError::Cassette {
                 path: shown.clone(),
-                detail,
+                detail: e.to_string(),
             })?;
             let entry: CassetteEntry =
                 serde_json::from_str(&line).map_err(|e| LlmError::Cassette {

@@ -56,7 +56,8 @@ pub(crate) async fn run(
         req.pipeline.embedder.as_deref(),
     ) {
         Ok(r) => r,
-        Err(reason) => {
+        Err(e) => {
+            let reason = e.to_string();
             fx.fallback(ROOT_AGENT, "retrieval", &reason);
             report.retrieval = Some(RetrievalReport::failed(&reason));
             let text = format!("No answer: {reason}.");

@@ -13,12 +13,12 @@ pub use export::export_rlm_logger;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use rlm_llm::bounded::CappedLines;
+use rlm_llm::bounded::{CappedLines, LineError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
@@ -613,24 +613,63 @@ pub fn now_rfc3339() -> String {
     )
 }
 
+/// Why [`read_trace`] could not read a trace file.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceReadError {
+    /// The file cannot be opened.
+    #[error("cannot open trace {}: {source}", .path.display())]
+    Open {
+        /// The trace file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A line cannot be read (too long, not UTF-8, a read error).
+    #[error("trace {}: {source}", .path.display())]
+    Line {
+        /// The trace file.
+        path: PathBuf,
+        /// What was wrong with the line.
+        source: LineError,
+    },
+    /// A line is not a trace event.
+    #[error(
+        "{} line {line}: not an rlm trace event ({source}); is this a file written by `rlm ask --trace`?",
+        .path.display()
+    )]
+    NotAnEvent {
+        /// The trace file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// Why the line is no event.
+        source: serde_json::Error,
+    },
+}
+
 /// Reads a JSONL trace file. Lines that are not events (e.g. a truncated last
 /// line of a killed run) are reported by line number.
-pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, String> {
-    let f = File::open(path).map_err(|e| format!("cannot open trace {}: {e}", path.display()))?;
+pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, TraceReadError> {
+    let f = File::open(path).map_err(|source| TraceReadError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut out = Vec::new();
     // Streamed with a cap per line: an endless file is an error, not a hang.
     let lines = CappedLines::new(BufReader::new(f), rlm_llm::bounded::JSONL_LINE_LIMIT);
     for line in lines {
-        let (n, line) = line.map_err(|e| format!("trace {}: {e}", path.display()))?;
-        match serde_json::from_str::<TraceRecord>(&line) {
-            Ok(r) => out.push(r),
-            Err(e) => {
-                return Err(format!(
-                    "{} line {n}: not an rlm trace event ({e}); is this a file written by `rlm ask --trace`?",
-                    path.display(),
-                ));
+        let (n, line) = line.map_err(|source| TraceReadError::Line {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let record = serde_json::from_str::<TraceRecord>(&line).map_err(|source| {
+            TraceReadError::NotAnEvent {
+                path: path.to_path_buf(),
+                line: n,
+                source,
             }
-        }
+        })?;
+        out.push(record);
     }
     Ok(out)
 }
@@ -851,7 +890,7 @@ pub(crate) mod tests {
     fn an_endless_trace_is_refused_at_the_line_cap() {
         let e = read_trace(Path::new("/dev/zero")).unwrap_err();
         assert_eq!(
-            e,
+            e.to_string(),
             "trace /dev/zero: line 1 is longer than the limit of 256 MiB"
         );
     }
@@ -862,10 +901,15 @@ pub(crate) mod tests {
         let p = dir.path().join("x.jsonl");
         std::fs::write(&p, "{\"hello\": 1}\n").unwrap();
         let e = read_trace(&p).unwrap_err();
-        assert!(e.contains("line 1"), "{e}");
+        assert!(
+            matches!(e, TraceReadError::NotAnEvent { line: 1, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("line 1"), "{e}");
         assert!(
             read_trace(&dir.path().join("missing"))
                 .unwrap_err()
+                .to_string()
                 .contains("cannot open")
         );
     }

@@ -262,7 +262,7 @@ async fn run_jsonl(console: &mut ReplConsole) -> anyhow::Result<()> {
                 Some(Value::String(code)) => match console.run_cell(code).await {
                     Ok(r) => result_json(&r),
                     // The old interpreter is gone: the console continues on a fresh one.
-                    Err(e) => error_json("SandboxError", &e),
+                    Err(e) => error_json("SandboxError", &e.to_string()),
                 },
                 _ => error_json(
                     "InputError",
@@ -277,7 +277,7 @@ async fn run_jsonl(console: &mut ReplConsole) -> anyhow::Result<()> {
         if let Some(committed) = console.take_final().await {
             reply["final"] = match committed.text {
                 Ok(text) => json!({"answer": text, "variable": committed.variable}),
-                Err(e) => json!({"error": e, "variable": committed.variable}),
+                Err(e) => json!({"error": e.to_string(), "variable": committed.variable}),
             };
         }
         write_reply(&mut out, &reply)?;
@@ -371,7 +371,7 @@ async fn run_interactive(console: &mut ReplConsole, truncate: usize) -> anyhow::
             match (committed.variable, committed.text) {
                 (Some(name), Ok(text)) => println!("FINAL_VAR({}): {}", show(&name), show(&text)),
                 (None, Ok(text)) => println!("FINAL: {}", show(&text)),
-                (_, Err(e)) => println!("{}", show(&e)),
+                (_, Err(e)) => println!("{}", show(&e.to_string())),
             }
         }
         std::io::stdout().flush()?;

@@ -72,10 +72,11 @@ pub(crate) async fn run(
                 match retrieve_and_expand(&fx, &question, &intent, &cfg, embedder.as_deref()) {
                     Ok(r) => r,
                     Err(e) => {
-                        fx.fallback(ROOT_AGENT, "retrieval", &e);
+                        let reason = e.to_string();
+                        fx.fallback(ROOT_AGENT, "retrieval", &reason);
                         (
                             Vec::new(),
-                            RetrievalReport::failed(&e),
+                            RetrievalReport::failed(&reason),
                             ExpansionReport::default(),
                         )
                     }

@@ -6,7 +6,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use regex::Regex;
-use rlm_sandbox::{HostCall, HostError, HostHandler, Interpreter, InterpreterSpec, SandboxConfig};
+use rlm_sandbox::{
+    HostCall, HostError, HostHandler, Interpreter, InterpreterSpec, SandboxConfig, SandboxError,
+};
 use serde_json::Value;
 
 /// Input on which every `evaluate_chunk_relevance` must return False.
@@ -65,6 +67,74 @@ static SELECT_ALL: LazyLock<Regex> = LazyLock::new(|| {
 static IMPORT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?m)^\s*(?:import\s+(\w+)|from\s+(\w+)\s+import)").expect("re"));
 
+/// Why a generated program was rejected before it ran (the static checks).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramRejected {
+    /// The function the program must define is missing.
+    #[error("no `def {0}(...)` function definition")]
+    NoFunction(String),
+    /// It imports a module other than `re`.
+    #[error("imports `{0}` (only `re` is allowed)")]
+    ForbiddenImport(String),
+    /// A string literal is neither in the query nor in the text.
+    #[error(
+        "string literal {0:?} appears in neither the query nor the chunk text (evidence-only rule)"
+    )]
+    LiteralNotInEvidence(String),
+    /// The function has no `return`.
+    #[error("the function never returns")]
+    NeverReturns,
+    /// The last `return` of a chunk program is not `return False`.
+    #[error("the default return is `{0}`, it must be `return False`")]
+    DefaultReturn(String),
+    /// Relevance comes from the absence of something (`not in ...: return True`).
+    #[error("inverted logic (`{0}`): relevance must come from evidence present in the text")]
+    InvertedLogic(String),
+    /// An iteration program's result has no `selected_chunk_ids`.
+    #[error("the result has no `selected_chunk_ids`")]
+    NoSelectedIds,
+    /// An iteration program selects every chunk.
+    #[error("it selects every chunk unconditionally (select-all pattern)")]
+    SelectsAll,
+}
+
+/// Why a program run produced no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// The sandbox could not start.
+    #[error("the sandbox could not start: {0}")]
+    SandboxStart(SandboxError),
+    /// There is no sandbox after starting one (should not happen).
+    #[error("no sandbox")]
+    NoSandbox,
+    /// Setting an input or reading the result failed.
+    #[error("sandbox: {0}")]
+    Sandbox(SandboxError),
+    /// The program was stopped (time or memory limit, a dead worker).
+    #[error("the program was stopped: {0}")]
+    Stopped(SandboxError),
+    /// The program raised an exception.
+    #[error("the program raised {exc_type}: {message}")]
+    Raised {
+        /// The exception's type.
+        exc_type: String,
+        /// Its message.
+        message: String,
+    },
+    /// The program left no result.
+    #[error("the program produced no result")]
+    NoResult,
+    /// `evaluate_chunk_relevance` returned something else than a bool.
+    #[error("evaluate_chunk_relevance returned {0} instead of a bool")]
+    NotABool(String),
+    /// A sanity test failed: True for empty text.
+    #[error("sanity test failed: True for empty text")]
+    TrueForEmptyText,
+    /// A sanity test failed: True for garbage text.
+    #[error("sanity test failed: True for garbage text")]
+    TrueForGarbageText,
+}
+
 /// The string literals of `code` (docstrings excluded), unquoted.
 pub fn string_literals(code: &str) -> Vec<String> {
     STRING_LITERAL
@@ -86,14 +156,14 @@ pub fn string_literals(code: &str) -> Vec<String> {
 /// Checks shared by both program kinds: the function exists, only `re` is
 /// imported, and every string literal is evidence (in the query or the text)
 /// or a schema word.
-fn validate_common(code: &str, name: &str, evidence: &str) -> Result<(), String> {
+fn validate_common(code: &str, name: &str, evidence: &str) -> Result<(), ProgramRejected> {
     if !code.contains(&format!("def {name}(")) {
-        return Err(format!("no `def {name}(...)` function definition"));
+        return Err(ProgramRejected::NoFunction(name.to_string()));
     }
     for c in IMPORT.captures_iter(code) {
         let module = c.get(1).or(c.get(2)).map(|m| m.as_str()).unwrap_or("");
         if module != "re" {
-            return Err(format!("imports `{module}` (only `re` is allowed)"));
+            return Err(ProgramRejected::ForbiddenImport(module.to_string()));
         }
     }
     let evidence = evidence.to_lowercase();
@@ -113,16 +183,18 @@ fn validate_common(code: &str, name: &str, evidence: &str) -> Result<(), String>
         let found = evidence.contains(&l)
             || (!words.is_empty() && words.iter().all(|w| evidence.contains(w)));
         if !found {
-            return Err(format!(
-                "string literal {lit:?} appears in neither the query nor the chunk text (evidence-only rule)"
-            ));
+            return Err(ProgramRejected::LiteralNotInEvidence(lit));
         }
     }
     Ok(())
 }
 
 /// The static checks of a generated `evaluate_chunk_relevance` program.
-pub fn validate_chunk_program(code: &str, query: &str, chunk_text: &str) -> Result<(), String> {
+pub fn validate_chunk_program(
+    code: &str,
+    query: &str,
+    chunk_text: &str,
+) -> Result<(), ProgramRejected> {
     validate_common(
         code,
         "evaluate_chunk_relevance",
@@ -134,17 +206,14 @@ pub fn validate_chunk_program(code: &str, query: &str, chunk_text: &str) -> Resu
         .rev()
         .map(str::trim)
         .find(|l| l.starts_with("return"))
-        .ok_or("the function never returns")?;
+        .ok_or(ProgramRejected::NeverReturns)?;
     if last_return != "return False" {
-        return Err(format!(
-            "the default return is `{last_return}`, it must be `return False`"
-        ));
+        return Err(ProgramRejected::DefaultReturn(last_return.to_string()));
     }
     for re in INVERTED.iter() {
         if let Some(m) = re.find(code) {
-            return Err(format!(
-                "inverted logic (`{}`): relevance must come from evidence present in the text",
-                m.as_str().split_whitespace().collect::<Vec<_>>().join(" ")
+            return Err(ProgramRejected::InvertedLogic(
+                m.as_str().split_whitespace().collect::<Vec<_>>().join(" "),
             ));
         }
     }
@@ -156,17 +225,17 @@ pub fn validate_iteration_program(
     code: &str,
     query: &str,
     chunk_texts: &str,
-) -> Result<(), String> {
+) -> Result<(), ProgramRejected> {
     validate_common(
         code,
         "inspect_iteration",
         &format!("{query}\n{chunk_texts}"),
     )?;
     if !code.contains("selected_chunk_ids") {
-        return Err("the result has no `selected_chunk_ids`".into());
+        return Err(ProgramRejected::NoSelectedIds);
     }
     if SELECT_ALL.is_match(code) {
-        return Err("it selects every chunk unconditionally (select-all pattern)".into());
+        return Err(ProgramRejected::SelectsAll);
     }
     Ok(())
 }
@@ -191,9 +260,6 @@ pub struct ProgramRunner {
     interp: Option<Interpreter>,
 }
 
-/// Why a program run produced no value.
-pub type RunError = String;
-
 impl ProgramRunner {
     /// A runner with `base`'s worker and the given limits.
     pub fn new(base: &SandboxConfig, time_ms: u64, memory_mb: u64) -> Self {
@@ -211,10 +277,10 @@ impl ProgramRunner {
         if self.interp.as_mut().is_none_or(|s| !s.is_alive()) {
             let s = Interpreter::start(&self.config, &InterpreterSpec::new())
                 .await
-                .map_err(|e| format!("the sandbox could not start: {e}"))?;
+                .map_err(RunError::SandboxStart)?;
             self.interp = Some(s);
         }
-        self.interp.as_mut().ok_or_else(|| "no sandbox".to_string())
+        self.interp.as_mut().ok_or(RunError::NoSandbox)
     }
 
     /// Defines `code`, sets `inputs`, runs `expr` and returns its value
@@ -231,7 +297,7 @@ impl ProgramRunner {
             interp
                 .set_var(name, v.clone())
                 .await
-                .map_err(|e| format!("sandbox: {e}"))?;
+                .map_err(RunError::Sandbox)?;
         }
         let cell = format!("{code}\n\nrlm_program_result = {expr}\n");
         let result = interp.run_cell(&cell, &handler).await;
@@ -239,21 +305,21 @@ impl ProgramRunner {
             Ok(r) => r,
             Err(e) => {
                 self.interp = None;
-                return Err(format!("the program was stopped: {e}"));
+                return Err(RunError::Stopped(e));
             }
         };
         if let Some(err) = r.error {
-            return Err(format!(
-                "the program raised {}: {}",
-                err.exc_type, err.message
-            ));
+            return Err(RunError::Raised {
+                exc_type: err.exc_type,
+                message: err.message,
+            });
         }
         let interp = self.interpreter().await?;
         interp
             .get_var("rlm_program_result")
             .await
-            .map_err(|e| format!("sandbox: {e}"))?
-            .ok_or_else(|| "the program produced no result".to_string())
+            .map_err(RunError::Sandbox)?
+            .ok_or(RunError::NoResult)
     }
 
     /// Closes the worker.
@@ -284,18 +350,17 @@ pub async fn evaluate_chunk(
     let items = v.as_array().cloned().unwrap_or_default();
     let as_bool = |i: usize| match items.get(i) {
         Some(Value::Bool(b)) => Ok(*b),
-        other => Err(format!(
-            "evaluate_chunk_relevance returned {} instead of a bool",
+        other => Err(RunError::NotABool(
             other
                 .map(|v| v.to_string())
-                .unwrap_or_else(|| "nothing".into())
+                .unwrap_or_else(|| "nothing".into()),
         )),
     };
     if as_bool(0)? {
-        return Err("sanity test failed: True for empty text".into());
+        return Err(RunError::TrueForEmptyText);
     }
     if as_bool(1)? {
-        return Err("sanity test failed: True for garbage text".into());
+        return Err(RunError::TrueForGarbageText);
     }
     as_bool(2)
 }
@@ -385,33 +450,29 @@ mod tests {
         let chunk = "Alexis knows Python and Rust.";
         assert!(validate_chunk_program(GOOD, q, chunk).is_ok());
         let default_true = GOOD.replace("return False", "return True");
-        assert!(
-            validate_chunk_program(&default_true, q, chunk)
-                .unwrap_err()
-                .contains("default return")
-        );
+        let e = validate_chunk_program(&default_true, q, chunk).unwrap_err();
+        assert_eq!(e, ProgramRejected::DefaultReturn("return True".into()));
+        assert!(e.to_string().contains("default return"), "{e}");
         let invented = GOOD.replace("'python'", "'kubernetes'");
-        assert!(
-            validate_chunk_program(&invented, q, chunk)
-                .unwrap_err()
-                .contains("evidence")
+        let e = validate_chunk_program(&invented, q, chunk).unwrap_err();
+        assert_eq!(
+            e,
+            ProgramRejected::LiteralNotInEvidence("kubernetes".into())
         );
+        assert!(e.to_string().contains("evidence"), "{e}");
         let inverted = "def evaluate_chunk_relevance(chunk_text):\n    if 'python' not in chunk_text.lower():\n        return True\n    return False";
-        assert!(
-            validate_chunk_program(inverted, q, chunk)
-                .unwrap_err()
-                .contains("inverted")
-        );
-        assert!(
-            validate_chunk_program("x = 1", q, chunk)
-                .unwrap_err()
-                .contains("def evaluate_chunk_relevance")
+        let e = validate_chunk_program(inverted, q, chunk).unwrap_err();
+        assert!(matches!(e, ProgramRejected::InvertedLogic(_)), "{e}");
+        assert!(e.to_string().contains("inverted"), "{e}");
+        let e = validate_chunk_program("x = 1", q, chunk).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no `def evaluate_chunk_relevance(...)` function definition"
         );
         let imports = format!("import os\n{GOOD}");
-        assert!(
-            validate_chunk_program(&imports, q, chunk)
-                .unwrap_err()
-                .contains("os")
+        assert_eq!(
+            validate_chunk_program(&imports, q, chunk).unwrap_err(),
+            ProgramRejected::ForbiddenImport("os".into())
         );
         let docstring = GOOD.replace(
             "-> bool:\n",
@@ -423,11 +484,9 @@ mod tests {
     #[test]
     fn iteration_program_rules() {
         let all = "def inspect_iteration(chunks):\n    return {\"selected_chunk_ids\": [c[\"chunk_id\"] for c in chunks], \"confidence\": 1.0, \"stop\": True}";
-        assert!(
-            validate_iteration_program(all, "q", "")
-                .unwrap_err()
-                .contains("select-all")
-        );
+        let e = validate_iteration_program(all, "q", "").unwrap_err();
+        assert_eq!(e, ProgramRejected::SelectsAll);
+        assert!(e.to_string().contains("select-all"), "{e}");
         let fb = fallback_iteration_program(&query_terms("Alexis skills Python"));
         assert!(
             validate_iteration_program(&fb, "Alexis skills Python", "").is_ok(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use rlm_llm::{Message, ModelRole};
-use rlm_sandbox::{CellResult, InputValue, Interpreter, truncate_output};
+use rlm_sandbox::{CellResult, InputValue, Interpreter, SandboxError, truncate_output};
 use serde_json::Value;
 
 use super::host::{AgentHost, BoxFut, caps};
@@ -50,6 +50,63 @@ const ENGINE_OUTPUT_MARKS: &[&str] = &[
 /// with a condition that never matches and read silence as "try again".
 pub(super) const NO_OUTPUT: &str = "(no output: the cell printed nothing. If it searched for something, nothing matched: check upper/lower case, try fewer or other words, or print(search(\"keywords\")))";
 
+/// Why a cell gave no result: the sandbox failed (a fresh one is started
+/// for the next cell). The model reads the message.
+#[derive(Debug, thiserror::Error)]
+enum CellError {
+    /// The sandbox failed running the cell (the worker died, timed out...).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// No sandbox: the last restart failed.
+    #[error("the sandbox interpreter is closed")]
+    Closed,
+}
+
+/// Why an answer given this turn was not committed: the note the model
+/// reads on its next turn.
+#[derive(Debug, thiserror::Error)]
+enum AnswerRefused {
+    /// The turn fanned out: the sub-calls' results were not seen yet.
+    #[error(
+        "Note: your FINAL was not accepted yet. This turn ran {subcalls} sub-call(s) whose results you had not seen when you wrote FINAL. Read their output above and this draft, then give the real answer with FINAL(...) in your next reply (a synthesis in your own words, not a dump of raw results).\nDraft FINAL you wrote:\n{}",
+        truncate_output(.draft, 2000)
+    )]
+    Deferred {
+        /// Sub-calls the turn started.
+        subcalls: u32,
+        /// The answer the agent wrote.
+        draft: String,
+    },
+    /// At the root, the answer is no answer (an internal id, a
+    /// placeholder, the question again).
+    #[error(
+        "Note: your FINAL was not accepted: {why}. Answer the question itself in words, with the facts you found (cite them with [[doc:N \"exact quote\"]]), then FINAL(...) again."
+    )]
+    NotAnAnswer {
+        /// What makes it no answer.
+        why: String,
+    },
+    /// `FINAL_VAR` names a variable holding more than an answer may.
+    #[error(
+        "Error: FINAL_VAR({name}) holds {chars} characters; an answer may have at most {}, so no answer was committed. Write the answer itself, not the material it comes from.",
+        caps::ANSWER_CHARS
+    )]
+    VariableTooLong {
+        /// The variable.
+        name: String,
+        /// Characters it holds.
+        chars: usize,
+    },
+    /// `FINAL_VAR` names no variable.
+    #[error(
+        "Error: FINAL_VAR({name}) names a variable that does not exist, so no answer was committed. Create it in a ```repl block first (call SHOW_VARS() to list variables), or write FINAL(your answer)."
+    )]
+    NoSuchVariable {
+        /// The variable.
+        name: String,
+    },
+}
+
 struct Agent {
     ctx: Arc<Run>,
     id: String,
@@ -75,7 +132,7 @@ pub(crate) fn run_agent(
     depth: u32,
     task: String,
     input: Option<InputValue>,
-) -> BoxFut<Result<Outcome, String>> {
+) -> BoxFut<Result<Outcome, SandboxError>> {
     Box::pin(async move {
         // The spec is rebuilt from the corpus when needed instead of kept:
         // holding the corpus-sized inputs for the whole run would double memory.
@@ -83,8 +140,7 @@ pub(crate) fn run_agent(
         let interp = ctx
             .pool
             .start_interpreter_on(ctx.config.sandbox, &spec)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         drop(spec);
         let host = Arc::new(AgentHost::new(ctx.clone(), id.clone(), depth, run_agent));
         let max_turns = ctx.config.budget.iterations_at(depth);
@@ -285,7 +341,7 @@ impl Agent {
         iteration: u32,
         index: usize,
         code: &str,
-    ) -> Result<CellResult, String> {
+    ) -> Result<CellResult, CellError> {
         let adapted = parse::adapt_async_calls(code);
         let code = adapted.as_str();
         self.trace(TraceEvent::Cell {
@@ -310,8 +366,8 @@ impl Agent {
             Some(s) => s
                 .run_cell(code, &self.host)
                 .await
-                .map_err(|e| e.to_string()),
-            None => Err("the sandbox interpreter is closed".into()),
+                .map_err(CellError::Sandbox),
+            None => Err(CellError::Closed),
         };
         if let Ok(r) = &result {
             self.ctx
@@ -339,7 +395,7 @@ impl Agent {
                     iteration,
                     index,
                     stdout: String::new(),
-                    error: Some(e.clone()),
+                    error: Some(e.to_string()),
                     elapsed_ms: 0,
                     host_calls: 0,
                 });
@@ -367,7 +423,7 @@ impl Agent {
     /// An answer given this turn via `via`: deferred when the turn fanned
     /// out (its results not seen yet), else committed unless it is not an
     /// answer. `Err` is the note for the model's next turn.
-    fn accept(&mut self, answer: &str, via: CommitVia) -> Result<Commit, String> {
+    fn accept(&mut self, answer: &str, via: CommitVia) -> Result<Commit, AnswerRefused> {
         let subcalls = self.host.turn_subcalls.load(Ordering::SeqCst);
         if subcalls > 0 && self.ctx.config.defer_final_after_fanout {
             return Err(self.defer(answer, via, subcalls));
@@ -384,7 +440,7 @@ impl Agent {
         answer: &str,
         via: CommitVia,
         last_turn: bool,
-    ) -> Result<Commit, String> {
+    ) -> Result<Commit, AnswerRefused> {
         // Sub-agents may be asked for ids (the pipeline's repl inspector).
         let Some(why) = self
             .is_root()
@@ -400,23 +456,21 @@ impl Agent {
             });
         }
         self.rejected_answer = true;
-        Err(format!(
-            "Note: your FINAL was not accepted: {why}. Answer the question itself in words, with the facts you found (cite them with [[doc:N \"exact quote\"]]), then FINAL(...) again."
-        ))
+        Err(AnswerRefused::NotAnAnswer { why })
     }
 
     /// An answer this turn gave (or why it gave none, for the next turn's
     /// notes): taken as [`Self::accept`] says.
     fn take_answer(
         &mut self,
-        answer: Result<String, String>,
+        answer: Result<String, AnswerRefused>,
         via: CommitVia,
         notes: &mut Vec<String>,
     ) -> Option<Commit> {
         match answer.and_then(|a| self.accept(&a, via)) {
             Ok(commit) => Some(commit),
-            Err(note) => {
-                notes.push(note);
+            Err(refused) => {
+                notes.push(refused.to_string());
                 None
             }
         }
@@ -463,7 +517,7 @@ impl Agent {
         }
     }
 
-    fn defer(&mut self, answer: &str, via: CommitVia, subcalls: u32) -> String {
+    fn defer(&mut self, answer: &str, via: CommitVia, subcalls: u32) -> AnswerRefused {
         self.trace(TraceEvent::Final {
             agent: self.id.clone(),
             depth: self.depth,
@@ -472,14 +526,14 @@ impl Agent {
             deferred: true,
         });
         self.deferred = Some(answer.to_string());
-        format!(
-            "Note: your FINAL was not accepted yet. This turn ran {subcalls} sub-call(s) whose results you had not seen when you wrote FINAL. Read their output above and this draft, then give the real answer with FINAL(...) in your next reply (a synthesis in your own words, not a dump of raw results).\nDraft FINAL you wrote:\n{}",
-            truncate_output(answer, 2000)
-        )
+        AnswerRefused::Deferred {
+            subcalls,
+            draft: answer.to_string(),
+        }
     }
 
     /// Resolves a directive to answer text (FINAL_VAR reads the variable).
-    async fn resolve(&mut self, d: FinalDirective) -> Result<String, String> {
+    async fn resolve(&mut self, d: FinalDirective) -> Result<String, AnswerRefused> {
         match d {
             FinalDirective::Answer(a) => Ok(a),
             FinalDirective::Var(name) => match self.get_var(&name).await {
@@ -487,16 +541,11 @@ impl Agent {
                     let text = value_to_text(&v);
                     let n = text.chars().count();
                     if n > caps::ANSWER_CHARS {
-                        return Err(format!(
-                            "Error: FINAL_VAR({name}) holds {n} characters; an answer may have at most {}, so no answer was committed. Write the answer itself, not the material it comes from.",
-                            caps::ANSWER_CHARS
-                        ));
+                        return Err(AnswerRefused::VariableTooLong { name, chars: n });
                     }
                     Ok(text)
                 }
-                None => Err(format!(
-                    "Error: FINAL_VAR({name}) names a variable that does not exist, so no answer was committed. Create it in a ```repl block first (call SHOW_VARS() to list variables), or write FINAL(your answer)."
-                )),
+                None => Err(AnswerRefused::NoSuchVariable { name }),
             },
         }
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rlm_sandbox::{HostCall, HostError, HostHandler, InputValue};
+use rlm_sandbox::{HostCall, HostError, HostHandler, InputValue, SandboxError};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
@@ -17,7 +17,7 @@ use crate::citations::CitationSource;
 use crate::grounding::EvidenceKind;
 use crate::host::repl_function;
 use crate::parse::FinalDirective;
-use crate::run::Run;
+use crate::run::{Run, SubcallError};
 use crate::session::Finding;
 use crate::text::{is_identifier, preview, value_to_text};
 use crate::trace::TraceEvent;
@@ -76,7 +76,7 @@ fn rlm_query(
     depth: u32,
     prompt: String,
     context: Option<Value>,
-) -> BoxFut<Result<String, String>> {
+) -> BoxFut<Result<String, SubcallError>> {
     Box::pin(async move {
         if depth >= ctx.config.budget.max_depth {
             let prompt = match &context {
@@ -108,7 +108,8 @@ fn rlm_query(
             .map(|o| match o.partial_reason {
                 Some(reason) => format!("(partial: {reason}) {}", o.answer),
                 None => o.answer,
-            });
+            })
+            .map_err(SubcallError::AgentSandbox);
         if let Ok(answer) = &r {
             ctx.saw(EvidenceKind::SubAnswer, &id, answer).await;
         }
@@ -124,9 +125,10 @@ pub(crate) struct HostState {
 }
 
 /// Starts a child agent (`rlm_query`): the `repl` flow's agent loop, handed
-/// in by the agent so that this module does not import it.
+/// in by the agent so that this module does not import it. `Err` when the
+/// child's sandbox cannot start.
 pub(crate) type SpawnAgent =
-    fn(Arc<Run>, String, u32, String, Option<InputValue>) -> BoxFut<Result<Outcome, String>>;
+    fn(Arc<Run>, String, u32, String, Option<InputValue>) -> BoxFut<Result<Outcome, SandboxError>>;
 
 /// The host functions of one agent's sandbox (the table's behaviour).
 pub(crate) struct AgentHost {
@@ -219,7 +221,7 @@ impl AgentHost {
     async fn batched(
         &self,
         prompts: Vec<String>,
-        f: impl Fn(String, String) -> BoxFut<Result<String, String>>,
+        f: impl Fn(String, String) -> BoxFut<Result<String, SubcallError>>,
     ) -> Result<Value, HostError> {
         self.turn_subcalls
             .fetch_add(prompts.len() as u32, Ordering::SeqCst);
@@ -233,18 +235,22 @@ impl AgentHost {
                 (i, fut.await)
             });
         }
-        let mut out: Vec<Option<Result<String, String>>> = vec![None; set.len()];
+        let mut out: Vec<Option<Result<String, SubcallError>>> = vec![None; set.len()];
         while let Some(joined) = set.join_next().await {
             if let Ok((i, r)) = joined {
                 out[i] = Some(r);
             }
         }
-        let results: Vec<Result<String, String>> = out
+        let results: Vec<Result<String, SubcallError>> = out
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err("the call was lost".into())))
+            .map(|r| r.unwrap_or(Err(SubcallError::Lost)))
             .collect();
         if !results.is_empty() && results.iter().all(Result::is_err) {
-            let first = results[0].as_ref().err().cloned().unwrap_or_default();
+            let first = results[0]
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
             return Err(HostError::runtime(format!(
                 "every call of the batch failed; the first: {first}"
             )));
@@ -275,7 +281,7 @@ impl AgentHost {
                 ctx.sub_query(self.child_id(), &self.id, self.depth + 1, prompt, model)
                     .await
                     .map(Value::String)
-                    .map_err(HostError::runtime)
+                    .map_err(|e| HostError::runtime(e.to_string()))
             }
             "llm_query_batched" => {
                 let prompts = Self::prompts_arg(&call)?;
@@ -302,7 +308,7 @@ impl AgentHost {
                 )
                 .await
                 .map(Value::String)
-                .map_err(HostError::runtime)
+                .map_err(|e| HostError::runtime(e.to_string()))
             }
             "rlm_query_batched" => {
                 let prompts = Self::prompts_arg(&call)?;

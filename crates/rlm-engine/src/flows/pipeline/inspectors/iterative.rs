@@ -11,11 +11,13 @@ use std::sync::Arc;
 use rlm_llm::{Message, ModelRole};
 use serde_json::{Map, Value, json};
 
-use crate::flows::pipeline::file::{FileCtx, Selection, call_failure};
+use crate::budget::Exhausted;
+use crate::flows::pipeline::file::{FileCtx, Selection};
 use crate::flows::pipeline::program::{self, ProgramRunner};
 use crate::flows::pipeline::{inspectors::per_chunk as inspector_per_chunk, select};
 use crate::prompts::render;
 use crate::retrieval::FileChunk;
+use crate::run::CallError;
 use crate::trace::CallPurpose;
 
 /// Prompt asking for one round's program.
@@ -73,7 +75,7 @@ async fn program_for(
     iteration: u32,
     previous: &Map<String, Value>,
     fallback_program: &str,
-) -> Result<String, String> {
+) -> Result<String, Exhausted> {
     let previews = active
         .iter()
         .take(10)
@@ -109,10 +111,8 @@ async fn program_for(
         )
         .await;
     let failure = match reply {
-        Err(e) => match call_failure(&e) {
-            (true, reason) => return Err(reason),
-            (false, reason) => reason,
-        },
+        Err(CallError::Budget(refused)) => return Err(refused),
+        Err(e @ CallError::Model(_)) => e.to_string(),
         Ok(text) => match program::extract_program(&text, "inspect_iteration") {
             None => "the reply holds no `def inspect_iteration(chunks)`".to_string(),
             Some(code) => {
@@ -201,12 +201,12 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
     for iteration in 1..=cfg.max_rlm_iterations {
         let code = match program_for(f, &active, iteration, &accumulated, &fallback_program).await {
             Ok(c) => c,
-            Err(reason) => {
+            Err(refused) => {
                 f.fallback(
                     "iteration_program",
-                    &format!("iteration {iteration}: {reason}; iterations end"),
+                    &format!("iteration {iteration}: {refused}; iterations end"),
                 );
-                partial.get_or_insert(reason);
+                partial.get_or_insert(refused.to_string());
                 break;
             }
         };

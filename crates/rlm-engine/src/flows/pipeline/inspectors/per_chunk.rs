@@ -114,7 +114,7 @@ pub(crate) async fn evaluate_chunks(
                     "chunk_program",
                     &format!("chunk {}: {e}; counted as not relevant", c.id),
                 );
-                rejected.insert(c.id.clone(), e);
+                rejected.insert(c.id.clone(), e.to_string());
             }
         }
     }

@@ -52,10 +52,9 @@ pub(crate) async fn run(f: &Arc<FileCtx>) -> Selection {
         ],
     );
     let known: Vec<String> = f.file.chunks.iter().map(|c| c.id.clone()).collect();
-    let outcome: Result<(String, Option<String>), String> =
-        run_agent(f.fx.clone(), f.agent.clone(), 1, task, Some(input))
-            .await
-            .map(|o| (o.answer, o.partial_reason));
+    let outcome = run_agent(f.fx.clone(), f.agent.clone(), 1, task, Some(input))
+        .await
+        .map(|o| (o.answer, o.partial_reason));
     match outcome {
         Ok((answer, partial)) => {
             let ids = ids_in(&answer, &known);
