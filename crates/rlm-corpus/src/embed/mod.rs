@@ -46,6 +46,9 @@ pub enum EmbedError {
         "embedding model not found: {0} (set RLM_EMBED_MODEL, or `[embeddings] model_path` in rlm.toml, to a folder with all-MiniLM-L6-v2's config.json, vocab.txt and model.safetensors)"
     )]
     ModelNotFound(String),
+    /// `--embeddings` (or `RLM_EMBEDDINGS`) names no embedder.
+    #[error("unknown embeddings choice {0:?}: use local, provider or none")]
+    UnknownChoice(String),
     /// A vocabulary lacks a token the tokenizer needs (`[CLS]`, `[SEP]`,
     /// `[UNK]`).
     #[error("the vocabulary has no {0} token")]

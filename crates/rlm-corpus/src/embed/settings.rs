@@ -24,16 +24,14 @@ pub enum EmbeddingsChoice {
 }
 
 impl std::str::FromStr for EmbeddingsChoice {
-    type Err = String;
+    type Err = EmbedError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, EmbedError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "none" | "off" => Ok(EmbeddingsChoice::None),
             "local" => Ok(EmbeddingsChoice::Local),
             "provider" => Ok(EmbeddingsChoice::Provider),
-            other => Err(format!(
-                "unknown embeddings choice {other:?}: use local, provider or none"
-            )),
+            other => Err(EmbedError::UnknownChoice(other.to_string())),
         }
     }
 }
