@@ -547,6 +547,10 @@ pub struct ConfigOverrides {
     pub record: Option<PathBuf>,
     /// Replay exchanges from this cassette.
     pub replay: Option<PathBuf>,
+    /// How errors name these values: `None` by their flags (the command
+    /// line); an embedding program names them its own way (the Python
+    /// package: `backend_kwargs["timeout"]`).
+    pub names: Option<fn(&Setting) -> String>,
 }
 
 impl ConfigOverrides {
@@ -580,7 +584,10 @@ impl ConfigOverrides {
         }?;
         Some(Found {
             value,
-            name: setting.flag.unwrap_or(setting.key).to_string(),
+            name: match self.names {
+                Some(name_of) => name_of(setting),
+                None => setting.flag.unwrap_or(setting.key).to_string(),
+            },
             layer: rlm_settings::LAYER_QUESTION,
         })
     }

@@ -56,6 +56,7 @@ pub fn llm_config(
         timeout_secs: number("timeout", "a number of seconds")?,
         max_concurrent: whole("max_concurrent")?.map(|n| n as usize),
         max_retries: whole("max_retries")?.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+        names: Some(backend_kwarg),
         ..ConfigOverrides::default()
     };
     let mut config = LlmConfig::load(&overrides).map_err(|e| e.to_string())?;
@@ -63,6 +64,18 @@ pub fn llm_config(
         config.azure_api_version = v;
     }
     Ok(config)
+}
+
+/// A model setting named as the Python caller wrote it: the
+/// `backend_kwargs` key that sets it.
+fn backend_kwarg(setting: &Setting) -> String {
+    let key = match setting.key {
+        "primary_model" => "model_name",
+        "sub_model" => "sub_model_name",
+        "timeout_secs" => "timeout",
+        other => other,
+    };
+    format!("backend_kwargs[{key:?}]")
 }
 
 /// One question setting: the keyword argument, the `QuestionSettings`

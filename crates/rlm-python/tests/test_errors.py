@@ -39,7 +39,7 @@ def test_bad_backends(backend):
     kwargs["backend_kwargs"]["timeout"] = "soon"
     refused(r'backend_kwargs\["timeout"\]="soon" is not a number of seconds', **kwargs)
     kwargs["backend_kwargs"]["timeout"] = -3
-    refused(r"timeout -3 must be more than 0", **kwargs)
+    refused(r'backend_kwargs\["timeout"\]="-3" is not a number more than 0', **kwargs)
     kwargs = with_backend(backend)
     kwargs["backend_kwargs"]["max_retries"] = "many"
     refused(r'backend_kwargs\["max_retries"\]="many" is not a whole number', **kwargs)
