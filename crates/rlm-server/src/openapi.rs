@@ -355,3 +355,42 @@ fn number_schema(key: &str) -> Value {
         _ => json!({"type": "number"}),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rlm_engine::QuestionSettings;
+    use rlm_engine::values::table;
+
+    /// The request body names each per-question setting by the API field the
+    /// settings table declares for it (`docs/configuration.md` lists them).
+    #[test]
+    fn request_fields_are_the_settings_api_names() {
+        let doc = super::document();
+        let props = doc["components"]["schemas"]["AskBody"]["properties"]
+            .as_object()
+            .expect("AskBody properties");
+        // Fields that are the request itself, not settings.
+        let request = ["question", "session", "briefing", "history"];
+        let settings: Vec<&str> = QuestionSettings::SETTINGS
+            .iter()
+            .copied()
+            .chain([&table::FLOW, &table::ENABLED])
+            .filter_map(|s| s.api)
+            .collect();
+        for key in props.keys() {
+            assert!(
+                request.contains(&key.as_str()) || settings.contains(&key.as_str()),
+                "AskBody field {key:?} is neither part of the request nor a setting's API field"
+            );
+        }
+        for field in [
+            "max_iterations",
+            "max_llm_calls",
+            "inspector",
+            "use_rlm",
+            "flow",
+        ] {
+            assert!(props.contains_key(field), "AskBody lacks {field}");
+        }
+    }
+}
