@@ -12,7 +12,7 @@ pub fn markdown() -> String {
     let mut out = String::new();
     out.push_str(
         "# Configuration reference\n\n\
-         <!-- Generated from crates/rlm-settings/src/table.rs; do not edit by hand. \
+         <!-- Generated from crates/rlm-settings/src/table/; do not edit by hand. \
          Regenerate with: RLM_BLESS=1 cargo test -p rlm-settings -->\n\n\
          Every setting of `rlm`, each declared once. A setting may have a command-line \
          flag, an environment variable, a key in `rlm.toml` and a field in API requests \

@@ -31,7 +31,7 @@ mod tests {
             let Some(env) = env else { continue };
             match table::by_env(env) {
                 None => wrong.push(format!(
-                    "rlm {command} {flag} reads {env}, which crates/rlm-settings/src/table.rs does not declare"
+                    "rlm {command} {flag} reads {env}, which crates/rlm-settings/src/table/ does not declare"
                 )),
                 Some(s) if s.flag != Some(flag.as_str()) => wrong.push(format!(
                     "rlm {command} {flag} reads {env}, whose setting's flag is {:?}",
