@@ -556,32 +556,38 @@ pub struct ConfigOverrides {
 impl ConfigOverrides {
     /// The value this command line gives `setting`, named by its flag.
     fn found(&self, setting: &Setting) -> Option<Found> {
-        let text = |v: &dyn ToString| Some(v.to_string());
-        let value = if setting == &table::PROVIDER {
-            self.provider.as_ref().and_then(|p| text(p))
-        } else if setting == &table::BASE_URL {
-            self.base_url.clone()
-        } else if setting == &table::PRIMARY_MODEL {
-            self.primary_model.clone()
-        } else if setting == &table::SUB_MODEL {
-            self.sub_model.clone()
-        } else if setting == &table::TIMEOUT {
-            self.timeout_secs.as_ref().and_then(|v| text(v))
-        } else if setting == &table::MAX_CONCURRENT {
-            self.max_concurrent.as_ref().and_then(|v| text(v))
-        } else if setting == &table::MAX_RETRIES {
-            self.max_retries.as_ref().and_then(|v| text(v))
-        } else if setting == &table::ROOT_TEMPERATURE {
-            self.root_temperature.as_ref().and_then(|v| text(v))
-        } else if setting == &table::SUB_TEMPERATURE {
-            self.sub_temperature.as_ref().and_then(|v| text(v))
-        } else if setting == &table::ROOT_MAX_OUTPUT_TOKENS {
-            self.root_max_output_tokens.as_ref().and_then(|v| text(v))
-        } else if setting == &table::SUB_MAX_OUTPUT_TOKENS {
-            self.sub_max_output_tokens.as_ref().and_then(|v| text(v))
-        } else {
-            None
-        }?;
+        let given: [(&Setting, Option<String>); 11] = [
+            (&table::PROVIDER, self.provider.map(|v| v.to_string())),
+            (&table::BASE_URL, self.base_url.clone()),
+            (&table::PRIMARY_MODEL, self.primary_model.clone()),
+            (&table::SUB_MODEL, self.sub_model.clone()),
+            (&table::TIMEOUT, self.timeout_secs.map(|v| v.to_string())),
+            (
+                &table::MAX_CONCURRENT,
+                self.max_concurrent.map(|v| v.to_string()),
+            ),
+            (&table::MAX_RETRIES, self.max_retries.map(|v| v.to_string())),
+            (
+                &table::ROOT_TEMPERATURE,
+                self.root_temperature.map(|v| v.to_string()),
+            ),
+            (
+                &table::SUB_TEMPERATURE,
+                self.sub_temperature.map(|v| v.to_string()),
+            ),
+            (
+                &table::ROOT_MAX_OUTPUT_TOKENS,
+                self.root_max_output_tokens.map(|v| v.to_string()),
+            ),
+            (
+                &table::SUB_MAX_OUTPUT_TOKENS,
+                self.sub_max_output_tokens.map(|v| v.to_string()),
+            ),
+        ];
+        let value = given
+            .into_iter()
+            .find(|(s, _)| *s == setting)
+            .and_then(|(_, v)| v)?;
         Some(Found {
             value,
             name: match self.names {
