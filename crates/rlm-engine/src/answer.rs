@@ -151,6 +151,16 @@ pub struct RouteDecision {
 }
 
 impl Answer {
+    /// The claims no passage found supports, as written (what every surface
+    /// lists under the answer).
+    pub fn unsupported_claims(&self) -> Vec<&str> {
+        self.claims
+            .iter()
+            .filter(|c| c.support == crate::grounding::Support::Unsupported)
+            .map(|c| c.text.as_str())
+            .collect()
+    }
+
     /// The valid citations of the supported claims, in answer order, each
     /// place and quote once. Without a claims report (grounding off), the
     /// valid citations of the answer as written.

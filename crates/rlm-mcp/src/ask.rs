@@ -275,12 +275,7 @@ fn answer_result(
     sources: Vec<Source>,
     not_saved: Option<String>,
 ) -> CallToolResult {
-    let unsupported: Vec<&str> = answer
-        .claims
-        .iter()
-        .filter(|c| c.support == Support::Unsupported)
-        .map(|c| c.text.as_str())
-        .collect();
+    let unsupported = answer.unsupported_claims();
     let mut md = answer.answer.trim_end().to_string();
     if !sources.is_empty() {
         md.push_str("\n\n**Sources**\n");

@@ -13,7 +13,6 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rlm_corpus::IndexOptions;
 use rlm_engine::citations::CitationStatus;
-use rlm_engine::grounding::Support;
 use rlm_engine::values::table;
 use rlm_engine::{
     Answer, AskedTurn, CancelToken, Conversation, Corpus, Engine, EngineSettings, Flow,
@@ -378,12 +377,7 @@ fn print_sources(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
             writeln!(out, "  [{}] {s}", i + 1)?;
         }
     }
-    let unsupported: Vec<&str> = answer
-        .claims
-        .iter()
-        .filter(|c| c.support == Support::Unsupported)
-        .map(|c| c.text.as_str())
-        .collect();
+    let unsupported = answer.unsupported_claims();
     if !unsupported.is_empty() {
         writeln!(out, "\nNot supported by any passage found:")?;
         for c in unsupported {
