@@ -24,9 +24,18 @@ pub enum SettingError {
         /// The parser's message.
         message: String,
     },
-    /// The settings file could not be read or is not valid.
+    /// The settings file could not be read or is not valid TOML.
     #[error("{0}")]
     File(String),
+    /// A table of the settings file is wrong: not a table, a key no setting
+    /// has, a value of the wrong type.
+    #[error("{message}")]
+    Table {
+        /// The table, e.g. `engine` or `llm.root`.
+        table: String,
+        /// What is wrong, naming the file and the entry.
+        message: String,
+    },
 }
 
 impl From<SettingError> for String {

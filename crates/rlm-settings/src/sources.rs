@@ -146,10 +146,13 @@ impl SettingsFile {
                 continue;
             }
             let table = value.as_table().ok_or_else(|| {
-                SettingError::File(format!(
-                    "{shown}: [{name}] must be a table of settings, e.g. {}",
-                    example(name)
-                ))
+                in_table(
+                    name,
+                    format!(
+                        "{shown}: [{name}] must be a table of settings, e.g. {}",
+                        example(name)
+                    ),
+                )
             })?;
             file.take_table(name, table)?;
         }
@@ -171,10 +174,13 @@ impl SettingsFile {
                 continue;
             }
             if !known_key(name, key) {
-                return Err(SettingError::File(format!(
-                    "{shown}: [{name}] has no setting {key:?}; its keys are: {} (see docs/configuration.md)",
-                    keys_of(name).join(", ")
-                )));
+                return Err(in_table(
+                    name,
+                    format!(
+                        "{shown}: [{name}] has no setting {key:?}; its keys are: {} (see docs/configuration.md)",
+                        keys_of(name).join(", ")
+                    ),
+                ));
             }
             let wants_text = table::ALL.iter().any(|s| {
                 s.table == Some(name)
@@ -182,10 +188,13 @@ impl SettingsFile {
                     && matches!(s.kind, Kind::Path | Kind::Text | Kind::Secret)
             });
             if wants_text && !value.is_str() {
-                return Err(SettingError::File(format!(
-                    "{shown}: [{name}] {key} must be text in quotes, not {}",
-                    value.type_str()
-                )));
+                return Err(in_table(
+                    name,
+                    format!(
+                        "{shown}: [{name}] {key} must be text in quotes, not {}",
+                        value.type_str()
+                    ),
+                ));
             }
             let text = match value {
                 toml::Value::String(s) => s.clone(),
@@ -193,10 +202,13 @@ impl SettingsFile {
                 toml::Value::Float(f) => f.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
                 other => {
-                    return Err(SettingError::File(format!(
-                        "{shown}: [{name}] {key} must be a string, number or boolean, not {}",
-                        other.type_str()
-                    )));
+                    return Err(in_table(
+                        name,
+                        format!(
+                            "{shown}: [{name}] {key} must be a string, number or boolean, not {}",
+                            other.type_str()
+                        ),
+                    ));
                 }
             };
             self.values
@@ -273,6 +285,14 @@ impl SettingsFile {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Found> {
         env_found(setting, env).or_else(|| self.found(setting))
+    }
+}
+
+/// An error of the file's table `table`.
+fn in_table(table: &str, message: String) -> SettingError {
+    SettingError::Table {
+        table: table.to_string(),
+        message,
     }
 }
 

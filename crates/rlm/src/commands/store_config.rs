@@ -45,7 +45,9 @@ pub fn location_from_config(
         Ok(settings) => settings,
         // A wrong [store] table is this function's to report; anything else
         // in the file is left to the command, which reads it again.
-        Err(e) if e.to_string().contains("[store]") => bail!("{e}"),
+        Err(rlm_settings::SettingError::Table { table, message }) if table == "store" => {
+            bail!("{message}")
+        }
         Err(_) => return Ok(None),
     };
     let Some(found) = settings.found(&rlm_settings::table::STORE) else {
