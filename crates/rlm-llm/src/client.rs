@@ -12,7 +12,9 @@ use crate::config::{LlmConfig, RetryPolicy};
 use crate::error::LlmError;
 use crate::provider::{BoxFuture, Provider, http_provider};
 use crate::tokens;
-use crate::types::{ChatRequest, ChatResponse, ModelReply, ModelRequest, ReportedUsage, Usage};
+use crate::types::{
+    ChatRequest, ChatResponse, ModelReply, ModelRequest, ReportedUsage, SchemaUse, Usage,
+};
 use crate::usage::UsageTotals;
 
 /// Anything that answers chat requests. [`LlmClient`] is the real one; the
@@ -103,6 +105,7 @@ impl LlmClient {
             temperature: request.temperature.or(role.temperature),
             max_output_tokens: request.max_output_tokens.or(role.max_output_tokens),
             stop: request.stop.clone(),
+            schema: request.schema.clone(),
             on_token: request.on_token.clone(),
         }
     }
@@ -137,6 +140,11 @@ impl LlmClient {
         let started = Instant::now();
         let (reply, retries) = self.send_with_retries(&resolved).await?;
         let latency = started.elapsed();
+        let schema_use = if resolved.schema.is_some() {
+            SchemaUse::Constrained
+        } else {
+            SchemaUse::NotAsked
+        };
 
         let (reported, estimated) = match reply.usage {
             Some(u) => (u, false),
@@ -175,6 +183,7 @@ impl LlmClient {
             text: reply.text,
             finish_reason: reply.finish_reason,
             usage,
+            schema_use,
         })
     }
 

@@ -56,6 +56,6 @@ pub use provider::{BoxFuture, Provider};
 pub use stream::{TokenDelta, TokenSink};
 pub use types::{
     ChatRequest, ChatResponse, FinishReason, Message, ModelReply, ModelRequest, ModelRole,
-    ReportedUsage, Role, Usage,
+    ReplySchema, ReportedUsage, Role, SchemaUse, Usage,
 };
 pub use usage::{UsageSum, UsageTotals};

@@ -108,6 +108,51 @@ pub struct ChatRequest {
     /// Receives the reply's text as it is generated, where the provider
     /// streams (the local model); others deliver only the whole reply.
     pub on_token: Option<TokenSink>,
+    /// A JSON Schema the reply must follow: the provider constrains decoding
+    /// to it where it can; see [`ChatResponse::schema_use`].
+    pub schema: Option<ReplySchema>,
+}
+
+/// A JSON Schema a reply must follow. Providers constrain decoding to it
+/// where they can: OpenAI-compatible servers and Azure with
+/// `response_format` (strict `json_schema`), Anthropic with a forced tool
+/// whose input schema it is, the embedded model with a llama.cpp grammar
+/// built from it. The reply's text is then the JSON document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplySchema {
+    /// A short name (ASCII letters, digits, `_` and `-`), sent where the wire
+    /// protocol wants one (OpenAI's schema name, Anthropic's tool name).
+    pub name: String,
+    /// The JSON Schema.
+    pub schema: serde_json::Value,
+}
+
+impl ReplySchema {
+    /// A schema called `name`.
+    pub fn new(name: impl Into<String>, schema: serde_json::Value) -> Self {
+        ReplySchema {
+            name: name.into(),
+            schema,
+        }
+    }
+}
+
+/// Whether a request's [`ReplySchema`] shaped the reply.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum SchemaUse {
+    /// The request had no schema.
+    #[default]
+    NotAsked,
+    /// The provider was given the schema and constrained the reply to it.
+    Constrained,
+    /// The endpoint refused the schema (now or on an earlier call: it is
+    /// remembered per endpoint), so the request went as plain text; the
+    /// reply may not follow the schema.
+    Refused {
+        /// What the endpoint said, or that it refused before.
+        reason: String,
+    },
 }
 
 impl ChatRequest {
@@ -171,6 +216,12 @@ impl ChatRequest {
         self.on_token = Some(sink);
         self
     }
+
+    /// Asks for a reply that follows `schema`.
+    pub fn with_schema(mut self, schema: ReplySchema) -> Self {
+        self.schema = Some(schema);
+        self
+    }
 }
 
 /// A fully resolved request as a provider sends it: the model is named and the
@@ -191,6 +242,10 @@ pub struct ModelRequest {
     /// Stop sequences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// The schema the reply must follow, when one was asked for and the
+    /// endpoint takes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<ReplySchema>,
     /// Where a streaming provider sends text as it is generated. Not part of
     /// the request's identity: never serialized, never hashed.
     #[serde(skip)]
@@ -296,12 +351,15 @@ pub struct Usage {
 /// The answer to a [`ChatRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
-    /// The generated text.
+    /// The generated text (the JSON document, when a schema constrained it).
     pub text: String,
     /// Why generation stopped.
     pub finish_reason: FinishReason,
     /// What the call cost.
     pub usage: Usage,
+    /// Whether the request's schema shaped the reply.
+    #[serde(default)]
+    pub schema_use: SchemaUse,
 }
 
 /// Serializes a [`Duration`] as whole milliseconds (`latency_ms`-style fields).
