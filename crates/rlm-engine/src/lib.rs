@@ -63,7 +63,7 @@ pub use blocking::off_runtime;
 pub use budget::{Budget, BudgetConfig, Exhausted, UsageReport};
 pub use cancel::CancelToken;
 pub use citations::{Citation, CitationPolicy, VerificationReport};
-pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode, VerifyMode};
+pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode, TurnFormat, VerifyMode};
 pub use corpus::{ContextShape, Corpus};
 pub use engine::Engine;
 pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestion, Surface};

@@ -541,6 +541,28 @@ pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
     None
 }
 
+/// The line the root's inspection cell prints above the question's
+/// full-text hits (kept here so a copy of it is recognised).
+pub(crate) const SEARCH_LEAD: &str =
+    "Full-text search for the question found these passages (a lead, not proof: check them):";
+
+/// True when `text` holds the engine's own output rather than words of an
+/// answer: a `[DOCUMENT N: path]` header, a bare `[[chunk:ID]]` marker as
+/// the inspection prints them, the search lead, a "REPL output" heading, or
+/// a search hit's record. These are the engine's strings, so the test is
+/// the same in every language; a model that pastes what it was shown has
+/// not answered.
+pub fn holds_engine_output(text: &str) -> bool {
+    static PATTERNS: OnceLock<regex::Regex> = OnceLock::new();
+    let re = PATTERNS.get_or_init(|| {
+        regex::Regex::new(
+            r#"\[DOCUMENT \d+:|\[\[chunk:[0-9a-f]{16}-\d+\]\]|REPL output|['"]chunk_id['"]\s*:"#,
+        )
+        .expect("valid regex")
+    });
+    re.is_match(text) || text.contains(SEARCH_LEAD) || text.contains("a lead, not proof")
+}
+
 /// True when a reply announces what its writer will do next ("I will
 /// search…", "Let me check…", "Next, we need…"): a plan, not an answer,
 /// whatever facts it mentions on the way.
@@ -567,6 +589,31 @@ pub fn abstains(answer: &str) -> bool {
         .expect("valid regex")
     });
     answer.chars().count() <= 400 && re.is_match(answer)
+}
+
+#[cfg(test)]
+mod engine_output_tests {
+    use super::*;
+
+    #[test]
+    fn the_engines_own_output_is_recognised_in_any_language() {
+        for pasted in [
+            "[DOCUMENT 0: notes/vault.txt]\nThe code is 8316.",
+            "[[chunk:0a1b2c3d4e5f6a7b-0]] in notes",
+            "REPL output:\n8316",
+            "{'chunk_id': '0a1b2c3d4e5f6a7b-0', 'text': 'Der Code ist 8316.'}",
+            SEARCH_LEAD,
+        ] {
+            assert!(holds_engine_output(pasted), "{pasted}");
+        }
+        for answer in [
+            "The vault code is 8316. [[chunk:0a1b2c3d4e5f6a7b-0 \"vault code is 8316\"]]",
+            "Der Tresorcode lautet 8316 [[doc:0 \"Code 8316\"]].",
+            "The document lists three offices.",
+        ] {
+            assert!(!holds_engine_output(answer), "{answer}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -126,8 +126,9 @@ impl QuestionSettings {
     /// The settings a question can set besides its flow and RLM switch.
     /// Errors name each by its flag ([`Surface::Flags`]) or its API field
     /// ([`Surface::Api`]).
-    pub const SETTINGS: [&'static Setting; 14] = [
+    pub const SETTINGS: [&'static Setting; 15] = [
         &table::COVERAGE,
+        &table::TURN_FORMAT,
         &table::INSPECTOR,
         &table::CITATIONS,
         &table::VERIFY,
@@ -234,6 +235,9 @@ impl QuestionSettings {
         }
         if let Some(v) = r.boolean(&table::COVERAGE)? {
             config.coverage = v;
+        }
+        if let Some(v) = r.parsed(&table::TURN_FORMAT)? {
+            config.turn_format = v;
         }
         pipeline.inspector = r.parsed(&table::INSPECTOR)?;
         let b = &mut config.budget;

@@ -8,10 +8,11 @@
 //! the policy, `run_finished`, the [`Answer`].
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rlm_llm::{ChatModel, ChatRequest, ChatResponse, Message, ModelRole};
+use rlm_llm::{ChatModel, ChatRequest, ChatResponse, Message, ModelRole, SchemaUse};
 use rlm_sandbox::{SandboxError, WorkerPool};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -70,6 +71,8 @@ pub(crate) struct Run {
     /// Why model calls are impossible (`rlm repl` without a model), if they are.
     pub(crate) no_model: Option<String>,
     call_slots: Semaphore,
+    /// An endpoint's refusal of structured replies was noted in the trace.
+    schema_refusal_noted: AtomicBool,
     id: String,
     /// The question (coverage looks for the documents it matches).
     question: String,
@@ -82,6 +85,8 @@ pub(crate) struct CallOpts {
     pub(crate) model: Option<String>,
     /// Stop sequences for this call.
     pub(crate) stop: Vec<String>,
+    /// The schema the reply must follow (structured turns, extraction).
+    pub(crate) schema: Option<rlm_llm::ReplySchema>,
 }
 
 /// A model call that produced no reply.
@@ -137,6 +142,7 @@ impl Run {
             pool: parts.pool,
             budget: Arc::new(Budget::new(parts.config.budget.clone())),
             call_slots: Semaphore::new(parts.config.budget.max_concurrent),
+            schema_refusal_noted: AtomicBool::new(false),
             config: parts.config,
             corpus,
             trace: req.trace.clone(),
@@ -232,9 +238,8 @@ impl Run {
         purpose: CallPurpose,
     ) -> Result<String, CallError> {
         let opts = CallOpts {
-            temperature: None,
             model,
-            stop: Vec::new(),
+            ..CallOpts::default()
         };
         self.call_model(agent, depth, role, messages, 0, opts, purpose, 0)
             .await
@@ -255,7 +260,7 @@ impl Run {
         purpose: CallPurpose,
         iteration: u32,
     ) -> Result<ChatResponse, CallError> {
-        let reserved = if purpose == CallPurpose::Synthesis && depth == 0 {
+        let reserved = if purpose.is_last_resort() && depth == 0 {
             self.budget.reserve_synthesis_call()
         } else {
             self.budget.reserve_call(depth, estimate_tokens(messages))
@@ -300,6 +305,7 @@ impl Run {
         req.temperature = opts.temperature;
         req.model = opts.model;
         req.stop = opts.stop;
+        req.schema = opts.schema;
         let result = self.llm.chat(req).await;
         deltas.close();
         match result {
@@ -317,6 +323,15 @@ impl Run {
                 );
                 if u.cost_usd.is_none() {
                     self.budget.note_unpriced(&u.model);
+                }
+                if let SchemaUse::Refused { reason } = &resp.schema_use
+                    && !self.schema_refusal_noted.swap(true, Ordering::SeqCst)
+                {
+                    self.fallback(
+                        agent,
+                        "structured_reply",
+                        &format!("the endpoint refused the reply schema, so replies are plain text: {reason}"),
+                    );
                 }
                 self.trace.emit(TraceEvent::LlmResponse {
                     agent: agent.into(),
@@ -369,9 +384,8 @@ impl Run {
                 &messages,
                 0,
                 CallOpts {
-                    temperature: None,
                     model,
-                    stop: Vec::new(),
+                    ..CallOpts::default()
                 },
                 CallPurpose::SubQuery,
                 0,

@@ -16,3 +16,4 @@ mod loops;
 mod pipeline;
 mod settings;
 mod slow_subcalls;
+mod structured;

@@ -92,7 +92,7 @@ async fn a_chunk_id_as_the_answer_is_sent_back_once() {
     let reqs = server.requests();
     let note = reqs[1].last_message();
     assert!(
-        note.contains("your FINAL was not accepted")
+        note.contains("your answer was not accepted")
             && note.contains("chunk id 12495df8814cacdd-1"),
         "{note}"
     );
@@ -133,8 +133,11 @@ async fn a_reply_stopped_after_its_code_block_runs_that_block() {
         ],
     ))
     .await;
+    // The stop belongs to the text protocol: a structured turn is one JSON
+    // document, never cut.
     let mut c = config();
     c.stop_after_code = Some(true);
+    c.turn_format = rlm_engine::TurnFormat::Text;
     let eng = engine(&server, c).await;
     let (answer, _) = ask(&eng, &ts, "What is six times seven?").await;
     assert_eq!(answer.answer, "42");

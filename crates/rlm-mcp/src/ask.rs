@@ -54,6 +54,7 @@ pub(super) fn read_question(state: &McpState, args: &ToolArgs) -> Result<Questio
         .with(&table::INSPECTOR, args.string("inspector")?)
         .with(&table::CITATIONS, args.string("citations")?)
         .with(&table::VERIFY, args.string("verify")?)
+        .with(&table::TURN_FORMAT, args.string("turn_format")?)
         .with(
             &table::COVERAGE,
             args.bool("coverage")?.map(|c| c.to_string()),

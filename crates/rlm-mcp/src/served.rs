@@ -166,6 +166,7 @@ fn ask_body(question: Question) -> Result<AskBody, BadArgs> {
         sandbox: text(&table::SANDBOX),
         citations: text(&table::CITATIONS),
         coverage: s.get(&table::COVERAGE).map(|c| c == "true"),
+        turn_format: text(&table::TURN_FORMAT),
         max_llm_calls: number(&table::MAX_LLM_CALLS)?,
         max_iterations: number(&table::MAX_ITERATIONS)?,
         max_depth: number(&table::MAX_DEPTH)?,

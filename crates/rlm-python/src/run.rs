@@ -128,6 +128,7 @@ impl Engine {
             "citations": c.citation_policy,
             "verify_citations": c.verify_citations,
             "context_shape": c.context_shape,
+            "turn_format": c.turn_format,
             "sandbox": c.sandbox,
         })
         .to_string()

@@ -80,13 +80,14 @@ fn backend_kwarg(setting: &Setting) -> String {
 
 /// One question setting: the keyword argument, the `QuestionSettings`
 /// field it fills (and that errors of `resolve` name).
-const QUESTION_KWARGS: [(&str, &str); 11] = [
+const QUESTION_KWARGS: [(&str, &str); 12] = [
     ("flow", "flow"),
     ("inspector", "inspector"),
     ("citations", "citations"),
     ("verify", "verify"),
     ("coverage", "coverage"),
     ("context_shape", "context_shape"),
+    ("turn_format", "turn_format"),
     ("max_llm_calls", "max_llm_calls"),
     ("max_iterations", "max_iterations"),
     ("max_depth", "max_depth"),

@@ -106,6 +106,9 @@ pub struct AskBody {
     /// Also report the documents that match the question but back no claim.
     #[serde(default)]
     pub coverage: Option<bool>,
+    /// How the agents reply each turn: `auto`, `structured` or `text`.
+    #[serde(default)]
+    pub turn_format: Option<String>,
     /// The pipeline's stage-1 retrieval: many entry chunks (true) or few.
     #[serde(default)]
     pub high_recall: Option<bool>,
@@ -508,6 +511,7 @@ impl App {
             .with(&table::INSPECTOR, body.inspector.clone())
             .with(&table::CITATIONS, body.citations.clone())
             .with(&table::COVERAGE, body.coverage.map(|c| c.to_string()))
+            .with(&table::TURN_FORMAT, body.turn_format.clone())
             .with(&table::HIGH_RECALL, body.high_recall.map(|c| c.to_string()))
             .with(
                 &table::EXPAND_FILES,

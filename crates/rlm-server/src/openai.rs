@@ -157,6 +157,9 @@ pub(crate) struct ChatCompletionRequest {
     /// which Python runs the model's code, as the API field `sandbox`.
     #[serde(default)]
     sandbox: Option<String>,
+    /// rlm's extension: how the agents reply each turn (`turn_format`).
+    #[serde(default)]
+    turn_format: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -373,6 +376,7 @@ pub(crate) async fn chat_completions(
         flow: flow.map(str::to_string),
         history,
         sandbox: request.sandbox.clone(),
+        turn_format: request.turn_format.clone(),
         ..AskBody::default()
     };
     let run = app.start_run(ask)?;

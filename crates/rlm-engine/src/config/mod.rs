@@ -38,6 +38,9 @@ pub struct EngineConfig {
     /// `None` is `auto`: the command that picks the model decides.
     #[serde(default)]
     pub stop_after_code: Option<bool>,
+    /// How the agents' replies are shaped (`RLM_TURN_FORMAT`), default `auto`.
+    #[serde(default)]
+    pub turn_format: TurnFormat,
     /// Report the documents that match the question but back no claim
     /// (`RLM_COVERAGE`, `--coverage`), default off.
     #[serde(default)]
@@ -80,6 +83,7 @@ impl Default for EngineConfig {
             semantic_check: false,
             coverage: false,
             stop_after_code: None,
+            turn_format: TurnFormat::Auto,
             defer_final_after_fanout: true,
             max_replies_without_code: default_max_replies_without_code(),
             inspect_search_k: default_inspect_search_k(),
@@ -88,6 +92,41 @@ impl Default for EngineConfig {
             sub_model: String::new(),
             flows: FlowsConfig::default(),
             sandbox: rlm_sandbox::SandboxBackend::Monty,
+        }
+    }
+}
+
+/// How the agents' replies are shaped (`RLM_TURN_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnFormat {
+    /// Structured; an endpoint that refuses the schema gets text replies.
+    #[default]
+    Auto,
+    /// A JSON turn the provider constrains: code to run, an answer whose
+    /// sources name passages the run was shown, or "not found".
+    Structured,
+    /// The paper's protocol: ```repl blocks and `FINAL(...)`.
+    Text,
+}
+
+impl TurnFormat {
+    /// True when replies are asked for in the structured format.
+    pub fn structured(self) -> bool {
+        self != TurnFormat::Text
+    }
+}
+
+impl std::str::FromStr for TurnFormat {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(TurnFormat::Auto),
+            "structured" | "json" => Ok(TurnFormat::Structured),
+            "text" => Ok(TurnFormat::Text),
+            other => {
+                Err(format!("unknown turn format {other:?}; use auto, structured or text").into())
+            }
         }
     }
 }
@@ -144,6 +183,9 @@ impl FromSettings for EngineConfig {
                 "auto" => None,
                 _ => r.boolean(&table::STOP_AFTER_CODE)?,
             };
+        }
+        if let Some(v) = r.parsed(&table::TURN_FORMAT)? {
+            c.turn_format = v;
         }
         if let Some(v) = r.boolean(&table::DEFER_FINAL)? {
             c.defer_final_after_fanout = v;

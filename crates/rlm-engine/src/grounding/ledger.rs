@@ -118,6 +118,24 @@ impl Ledger {
             .collect()
     }
 
+    /// What an answer may cite: `chunk:ID` of every chunk and `doc:N` of
+    /// every document the agents saw, first sighting first.
+    pub(crate) fn refs(&self) -> Vec<String> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for e in &inner.entries {
+            let chunk = e.chunk_id.as_ref().map(|id| format!("chunk:{id}"));
+            let doc = e.doc_index.map(|n| format!("doc:{n}"));
+            for r in chunk.into_iter().chain(doc) {
+                if seen.insert(r.clone()) {
+                    out.push(r);
+                }
+            }
+        }
+        out
+    }
+
     /// The chunks the agents saw, read from `corpus`, first sighting first.
     pub(crate) fn chunks(&self, corpus: &Corpus) -> Vec<SourceChunk> {
         self.chunk_ids()

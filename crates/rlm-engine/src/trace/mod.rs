@@ -46,6 +46,9 @@ pub enum CallPurpose {
     SubQuery,
     /// The synthesis fallback after a budget ran out.
     Synthesis,
+    /// The extraction call: the answer from the best passages the run saw,
+    /// when the loop ended without one.
+    Extraction,
     /// `--flow auto`: the triage call choosing `rag` or an RLM flow.
     Triage,
     /// Pipeline: intent extraction (once per question).
@@ -64,6 +67,14 @@ pub enum CallPurpose {
     Answer,
     /// The opt-in semantic check: does each claim's quote support it.
     SemanticCheck,
+}
+
+impl CallPurpose {
+    /// The calls that answer when the loop could not: a root's one such
+    /// call is paid from the budget's reserve.
+    pub fn is_last_resort(self) -> bool {
+        matches!(self, CallPurpose::Synthesis | CallPurpose::Extraction)
+    }
 }
 
 named_enum! {
@@ -85,6 +96,11 @@ named_enum! {
         FinalNow = "final_now",
         /// The synthesis fallback after a budget, a cap or a failure.
         Synthesis = "synthesis",
+        /// A structured turn's answer step.
+        Structured = "structured",
+        /// The extraction call over the best passages the run saw, when the
+        /// loop ended without an answer.
+        Extraction = "extraction",
     }
 }
 

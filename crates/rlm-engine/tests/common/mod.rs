@@ -111,13 +111,17 @@ pub fn sub_agent() -> Matcher {
 /// Plain `llm_query` requests (no system prompt).
 pub fn leaf() -> Matcher {
     Matcher::predicate(|r| {
-        r.system().is_empty() && !r.last_message().contains("stopped before it finished")
+        r.system().is_empty()
+            && !r
+                .last_message()
+                .contains("A research run on the question below")
     })
 }
 
-/// The synthesis fallback request.
+/// The extraction call that answers when a loop ends without an answer
+/// (a budget, a cap, a last turn without one).
 pub fn synthesis() -> Matcher {
-    Matcher::last_contains("stopped before it finished")
+    Matcher::last_contains("A research run on the question below")
 }
 
 pub fn repl(code: &str) -> String {

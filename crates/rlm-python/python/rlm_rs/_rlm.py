@@ -144,6 +144,7 @@ class RLM:
         verify: Optional[str] = None,
         coverage: Optional[bool] = None,
         context_shape: Optional[str] = None,
+        turn_format: Optional[str] = None,
         max_llm_calls: Optional[int] = None,
         chunk_chars: int = _native.DEFAULT_CHUNK_CHARS,
         trace: Union[str, "os.PathLike[str]", None] = None,
@@ -208,6 +209,7 @@ class RLM:
             "verify": _setting("verify", verify, "text"),
             "coverage": _setting("coverage", coverage, "bool"),
             "context_shape": _setting("context_shape", context_shape, "text"),
+            "turn_format": _setting("turn_format", turn_format, "text"),
             "max_llm_calls": _setting("max_llm_calls", max_llm_calls, "whole"),
             "max_iterations": _setting("max_iterations", max_iterations, "whole"),
             # The engine counts depth from the root (0 = no recursion).

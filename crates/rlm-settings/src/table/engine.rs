@@ -228,6 +228,18 @@ pub const STOP_AFTER_CODE: Setting = Setting::new(
     "auto",
     "`on`: each REPL reply ends at its first code block (the cell's real output comes next turn); `auto` is on for the embedded model.",
 );
+/// How the root agent's replies are shaped.
+pub const TURN_FORMAT: Setting = Setting::new(
+    Answering,
+    ENGINE,
+    "turn_format",
+    Some("RLM_TURN_FORMAT"),
+    Kind::Choice(&["auto", "structured", "text"]),
+    "auto",
+    "How the agents reply each turn: `structured` (a JSON turn, code to run or an answer whose sources name passages the run was shown, constrained by a grammar, `response_format` or a tool where the provider supports it), `text` (```repl blocks and FINAL(...)), or `auto` (structured; an endpoint that refuses the schema gets text replies, noted in the trace).",
+)
+.flag("--turn-format")
+.api("turn_format");
 /// Defer FINAL in a fan-out turn.
 pub const DEFER_FINAL: Setting = Setting::new(
     Answering,

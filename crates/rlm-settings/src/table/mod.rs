@@ -73,6 +73,7 @@ pub const ALL: &[&Setting] = &[
     &VERIFY,
     &COVERAGE,
     &STOP_AFTER_CODE,
+    &TURN_FORMAT,
     &DEFER_FINAL,
     &INSPECT_SEARCH_K,
     &MAX_NO_CODE_REPLIES,

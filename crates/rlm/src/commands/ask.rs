@@ -64,6 +64,9 @@ pub struct AskArgs {
     /// Checks of the answer: on (citations verified, claims grounded), off, or semantic (also a sub-model judges each claim against its quotes) [env: RLM_VERIFY].
     #[arg(long, value_name = "on|off|semantic")]
     pub verify: Option<String>,
+    /// How the agents reply each turn: structured (a JSON turn the provider constrains; sources may name only passages the run was shown), text (```repl blocks and FINAL) or auto (structured; text where the endpoint refuses the schema) [env: RLM_TURN_FORMAT].
+    #[arg(long, value_name = "auto|structured|text")]
+    pub turn_format: Option<String>,
     /// Also list the documents that match the question but back no claim (for "list every…" questions) [env: RLM_COVERAGE].
     #[arg(long)]
     pub coverage: bool,
@@ -122,6 +125,7 @@ fn question_settings(args: &AskArgs) -> QuestionSettings {
         .with(&table::INSPECTOR, args.inspector.clone())
         .with(&table::CITATIONS, args.citations.clone())
         .with(&table::VERIFY, args.verify.clone())
+        .with(&table::TURN_FORMAT, args.turn_format.clone())
         .with(&table::CONTEXT_SHAPE, args.context_shape.clone())
         .with(&table::COVERAGE, args.coverage.then_some("true"))
         .with(&table::MAX_LLM_CALLS, args.max_llm_calls.clone())

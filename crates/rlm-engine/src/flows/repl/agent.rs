@@ -10,15 +10,17 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use rlm_llm::{Message, ModelRole};
+use rlm_llm::{Message, ModelRole, ReplySchema};
 use rlm_sandbox::{CellResult, InputValue, Interpreter, SandboxError, truncate_output};
 use serde_json::Value;
 
+use super::extraction::{Ended, extract};
 use super::host::{AgentHost, BoxFut, caps};
 use super::inspection::{
     CORPUS_OVERVIEW, SUB_INSPECTION, input_sizes, interpreter_spec, root_inspection,
 };
-use super::synthesis::{Outcome, material_from_ctx, synthesize};
+use super::structured::{self, Steps, Turn};
+use super::synthesis::{Outcome, material_from_ctx};
 use super::turns::{Commit, LastTurn, LoopState, Next, Stop};
 use crate::budget::Exhausted;
 use crate::corpus::ContextShape;
@@ -37,14 +39,6 @@ const CODE_BLOCK_END: &str = "\n```\n";
 /// Longest reply in plain words taken as the answer when it states a fact
 /// the agents were shown (longer ones are nudged for FINAL as before).
 const PROSE_ANSWER_CHARS: usize = 600;
-/// Text of the engine's own output (document headers, the inspection lead):
-/// a reply holding it copies what it was shown, it does not answer.
-const ENGINE_OUTPUT_MARKS: &[&str] = &[
-    "[DOCUMENT ",
-    "Full-text search",
-    "a lead, not proof",
-    "REPL output",
-];
 
 /// What a cell that printed nothing shows the model: small models search
 /// with a condition that never matches and read silence as "try again".
@@ -80,12 +74,18 @@ enum AnswerRefused {
     /// At the root, the answer is no answer (an internal id, a
     /// placeholder, the question again).
     #[error(
-        "Note: your FINAL was not accepted: {why}. Answer the question itself in words, with the facts you found (cite them with [[doc:N \"exact quote\"]]), then FINAL(...) again."
+        "Note: your answer was not accepted: {why}. Answer the question itself in words, with the facts you found and the passages they come from, then give the answer again."
     )]
     NotAnAnswer {
         /// What makes it no answer.
         why: String,
     },
+    /// The answer copies the engine's own output (document headers, the
+    /// search listing): never committed.
+    #[error(
+        "Note: your answer was not accepted: it copies the system's output (document headers, search listings) instead of answering. Read the passages and state the answer in your own words, with the passages it comes from."
+    )]
+    EngineOutput,
     /// `FINAL_VAR` names a variable holding more than an answer may.
     #[error(
         "Error: FINAL_VAR({name}) holds {chars} characters; an answer may have at most {}, so no answer was committed. Write the answer itself, not the material it comes from.",
@@ -107,6 +107,16 @@ enum AnswerRefused {
     },
 }
 
+/// What the last request for an answer gave.
+enum LastReply {
+    /// An answer, given via the way named.
+    Answer(String, CommitVia),
+    /// The model says the documents do not hold the answer.
+    NotFound(String),
+    /// No answer (prose, code without FINAL, nothing).
+    Nothing,
+}
+
 struct Agent {
     ctx: Arc<Run>,
     id: String,
@@ -123,6 +133,13 @@ struct Agent {
     deferred: Option<String>,
     /// An answer that was not an answer was sent back once already.
     rejected_answer: bool,
+    /// Replies are asked for as structured turns ([`structured`]).
+    structured: bool,
+    /// A reply outside the structured format was noted in the trace.
+    text_reply_noted: bool,
+    /// The last reply was a structured turn (a model that answers in text
+    /// is asked for its last answer in text).
+    last_reply_structured: bool,
 }
 
 /// Runs one agent to an outcome. `Err` only when its sandbox cannot start.
@@ -144,6 +161,7 @@ pub(crate) fn run_agent(
         drop(spec);
         let host = Arc::new(AgentHost::new(ctx.clone(), id.clone(), depth, run_agent));
         let max_turns = ctx.config.budget.iterations_at(depth);
+        let ctx_structured = ctx.config.turn_format.structured();
         let mut agent = Agent {
             ctx,
             id,
@@ -158,6 +176,9 @@ pub(crate) fn run_agent(
             last_outputs: Vec::new(),
             deferred: None,
             rejected_answer: false,
+            structured: ctx_structured,
+            text_reply_noted: false,
+            last_reply_structured: false,
         };
         agent.brief(max_turns).await;
         Ok(agent.run(max_turns).await)
@@ -230,7 +251,7 @@ impl Agent {
         let sub_chars = cfg.sub_context_chars.to_string();
         if self.depth != 0 {
             return render(
-                &prompts::system_sub_template(),
+                &prompts::system_sub_template(self.structured),
                 &[
                     ("context_shape", shape),
                     ("sub_context_chars", &sub_chars),
@@ -257,7 +278,7 @@ impl Agent {
             String::new()
         };
         render(
-            &prompts::system_root_template(),
+            &prompts::system_root_template(self.structured),
             &[
                 ("context_shape", shape),
                 ("sub_context_chars", &sub_chars),
@@ -317,6 +338,7 @@ impl Agent {
                 ("context_note", &context_note),
                 ("inspection_code", &inspection),
                 ("inspection_output", output),
+                ("next_step", prompts::next_step(self.structured, true)),
             ],
         )
     }
@@ -441,6 +463,11 @@ impl Agent {
         via: CommitVia,
         last_turn: bool,
     ) -> Result<Commit, AnswerRefused> {
+        // A copy of what the engine printed is no answer, at any depth and
+        // on any turn: the loop's end makes the extraction call instead.
+        if parse::holds_engine_output(answer) {
+            return Err(AnswerRefused::EngineOutput);
+        }
         // Sub-agents may be asked for ids (the pipeline's repl inspector).
         let Some(why) = self
             .is_root()
@@ -486,7 +513,7 @@ impl Agent {
             || text.chars().count() > PROSE_ANSWER_CHARS
             || parse::abstains(text)
             || parse::announces_steps(text)
-            || ENGINE_OUTPUT_MARKS.iter().any(|m| text.contains(m))
+            || parse::holds_engine_output(text)
             || parse::not_an_answer(text, &self.task).is_some()
         {
             return None;
@@ -586,7 +613,12 @@ impl Agent {
             });
         }
         let reply = match self
-            .ask_model(CallPurpose::Iteration, state.turn, state.temperature)
+            .ask_model(
+                CallPurpose::Iteration,
+                state.turn,
+                state.temperature,
+                Steps::Any,
+            )
             .await
         {
             Ok(reply) => reply,
@@ -594,6 +626,14 @@ impl Agent {
         };
         self.host.turn_subcalls.store(0, Ordering::SeqCst);
         let streak = state.observe(&reply);
+        if self.structured {
+            let turn = structured::parse_turn(&reply);
+            self.last_reply_structured = turn.is_some();
+            match turn {
+                Some(turn) => return self.structured_step(state, streak, turn),
+                None => self.note_text_reply(),
+            }
+        }
         let parsed = parse::parse_reply(&reply);
         let max_without_code = self.ctx.config.max_replies_without_code;
         if parsed.code_blocks.is_empty() && parsed.prose_final.is_none() {
@@ -609,6 +649,62 @@ impl Agent {
         state
             .on_code(streak, &self.task, max_without_code)
             .unwrap_or(Next::RunCode(parsed))
+    }
+
+    /// What a structured turn asks for: its code run (a repeat is treated as
+    /// any repeated reply), its answer committed unless it is none, or, when
+    /// the model found nothing, the extraction call (the root) or its
+    /// explanation as the answer (a sub-agent, for its caller).
+    fn structured_step(&mut self, state: &mut LoopState, streak: u32, turn: Turn) -> Next {
+        let max_without_code = self.ctx.config.max_replies_without_code;
+        match turn {
+            Turn::Code(code) => state
+                .on_code(streak, &self.task, max_without_code)
+                .unwrap_or(Next::RunCode(ParsedReply {
+                    code_blocks: vec![CodeBlock {
+                        lang: "repl".into(),
+                        code,
+                    }],
+                    prose_final: None,
+                })),
+            Turn::Answer(statements) => {
+                let answer = structured::answer_text(&statements);
+                match self.accept(&answer, CommitVia::Structured) {
+                    Ok(commit) => Next::Commit(commit),
+                    Err(refused) => {
+                        if let Some(last) = state.on_code(streak, &self.task, max_without_code) {
+                            return last;
+                        }
+                        Next::Nudge(refused.to_string())
+                    }
+                }
+            }
+            Turn::NotFound(what) => self.not_found(what),
+        }
+    }
+
+    /// The model says the documents do not hold the answer: the root makes
+    /// the extraction call over what the run saw (a weak model misses what
+    /// it printed); a sub-agent tells its caller what it found instead.
+    fn not_found(&mut self, what: String) -> Next {
+        if self.is_root() {
+            Next::Stop(Stop::NotFound { said: what })
+        } else {
+            Next::Commit(Commit::new(&what, CommitVia::Structured))
+        }
+    }
+
+    /// A reply outside the structured format (an endpoint that ignores the
+    /// schema): read by the text protocol's rules, noted once in the trace.
+    fn note_text_reply(&mut self) {
+        if !self.text_reply_noted {
+            self.text_reply_noted = true;
+            self.ctx.fallback(
+                &self.id,
+                "structured_reply",
+                "a reply was not a structured turn; it is read as a text-protocol reply",
+            );
+        }
     }
 
     /// Runs the reply's cells, then takes an answer a cell, the `answer`
@@ -752,6 +848,7 @@ impl Agent {
             &[
                 ("outputs", &body),
                 ("question", &self.task),
+                ("next_step", prompts::next_step(self.structured, false)),
                 ("turn", &(state.turn + 1).to_string()),
                 ("max_turns", &state.max_turns.to_string()),
             ],
@@ -771,12 +868,16 @@ impl Agent {
     /// No committed answer: the synthesis fallback writes one from what the
     /// agent gathered, partial for `stop`'s reason.
     async fn give_up(&mut self, stop: Stop) -> Outcome {
-        let material = self.material().await;
-        let reason = stop.to_string();
-        synthesize(
-            &self.ctx, &self.id, self.depth, &self.task, &reason, material,
-        )
-        .await
+        let mut material = self.material().await;
+        let ended = match &stop {
+            Stop::Budget(_) | Stop::ModelFailed(_) => Ended::Stopped(stop.to_string()),
+            Stop::NoCode { .. } | Stop::Repeats { .. } => Ended::NoAnswer,
+            Stop::NotFound { said } => {
+                material.push_str(&format!("\nThe agent concluded: {said}\n"));
+                Ended::NoAnswer
+            }
+        };
+        extract(&self.ctx, &self.id, self.depth, &self.task, ended, material).await
     }
 
     /// Where the words of the agent's task fall in the corpus: the top
@@ -808,7 +909,10 @@ impl Agent {
         purpose: CallPurpose,
         iteration: u32,
         temperature: Option<f32>,
+        steps: Steps,
     ) -> Result<String, Stop> {
+        let schema = self.turn_schema(steps);
+        let stop_after_code = schema.is_none() && self.ctx.config.stop_after_code == Some(true);
         let r = self
             .ctx
             .call_model(
@@ -820,11 +924,12 @@ impl Agent {
                 CallOpts {
                     temperature,
                     model: None,
-                    stop: if self.ctx.config.stop_after_code == Some(true) {
+                    stop: if stop_after_code {
                         vec![CODE_BLOCK_END.to_string()]
                     } else {
                         Vec::new()
                     },
+                    schema,
                 },
                 purpose,
                 iteration,
@@ -835,7 +940,7 @@ impl Agent {
             Ok(resp) => {
                 // Stopped at the end of its first code block: the fence the
                 // stop sequence swallowed is put back.
-                let text = if self.ctx.config.stop_after_code == Some(true) {
+                let text = if stop_after_code {
                     parse::close_open_fence(&resp.text)
                 } else {
                     resp.text
@@ -852,39 +957,81 @@ impl Agent {
     /// One last request for the answer: the answer is committed (as partial
     /// if it is not one); none stops the agent.
     async fn last_turn(&mut self, last: LastTurn) -> Next {
-        self.push_user(last.prompt);
-        match self.last_answer_turn(last.iteration).await {
-            Ok(Some(answer)) => Next::Commit(
-                self.try_commit(&answer, last.via, true)
-                    .unwrap_or_else(|_| Commit::new(&answer, last.via)),
-            ),
-            Ok(None) => Next::Stop(last.no_answer),
+        let prompt = if self.structured && self.last_reply_structured {
+            render(prompts::FINAL_NOW_STRUCTURED, &[("question", &self.task)])
+        } else {
+            last.prompt
+        };
+        self.push_user(prompt);
+        match self.last_answer_turn(last.iteration, last.via).await {
+            // An answer that is none (a copy of the engine's output) is not
+            // committed: the extraction call answers instead.
+            Ok(LastReply::Answer(answer, via)) => match self.try_commit(&answer, via, true) {
+                Ok(commit) => Next::Commit(commit),
+                Err(_) => Next::Stop(last.no_answer),
+            },
+            Ok(LastReply::NotFound(what)) => self.not_found(what),
+            Ok(LastReply::Nothing) => Next::Stop(last.no_answer),
             Err(stop) => Next::Stop(stop),
         }
     }
 
-    /// Asks for the answer one last time: FINAL in prose or code, or plain text.
-    async fn last_answer_turn(&mut self, iteration: u32) -> Result<Option<String>, Stop> {
+    /// Asks for the answer one last time: a structured answer, or FINAL in
+    /// prose or code. A reply in plain prose is not an answer: the engine
+    /// never commits the last prose reply (it may be a paste of what the
+    /// model was shown); the extraction call answers instead.
+    async fn last_answer_turn(
+        &mut self,
+        iteration: u32,
+        via: CommitVia,
+    ) -> Result<LastReply, Stop> {
         let reply = self
-            .ask_model(CallPurpose::FinalNow, iteration, None)
+            .ask_model(CallPurpose::FinalNow, iteration, None, Steps::AnswerOnly)
             .await?;
+        if self.structured {
+            match structured::parse_turn(&reply) {
+                Some(Turn::Answer(statements)) => {
+                    return Ok(LastReply::Answer(
+                        structured::answer_text(&statements),
+                        CommitVia::Structured,
+                    ));
+                }
+                Some(Turn::NotFound(what)) => return Ok(LastReply::NotFound(what)),
+                Some(Turn::Code(_)) => return Ok(LastReply::Nothing),
+                None => self.note_text_reply(),
+            }
+        }
         let parsed = parse::parse_reply(&reply);
         if let Some(d) = parsed.prose_final {
-            return Ok(self.resolve(d).await.ok());
+            return Ok(self
+                .resolve(d)
+                .await
+                .ok()
+                .map_or(LastReply::Nothing, |a| LastReply::Answer(a, via)));
         }
         if parsed.code_blocks.is_empty() {
-            let text = reply.trim();
-            return Ok((!text.is_empty()).then(|| text.to_string()));
+            return Ok(LastReply::Nothing);
         }
         for (i, b) in parsed.code_blocks.iter().enumerate() {
             if b.code.contains("FINAL") {
                 let _ = self.run_cell(iteration, i, &b.code).await;
                 if let Some(d) = self.take_final() {
-                    return Ok(self.resolve(d).await.ok());
+                    return Ok(self
+                        .resolve(d)
+                        .await
+                        .ok()
+                        .map_or(LastReply::Nothing, |a| LastReply::Answer(a, via)));
                 }
             }
         }
-        Ok(None)
+        Ok(LastReply::Nothing)
+    }
+
+    /// The schema of this agent's next reply, when it replies in structured
+    /// turns: its sources may name only what the run has shown.
+    fn turn_schema(&self, steps: Steps) -> Option<ReplySchema> {
+        self.structured
+            .then(|| structured::turn_schema(&self.ctx.ledger.refs(), steps))
     }
 
     /// What the agent gathered, for the synthesis call.

@@ -49,12 +49,13 @@ import re
 _words = [w for w in re.findall(r"[a-z0-9]+", question.lower()) if len(w) > 3]
 _hits = search(question, {k}) if _words else []
 if _hits:
-    print("Full-text search for the question found these passages (a lead, not proof: check them):")
+    print("{lead}")
     for _h in _hits:
         _lines = [l.strip() for l in _h["text"].splitlines() if len(l) <= 400 and len([w for w in _words if w in l.lower()]) >= 2]
         print(f"[[chunk:{{_h['chunk_id']}}]] in [DOCUMENT {{_h['doc_index']}}: {{_h['path']}}]")
         for _l in (_lines[:3] if _lines else [_h["snippet"]]):
-            print("    " + _l)"#
+            print("    " + _l)"#,
+        lead = crate::parse::SEARCH_LEAD
     )
 }
 

@@ -7,12 +7,19 @@
 //! sub-models (`llm_query`, `llm_query_batched`, `llm_query_async`) and start
 //! child agents (`rlm_query`) one level deeper, each with its own sandbox. The
 //! run's one budget bounds the whole tree; running out of it (or of turns)
-//! ends in one synthesis call from what was gathered and an answer marked
+//! ends in one extraction call over the best passages the run saw and an answer marked
 //! partial, never an error string as the answer.
+//!
+//! Replies follow one of two protocols (`RLM_TURN_FORMAT`): structured
+//! turns (`structured.rs`, one JSON document the provider constrains) or
+//! the paper's text (```repl blocks and `FINAL`, read by `parse.rs` with
+//! its rules for a small model's prose).
 
 pub(crate) mod agent;
+pub(crate) mod extraction;
 pub(crate) mod host;
 pub(crate) mod inspection;
+pub(crate) mod structured;
 pub(crate) mod synthesis;
 mod turns;
 
@@ -23,7 +30,8 @@ use crate::budget::Exhausted;
 use crate::request::AskRequest;
 use crate::run::{Finished, MODEL_FAILED, ROOT_AGENT, Run, synthesis_grace};
 use crate::trace::TraceEvent;
-use synthesis::{Outcome, gathered_summary, material_from_ctx, synthesize};
+use extraction::{Ended, extract};
+use synthesis::{Outcome, gathered_summary, material_from_ctx};
 
 /// Answers `req` with the root agent over the whole corpus.
 pub(crate) async fn run(run: Arc<Run>, req: &AskRequest) -> Result<Answer, EngineError> {
@@ -48,7 +56,14 @@ pub(crate) async fn run(run: Arc<Run>, req: &AskRequest) -> Result<Answer, Engin
             let material = material_from_ctx(&run, ROOT_AGENT, "");
             let why = reason.to_string();
             let grace = synthesis_grace(run.config.budget.wall_clock);
-            let synthesis = synthesize(&run, ROOT_AGENT, 0, &req.question, &why, material);
+            let synthesis = extract(
+                &run,
+                ROOT_AGENT,
+                0,
+                &req.question,
+                Ended::Stopped(why.clone()),
+                material,
+            );
             match tokio::time::timeout(grace, synthesis).await {
                 Ok(outcome) => outcome,
                 Err(_) => Outcome {

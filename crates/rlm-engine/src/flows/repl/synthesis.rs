@@ -1,18 +1,11 @@
-//! What an agent gathered, and the synthesis fallback: when a budget, a cap
-//! or a failure stops an agent without a committed answer, one model call
-//! writes the answer from its findings, sub-call results, variables and last
-//! outputs, and the answer is marked partial.
+//! What an agent gathered (findings, sub-call results, variables, last
+//! outputs): the notes of the extraction call when an agent stops without a
+//! committed answer, and the account given when no model call can be made.
 
-use std::sync::Arc;
-
-use rlm_llm::{Message, ModelRole};
 use rlm_sandbox::truncate_output;
 
-use crate::parse::{self, FinalDirective};
-use crate::prompts::{self, render};
-use crate::run::{CallOpts, Run, SubResult};
+use crate::run::{Run, SubResult};
 use crate::session::Finding;
-use crate::trace::{CallPurpose, CommitVia, TraceEvent};
 
 /// What an agent produced.
 #[derive(Debug, Clone)]
@@ -21,7 +14,9 @@ pub(crate) struct Outcome {
     pub(crate) partial_reason: Option<String>,
 }
 
-pub(crate) fn material_from_ctx(ctx: &Run, agent: &str, extra: &str) -> String {
+/// What the agents wrote down: the findings recorded and the sub-call
+/// results of `agent`'s children (empty when there are none).
+pub(crate) fn agents_notes(ctx: &Run, agent: &str) -> String {
     let mut m = String::new();
     let findings = ctx
         .findings
@@ -63,6 +58,13 @@ pub(crate) fn material_from_ctx(ctx: &Run, agent: &str, extra: &str) -> String {
         }
         m.push('\n');
     }
+    m
+}
+
+/// What `agent` gathered, for the extraction call's notes: the agents'
+/// notes and `extra` (its variables, last outputs, a deferred draft).
+pub(crate) fn material_from_ctx(ctx: &Run, agent: &str, extra: &str) -> String {
+    let mut m = agents_notes(ctx, agent);
     m.push_str(extra);
     if m.trim().is_empty() {
         m.push_str("(nothing was gathered before the run stopped)");
@@ -76,65 +78,4 @@ pub(crate) fn gathered_summary(ctx: &Run, agent: &str, reason: &str, extra: &str
         "No complete answer was reached ({reason}). What was gathered before stopping:\n\n{}",
         truncate_output(&material_from_ctx(ctx, agent, extra), 8000)
     )
-}
-
-/// The synthesis fallback: one call from the gathered material, marked partial.
-pub(crate) async fn synthesize(
-    ctx: &Arc<Run>,
-    agent: &str,
-    depth: u32,
-    task: &str,
-    reason: &str,
-    material: String,
-) -> Outcome {
-    let prompt = render(
-        prompts::SYNTHESIS,
-        &[
-            ("reason", reason),
-            ("question", task),
-            ("material", &material),
-        ],
-    );
-    let messages = [Message::user(prompt)];
-    let role = if depth == 0 {
-        ModelRole::Root
-    } else {
-        ModelRole::Sub
-    };
-    let answer = match ctx
-        .call_model(
-            agent,
-            depth,
-            role,
-            &messages,
-            0,
-            CallOpts::default(),
-            CallPurpose::Synthesis,
-            0,
-        )
-        .await
-    {
-        Ok(resp) if !resp.text.trim().is_empty() => {
-            // Models sometimes wrap the synthesis in FINAL(...) anyway.
-            match parse::find_prose_final(&resp.text) {
-                Some(FinalDirective::Answer(a)) => a,
-                _ => resp.text.trim().to_string(),
-            }
-        }
-        _ => format!(
-            "No complete answer was reached ({reason}). What was gathered before stopping:\n\n{}",
-            truncate_output(&material, 8000)
-        ),
-    };
-    ctx.trace.emit(TraceEvent::Final {
-        agent: agent.into(),
-        depth,
-        answer: answer.clone(),
-        via: CommitVia::Synthesis,
-        deferred: false,
-    });
-    Outcome {
-        answer,
-        partial_reason: Some(reason.to_string()),
-    }
 }

@@ -76,6 +76,8 @@ pub(super) enum Stop {
     NoCode { replies: u32 },
     /// The same reply again and again, and no answer on the last turn.
     Repeats { replies: u32 },
+    /// The model said the documents do not hold the answer (what it said).
+    NotFound { said: String },
 }
 
 impl fmt::Display for Stop {
@@ -90,6 +92,7 @@ impl fmt::Display for Stop {
                 f,
                 "the same reply {replies} times in a row, and no answer when asked for one"
             ),
+            Stop::NotFound { .. } => write!(f, "the agent found no answer in the documents"),
         }
     }
 }

@@ -1,0 +1,318 @@
+//! The structured turn protocol: each reply is one JSON document, a short
+//! thought and then one step: code for the REPL, an answer whose statements
+//! name the passages they come from, or "not found". The provider constrains
+//! the reply to the turn's schema where it can (a llama.cpp grammar,
+//! `response_format`, a forced tool), and the schema only admits sources
+//! this run has shown, so reading a reply needs no rule about what prose
+//! means, in any language.
+
+use rlm_llm::ReplySchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// Longest thought a turn may carry: it is a note to itself, not the work.
+const THOUGHT_CHARS: usize = 300;
+/// Longest statement of an answer.
+const STATEMENT_CHARS: usize = 600;
+/// Longest quote of a source.
+const QUOTE_CHARS: usize = 300;
+/// Longest "not found" explanation.
+const NOT_FOUND_CHARS: usize = 1_000;
+/// Longest cell.
+const CODE_CHARS: usize = 6_000;
+/// Sources a schema admits at most: the ones seen last (a grammar over
+/// thousands of ids is slow to build and to sample with).
+pub(crate) const MAX_REFS: usize = 300;
+
+/// What a structured reply asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Turn {
+    /// Run this code.
+    Code(String),
+    /// The final answer, statement by statement.
+    Answer(Vec<Statement>),
+    /// The documents do not hold the answer: what was found, what is missing.
+    NotFound(String),
+}
+
+/// One statement of an answer and the passage it comes from.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Statement {
+    /// The statement.
+    pub(crate) text: String,
+    /// Where it is stated; `None` for a statement no passage states.
+    #[serde(default)]
+    pub(crate) source: Option<Source>,
+}
+
+/// A source: a chunk or document the run showed, and its words.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Source {
+    /// `chunk:ID` or `doc:N`.
+    #[serde(rename = "ref")]
+    pub(crate) reference: String,
+    /// The passage's exact words.
+    #[serde(default)]
+    pub(crate) quote: String,
+}
+
+/// Which steps a turn may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Steps {
+    /// Code, an answer or not found: a turn of the loop.
+    Any,
+    /// An answer or not found: the last turn, the extraction call.
+    AnswerOnly,
+}
+
+/// The schema of a turn whose sources may name only `refs` (`chunk:ID`,
+/// `doc:N`; the last [`MAX_REFS`] are kept).
+pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
+    let refs = &refs[refs.len().saturating_sub(MAX_REFS)..];
+    let source = if refs.is_empty() {
+        json!({"type": "null"})
+    } else {
+        json!({"anyOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "properties": {
+                    "ref": {"type": "string", "enum": refs},
+                    "quote": {"type": "string", "maxLength": QUOTE_CHARS},
+                },
+                "required": ["ref", "quote"],
+                "additionalProperties": false,
+            },
+        ]})
+    };
+    let answer = json!({
+        "type": "object",
+        "properties": {"answer": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 12,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "minLength": 1, "maxLength": STATEMENT_CHARS},
+                    "source": source,
+                },
+                "required": ["text", "source"],
+                "additionalProperties": false,
+            },
+        }},
+        "required": ["answer"],
+        "additionalProperties": false,
+    });
+    let not_found = json!({
+        "type": "object",
+        "properties": {"not_found": {"type": "string", "minLength": 1, "maxLength": NOT_FOUND_CHARS}},
+        "required": ["not_found"],
+        "additionalProperties": false,
+    });
+    let mut step = vec![answer, not_found];
+    let name = match steps {
+        Steps::Any => {
+            step.insert(
+                0,
+                json!({
+                    "type": "object",
+                    "properties": {"code": {"type": "string", "minLength": 1, "maxLength": CODE_CHARS}},
+                    "required": ["code"],
+                    "additionalProperties": false,
+                }),
+            );
+            "turn"
+        }
+        Steps::AnswerOnly => "answer",
+    };
+    ReplySchema::new(
+        name,
+        json!({
+            "type": "object",
+            "properties": {
+                "thought": {"type": "string", "maxLength": THOUGHT_CHARS},
+                "step": {"anyOf": step},
+            },
+            "required": ["thought", "step"],
+            "additionalProperties": false,
+        }),
+    )
+}
+
+/// The turn a reply holds, when it is a structured turn: the JSON document
+/// (the whole reply, a fenced block, or the first object in it) with a
+/// `step` of one known shape. `None` for anything else (a provider that
+/// ignored the schema, prose): the text protocol reads it then.
+pub(crate) fn parse_turn(reply: &str) -> Option<Turn> {
+    // A text-protocol reply may hold a dict in a code block: that is code.
+    let before = &reply[..reply.find('{')?];
+    if before.contains("```") && !before.trim_end().ends_with("```json") {
+        return None;
+    }
+    let doc = crate::parse::parse_json_object(reply)?;
+    // A reply that is the step itself (the thought left out) is read too.
+    let step = match doc.get("step") {
+        Some(step) => step,
+        None => &doc,
+    };
+    let Value::Object(fields) = step else {
+        return None;
+    };
+    if let Some(code) = fields.get("code").and_then(Value::as_str) {
+        return (!code.trim().is_empty()).then(|| Turn::Code(code.to_string()));
+    }
+    if let Some(items) = fields.get("answer") {
+        let statements: Vec<Statement> = serde_json::from_value(items.clone()).ok()?;
+        let statements: Vec<Statement> = statements
+            .into_iter()
+            .filter(|s| !s.text.trim().is_empty())
+            .collect();
+        return (!statements.is_empty()).then_some(Turn::Answer(statements));
+    }
+    if let Some(why) = fields.get("not_found").and_then(Value::as_str) {
+        return Some(Turn::NotFound(why.trim().to_string()));
+    }
+    None
+}
+
+/// An answer's text: its statements in order, each followed by its source
+/// as a citation marker (`[[chunk:ID "quote"]]`), which the citation check
+/// and the claims report read like any other.
+pub(crate) fn answer_text(statements: &[Statement]) -> String {
+    let mut out = String::new();
+    for s in statements {
+        let text = s.text.trim();
+        if !out.is_empty() {
+            // A list item or a table row stays on its own line.
+            out.push(if text.starts_with(['-', '*', '|']) || out.ends_with('|') {
+                '\n'
+            } else {
+                ' '
+            });
+        }
+        out.push_str(text);
+        // A source without a quote is nothing to check: left out.
+        if let Some(src) = s.source.as_ref().filter(|s| !s.quote.trim().is_empty()) {
+            let escaped = src.quote.trim().replace('\\', "\\\\").replace('"', "\\\"");
+            out.push_str(&format!(" [[{} \"{escaped}\"]]", src.reference.trim()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_admits_only_the_refs_shown_and_the_steps_asked_for() {
+        let refs: Vec<String> = vec!["chunk:ab-0".into(), "doc:3".into()];
+        let s = turn_schema(&refs, Steps::Any);
+        assert_eq!(s.name, "turn");
+        let steps = s.schema["properties"]["step"]["anyOf"].as_array().unwrap();
+        assert_eq!(steps.len(), 3);
+        let source = &steps[1]["properties"]["answer"]["items"]["properties"]["source"];
+        assert_eq!(
+            source["anyOf"][1]["properties"]["ref"]["enum"],
+            json!(["chunk:ab-0", "doc:3"])
+        );
+        let last = turn_schema(&refs, Steps::AnswerOnly);
+        let steps = last.schema["properties"]["step"]["anyOf"]
+            .as_array()
+            .unwrap();
+        assert_eq!(steps.len(), 2, "no code on the last turn");
+        assert!(steps[0]["properties"].get("answer").is_some());
+        // Nothing shown yet: statements carry no source.
+        let none = turn_schema(&[], Steps::Any);
+        let source = &none.schema["properties"]["step"]["anyOf"][1]["properties"]["answer"]["items"]
+            ["properties"]["source"];
+        assert_eq!(source, &json!({"type": "null"}));
+        // Many refs: the last ones seen are kept.
+        let many: Vec<String> = (0..MAX_REFS + 5).map(|i| format!("doc:{i}")).collect();
+        let s = turn_schema(&many, Steps::Any);
+        let listed = s.schema["properties"]["step"]["anyOf"][1]["properties"]["answer"]["items"]
+            ["properties"]["source"]["anyOf"][1]["properties"]["ref"]["enum"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(listed.len(), MAX_REFS);
+        assert_eq!(listed[0], json!("doc:5"));
+    }
+
+    #[test]
+    fn turns_parse_by_their_step() {
+        assert_eq!(
+            parse_turn(r#"{"thought": "look", "step": {"code": "print(1)\nprint(2)"}}"#),
+            Some(Turn::Code("print(1)\nprint(2)".into()))
+        );
+        let answer = parse_turn(
+            r#"```json
+{"thought": "found", "step": {"answer": [
+  {"text": "Der Code lautet 8316.", "source": {"ref": "chunk:ab-0", "quote": "Zugangscode \"8316\""}},
+  {"text": "Er gilt seit Mai.", "source": null}]}}
+```"#,
+        );
+        let Some(Turn::Answer(statements)) = answer else {
+            panic!("{answer:?}");
+        };
+        assert_eq!(statements.len(), 2);
+        assert_eq!(
+            answer_text(&statements),
+            r#"Der Code lautet 8316. [[chunk:ab-0 "Zugangscode \"8316\""]] Er gilt seit Mai."#
+        );
+        assert_eq!(
+            parse_turn(r#"{"thought": "", "step": {"not_found": "Nur die Adresse."}}"#),
+            Some(Turn::NotFound("Nur die Adresse.".into()))
+        );
+        // The step alone is read too; prose, code fences and empty steps are not turns.
+        assert_eq!(
+            parse_turn(r#"{"code": "x = 1"}"#),
+            Some(Turn::Code("x = 1".into()))
+        );
+        assert_eq!(parse_turn("The code is 8316."), None);
+        assert_eq!(parse_turn("```repl\nprint(1)\n```"), None);
+        assert_eq!(
+            parse_turn("```repl\nx = {\"code\": \"y\"}\n```"),
+            None,
+            "a dict in a code block is code"
+        );
+        assert_eq!(
+            parse_turn(r#"{"thought": "x", "step": {"code": " "}}"#),
+            None
+        );
+        assert_eq!(
+            parse_turn(r#"{"thought": "x", "step": {"answer": []}}"#),
+            None
+        );
+        assert_eq!(
+            parse_turn(r#"{"thought": "x", "step": {"other": 1}}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn list_statements_keep_their_lines() {
+        let items = vec![
+            Statement {
+                text: "Three offices:".into(),
+                source: None,
+            },
+            Statement {
+                text: "- Lisbon".into(),
+                source: Some(Source {
+                    reference: "doc:1".into(),
+                    quote: "the Lisbon office".into(),
+                }),
+            },
+            Statement {
+                text: "- Porto".into(),
+                source: None,
+            },
+        ];
+        assert_eq!(
+            answer_text(&items),
+            "Three offices:\n- Lisbon [[doc:1 \"the Lisbon office\"]]\n- Porto"
+        );
+    }
+}

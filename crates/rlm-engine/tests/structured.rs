@@ -1,0 +1,295 @@
+//! The structured turn protocol and the extraction call, against the
+//! scripted model server (real HTTP), real sandbox workers and a real store.
+
+use crate::common;
+
+use common::*;
+use rlm_engine::citations::{CitationOrigin, CitationStatus};
+use rlm_engine::{EngineConfig, TraceEvent, TurnFormat};
+use rlm_llm::testing::{Script, ScriptedServer};
+use serde_json::{Value, json};
+
+/// The chunk of the needle document (`b_notes.txt` of [`needle_store`]).
+fn needle_ref() -> String {
+    let doc = rlm_corpus::document_id("docs/b_notes.txt");
+    format!("chunk:{}", rlm_corpus::chunk_id(&doc, 0))
+}
+
+fn turn(step: Value) -> String {
+    json!({"thought": "next", "step": step}).to_string()
+}
+
+fn code(code: &str) -> String {
+    turn(json!({"code": code}))
+}
+
+fn answer(text: &str, source: Option<(&str, &str)>) -> String {
+    let source = source.map_or(Value::Null, |(r, q)| json!({"ref": r, "quote": q}));
+    turn(json!({"answer": [{"text": text, "source": source}]}))
+}
+
+/// The `ref` values a request's schema admits.
+fn admitted_refs(body: &Value) -> Vec<String> {
+    let schema = &body["response_format"]["json_schema"]["schema"];
+    let steps = schema["properties"]["step"]["anyOf"].as_array().unwrap();
+    let answer = steps
+        .iter()
+        .find(|s| s["properties"].get("answer").is_some())
+        .unwrap();
+    let source = &answer["properties"]["answer"]["items"]["properties"]["source"];
+    source["anyOf"][1]["properties"]["ref"]["enum"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn finals(trace: &[rlm_engine::TraceRecord]) -> Vec<(String, String)> {
+    trace
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::Final { via, answer, .. } => Some((via.to_string(), answer.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the model saw pasted back as its "answer": the engine's own
+/// search lead, document header and chunk marker.
+fn paste() -> String {
+    format!(
+        "Full-text search for the question found these passages (a lead, not proof: check them):\n[[{}]] in [DOCUMENT 1: docs/b_notes.txt]\n    The secret code is 4721. Keep it safe.",
+        needle_ref()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_structured_turn_runs_code_then_commits_an_answer_with_the_models_own_source() {
+    let ts = needle_store();
+    let needle = needle_ref();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            code("for h in search(\"secret code\", 3):\n    print(h[\"chunk_id\"], h[\"text\"][:200])"),
+            answer(
+                "Der geheime Code lautet 4721.",
+                Some((&needle, "The secret code is 4721")),
+            ),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(!answer.partial, "{answer:?}");
+    assert!(
+        answer.answer.starts_with("Der geheime Code lautet 4721."),
+        "{}",
+        answer.answer
+    );
+    assert_eq!(answer.citations.len(), 1, "{:?}", answer.citations);
+    let cite = &answer.citations[0];
+    assert_eq!(cite.status, CitationStatus::Verified);
+    assert_eq!(cite.origin, CitationOrigin::Model, "the model wrote it");
+    assert_eq!(
+        finals(&trace),
+        [("structured".to_string(), answer.answer.clone())]
+    );
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    // Each turn asks for the JSON turn; its sources may name only what the
+    // run has shown: the inspection printed the needle's chunk.
+    for r in &reqs {
+        assert_eq!(
+            r.body["response_format"]["type"], "json_schema",
+            "{}",
+            r.body
+        );
+        assert!(
+            r.body.get("stop").is_none(),
+            "no stop sequence cuts a JSON turn"
+        );
+    }
+    let first = admitted_refs(&reqs[0].body);
+    assert!(first.contains(&needle), "{first:?}");
+    assert!(
+        first
+            .iter()
+            .all(|r| r.starts_with("chunk:") || r.starts_with("doc:"))
+    );
+    let second = admitted_refs(&reqs[1].body);
+    assert!(
+        first.iter().all(|r| second.contains(r)),
+        "the list only grows"
+    );
+    // The prompts teach the JSON turn, not FINAL.
+    let system = reqs[0].system();
+    assert!(system.contains("\"step\""), "{system}");
+    assert!(!system.contains("FINAL("), "{system}");
+    assert!(reqs[1].last_message().contains("4721"), "the cell ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_text_protocol_sends_no_schema() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on(
+        root(),
+        "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
+    ))
+    .await;
+    let engine = engine(
+        &server,
+        EngineConfig {
+            turn_format: TurnFormat::Text,
+            ..config()
+        },
+    )
+    .await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(answer.answer.contains("4721"), "{}", answer.answer);
+    let reqs = server.requests();
+    assert!(
+        reqs[0].body.get("response_format").is_none(),
+        "{}",
+        reqs[0].body
+    );
+    assert!(reqs[0].system().contains("FINAL("));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_that_is_not_a_structured_turn_is_read_by_the_text_protocol() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            repl("print(context.count('secret'))"),
+            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(!answer.partial);
+    assert!(answer.answer.contains("4721"));
+    let fallbacks: Vec<String> = trace
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::Fallback { kind, .. } => Some(kind.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fallbacks, ["structured_reply"], "noted once");
+}
+
+/// Whatever the protocol, a model that only ever pastes the engine's search
+/// output ends with a partial answer that is not the paste.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_whose_model_only_pastes_the_search_output_ends_partial_not_with_the_paste() {
+    for format in [TurnFormat::Text, TurnFormat::Structured] {
+        let ts = needle_store();
+        let pasted = match format {
+            TurnFormat::Text => paste(),
+            _ => answer(&paste(), None),
+        };
+        let server = ScriptedServer::start(Script::new().otherwise(pasted)).await;
+        let engine = engine(
+            &server,
+            EngineConfig {
+                turn_format: format,
+                ..config()
+            },
+        )
+        .await;
+        let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+        assert!(answer.partial, "{format:?}: {answer:?}");
+        assert!(
+            !rlm_engine::parse::holds_engine_output(&answer.answer),
+            "{format:?}: {}",
+            answer.answer
+        );
+        assert!(
+            answer.answer.contains("docs/b_notes.txt"),
+            "it says where it looked: {}",
+            answer.answer
+        );
+        let vias: Vec<String> = finals(&trace).into_iter().map(|(v, _)| v).collect();
+        assert_eq!(vias, ["extraction"], "{format:?}");
+        // The extraction call was asked for a structured answer over the
+        // passages, the needle among them.
+        let reqs = server.requests();
+        let extraction = reqs
+            .iter()
+            .find(|r| {
+                r.last_message()
+                    .contains("A research run on the question below")
+            })
+            .expect("an extraction call");
+        assert!(
+            extraction
+                .last_message()
+                .contains("The secret code is 4721"),
+            "{}",
+            extraction.last_message()
+        );
+        assert!(admitted_refs(&extraction.body).contains(&needle_ref()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_extraction_call_answers_when_the_last_turn_gives_only_prose() {
+    let ts = needle_store();
+    let needle = needle_ref();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(
+                synthesis(),
+                answer(
+                    "The secret code is 4721.",
+                    Some((&needle, "The secret code is 4721")),
+                ),
+            )
+            .on(root(), "I am not sure yet what to do about this."),
+    )
+    .await;
+    let engine = engine(
+        &server,
+        EngineConfig {
+            turn_format: TurnFormat::Text,
+            ..config()
+        },
+    )
+    .await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(
+        !answer.partial,
+        "an extracted answer is an answer: {answer:?}"
+    );
+    assert!(answer.answer.starts_with("The secret code is 4721."));
+    assert_eq!(answer.citations[0].status, CitationStatus::Verified);
+    let vias: Vec<String> = finals(&trace).into_iter().map(|(v, _)| v).collect();
+    assert_eq!(vias, ["extraction"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn not_found_asks_the_extraction_call_and_its_not_found_is_partial() {
+    let ts = needle_store();
+    let not_found = turn(json!({"not_found": "Die Dokumente nennen keinen Code."}));
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(synthesis(), not_found.clone())
+            .on(root(), not_found),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(answer.partial);
+    assert_eq!(answer.answer, "Die Dokumente nennen keinen Code.");
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("do not answer"),
+        "{answer:?}"
+    );
+    assert_eq!(server.requests().len(), 2, "one turn, one extraction call");
+}
