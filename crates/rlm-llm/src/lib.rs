@@ -10,6 +10,8 @@
 //!   timeout, and retries with backoff; it returns the text and its [`Usage`]
 //!   (tokens, estimated or reported, latency, retries, cost).
 //! - [`UsageTotals`] sums usage per model and per depth.
+//! - [`schema`] checks, validates and turns into grammars the JSON Schemas
+//!   of structured replies ([`ChatRequest::with_schema`]).
 //! - With the `testing` feature, [`testing::ScriptedServer`] is a real HTTP
 //!   server that answers from a script, for tests of anything built on this.
 //!
@@ -35,6 +37,7 @@ mod config;
 mod error;
 mod pricing;
 pub mod provider;
+pub mod schema;
 mod stream;
 pub mod tokens;
 mod types;

@@ -283,14 +283,5 @@ pub(crate) fn malformed(provider: &str, detail: &str, body: &Value) -> LlmError 
 
 /// At most [`SNIPPET_CHARS`] characters of `text`, on one line.
 pub(crate) fn snippet(text: &str) -> String {
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if one_line.chars().count() > SNIPPET_CHARS {
-        let cut: String = one_line.chars().take(SNIPPET_CHARS).collect();
-        format!("{cut}…")
-    } else {
-        one_line
-    }
+    crate::schema::excerpt(text, SNIPPET_CHARS)
 }
