@@ -59,6 +59,10 @@ pub struct Answer {
     /// dropped or unsupported claims.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_report: Option<FlowReport>,
+    /// The answer as JSON following the schema the question asked for
+    /// (`--schema`, `response_schema`), each value with its citations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<crate::typed_answer::TypedAnswer>,
 }
 
 /// Errors that stop a question before it can produce any answer.
@@ -78,6 +82,9 @@ pub enum EngineError {
     /// Not one model call succeeded: nothing to answer from.
     #[error("{0}")]
     ModelUnavailable(String),
+    /// The schema the answer should follow is not one rlm supports.
+    #[error("the answer schema cannot be used: {0}")]
+    AnswerSchema(String),
 }
 
 /// One inspected file of a `pipeline` answer.

@@ -231,6 +231,15 @@ pub struct Source {
     pub attached_by_engine: bool,
 }
 
+/// `text` with every citation marker replaced by a space.
+pub fn without_markers(text: &str) -> String {
+    let mut out = text.to_string();
+    for m in extract_citations(text).iter().rev() {
+        out.replace_range(m.offset..m.offset + m.marker.len(), " ");
+    }
+    out
+}
+
 /// Finds every citation marker in an answer.
 pub fn extract_citations(answer: &str) -> Vec<RawCitation> {
     MARKER

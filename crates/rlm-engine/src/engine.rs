@@ -64,6 +64,9 @@ impl Engine {
         if corpus.documents().is_empty() {
             return Err(EngineError::EmptyCorpus);
         }
+        if let Some(schema) = &req.answer_schema {
+            rlm_llm::schema::check(schema).map_err(|e| EngineError::AnswerSchema(e.to_string()))?;
+        }
         let run = Run::new(self.run_parts(None), corpus, &req);
         flows::answer(run, req).await
     }

@@ -48,7 +48,7 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
         provided: host(HostFunctionKind::Sync),
         needs_model: true,
         root_doc: Some(
-            "-> str: one call to a sub-model (no REPL). Use it to read, extract from or summarize a piece of text; it can take about {{sub_context_chars}} characters.",
+            "-> str: one call to a sub-model (no REPL). Use it to read, extract from or summarize a piece of text; it can take about {{sub_context_chars}} characters. With `schema={...}` (a JSON Schema dict) it returns a dict or list that follows it (ValueError if the reply does not).",
         ),
         sub_doc: Some(
             "`llm_query(prompt)` -> str (one sub-model call over text you pass it, about {{sub_context_chars}} characters at most)",
@@ -61,7 +61,7 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
         provided: host(HostFunctionKind::Sync),
         needs_model: true,
         root_doc: Some(
-            "-> list[str]: many `llm_query` calls run in parallel; answers come back in the order of the prompts. Far faster than a loop of `llm_query`.",
+            "-> list[str]: many `llm_query` calls run in parallel; answers come back in the order of the prompts. Far faster than a loop of `llm_query`. With `schema=` each answer is a parsed value.",
         ),
         sub_doc: Some("`llm_query_batched(prompts)` -> list[str] (parallel calls)"),
         summary: "many sub-model calls in parallel; replies in prompt order",

@@ -52,6 +52,7 @@ pub mod session;
 pub mod settings;
 mod text;
 pub mod trace;
+mod typed_answer;
 pub mod values;
 
 pub use answer::{
@@ -72,4 +73,5 @@ pub use session::{
 };
 pub use settings::{EngineSettings, SettingsFile};
 pub use trace::{Trace, TraceEvent, TraceRecord};
+pub use typed_answer::{FieldCitations, TypedAnswer};
 pub use values::ConfigError;

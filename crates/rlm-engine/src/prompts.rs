@@ -52,6 +52,8 @@ pub const FINAL_NOW_STRUCTURED: &str = include_str!("../prompts/final_now_struct
 /// The extraction call: the question and the best passages the run saw,
 /// answered in the structured format when the loop ended without an answer.
 pub const EXTRACT: &str = include_str!("../prompts/extract.md");
+/// A typed answer: the answer put into the user's schema.
+pub const TYPED_ANSWER: &str = include_str!("../prompts/typed_answer.md");
 
 /// The root agent's system prompt template, with the REPL's functions
 /// listed from the one table ([`crate::host::REPL_FUNCTIONS`]) and the
@@ -218,6 +220,7 @@ mod tests {
         );
         assert_eq!(placeholders(FINAL_NOW), ["question"]);
         assert_eq!(placeholders(FINAL_NOW_STRUCTURED), ["question"]);
+        assert_eq!(placeholders(TYPED_ANSWER), ["question", "answer"]);
         assert_eq!(
             placeholders(EXTRACT),
             ["situation", "passages", "notes", "question"]

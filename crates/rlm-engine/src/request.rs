@@ -31,6 +31,8 @@ pub struct AskRequest {
     pub cancel: CancelToken,
     /// Per-request settings of the `pipeline` flow (inspector, citation policy).
     pub pipeline: PipelineRequest,
+    /// A JSON Schema the answer is also returned in ([`crate::TypedAnswer`]).
+    pub answer_schema: Option<serde_json::Value>,
 }
 
 impl AskRequest {
@@ -44,6 +46,7 @@ impl AskRequest {
             trace: Arc::new(Trace::new()),
             cancel: CancelToken::new(),
             pipeline: PipelineRequest::default(),
+            answer_schema: None,
         }
     }
 }

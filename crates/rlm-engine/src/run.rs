@@ -76,6 +76,8 @@ pub(crate) struct Run {
     id: String,
     /// The question (coverage looks for the documents it matches).
     question: String,
+    /// The schema the answer is also returned in, when one was asked for.
+    answer_schema: Option<Value>,
 }
 
 /// Per-call overrides of the role's settings.
@@ -112,6 +114,9 @@ pub(crate) enum SubcallError {
     /// The sub-model failed after retries.
     #[error("the sub-model call failed: {0}")]
     Model(String),
+    /// The reply did not follow the schema, twice.
+    #[error("the sub-model's reply did not follow the schema, twice; the second: {0}")]
+    Schema(String),
     /// The child agent's sandbox could not start.
     #[error(transparent)]
     AgentSandbox(#[from] SandboxError),
@@ -154,6 +159,7 @@ impl Run {
             no_model: parts.no_model,
             id: new_run_id(),
             question: req.question.clone(),
+            answer_schema: req.answer_schema.clone(),
         })
     }
 
@@ -367,6 +373,42 @@ impl Run {
         prompt: String,
         model: Option<String>,
     ) -> Result<String, SubcallError> {
+        self.sub_call(id, parent, depth, prompt, model, None)
+            .await
+            .map(|v| match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            })
+    }
+
+    /// `llm_query(prompt, schema=...)`: the reply as a JSON value that
+    /// follows `schema`. The provider constrains the reply where it can;
+    /// the reply is validated all the same, and one that does not follow
+    /// the schema is asked for once more with what was wrong, then refused
+    /// ([`SubcallError::Schema`]).
+    pub(crate) async fn sub_query_typed(
+        &self,
+        id: String,
+        parent: &str,
+        depth: u32,
+        prompt: String,
+        model: Option<String>,
+        schema: &Value,
+    ) -> Result<Value, SubcallError> {
+        self.sub_call(id, parent, depth, prompt, model, Some(schema))
+            .await
+    }
+
+    /// One sub-call: a text reply, or with `schema` a validated JSON value.
+    async fn sub_call(
+        &self,
+        id: String,
+        parent: &str,
+        depth: u32,
+        prompt: String,
+        model: Option<String>,
+        schema: Option<&Value>,
+    ) -> Result<Value, SubcallError> {
         let started = Instant::now();
         self.trace.emit(TraceEvent::SubcallStart {
             agent: id.clone(),
@@ -375,33 +417,118 @@ impl Run {
             kind: "llm_query".into(),
             prompt_preview: preview(&prompt, 300),
         });
-        let messages = [Message::user(prompt.clone())];
-        let r = self
-            .call_model(
-                &id,
-                depth,
-                ModelRole::Sub,
-                &messages,
-                0,
-                CallOpts {
-                    model,
-                    ..CallOpts::default()
-                },
-                CallPurpose::SubQuery,
-                0,
-            )
-            .await;
-        let result = match r {
-            Ok(resp) => {
-                self.saw(EvidenceKind::SubPrompt, &id, &prompt).await;
-                self.saw(EvidenceKind::SubAnswer, &id, &resp.text).await;
-                Ok(resp.text)
-            }
-            Err(CallError::Budget(e)) => Err(SubcallError::Budget(e)),
-            Err(CallError::Model(m)) => Err(SubcallError::Model(m)),
+        let opts = CallOpts {
+            model,
+            schema: schema.map(|s| rlm_llm::ReplySchema::new("llm_query", s.clone())),
+            ..CallOpts::default()
         };
-        self.finish_subcall(&id, parent, depth, &prompt, &result, started);
+        let mut messages = vec![Message::user(prompt.clone())];
+        let result = loop {
+            let r = self
+                .call_model(
+                    &id,
+                    depth,
+                    ModelRole::Sub,
+                    &messages,
+                    0,
+                    opts.clone(),
+                    CallPurpose::SubQuery,
+                    0,
+                )
+                .await;
+            let resp = match r {
+                Ok(resp) => resp,
+                Err(CallError::Budget(e)) => break Err(SubcallError::Budget(e)),
+                Err(CallError::Model(m)) => break Err(SubcallError::Model(m)),
+            };
+            if messages.len() == 1 {
+                self.saw(EvidenceKind::SubPrompt, &id, &prompt).await;
+            }
+            self.saw(EvidenceKind::SubAnswer, &id, &resp.text).await;
+            let Some(schema) = schema else {
+                break Ok(Value::String(resp.text));
+            };
+            match rlm_llm::schema::parse_reply(schema, &resp.text) {
+                Ok(value) => break Ok(value),
+                // One more try, told what was wrong.
+                Err(e) if messages.len() == 1 => {
+                    messages.push(Message::assistant(resp.text));
+                    messages.push(Message::user(format!(
+                        "That reply cannot be used: {e}. Reply again with only the JSON document the schema asks for."
+                    )));
+                }
+                Err(e) => break Err(SubcallError::Schema(e.to_string())),
+            }
+        };
+        let recorded = result.as_ref().map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        });
+        let recorded = recorded.map_err(Clone::clone);
+        self.finish_subcall(&id, parent, depth, &prompt, &recorded, started);
         result
+    }
+
+    /// The answer in the schema the question asked for, if it asked: one
+    /// call (constrained where the provider can), validated, asked once more
+    /// with what was wrong; each value keeps the citations of the supported
+    /// claims that state it.
+    async fn typed_answer(
+        &self,
+        text: &str,
+        claims: &[grounding::ClaimReport],
+    ) -> Option<crate::TypedAnswer> {
+        let schema = self.answer_schema.as_ref()?;
+        let plain = citations::without_markers(text);
+        let mut messages = vec![Message::user(crate::typed_answer::prompt(
+            &self.question,
+            &plain,
+        ))];
+        let opts = CallOpts {
+            schema: Some(rlm_llm::ReplySchema::new("answer", schema.clone())),
+            ..CallOpts::default()
+        };
+        let error = loop {
+            let reply = self
+                .call_model(
+                    ROOT_AGENT,
+                    0,
+                    ModelRole::Sub,
+                    &messages,
+                    0,
+                    opts.clone(),
+                    CallPurpose::TypedAnswer,
+                    0,
+                )
+                .await;
+            let text = match reply {
+                Ok(r) => r.text,
+                Err(e) => break e.to_string(),
+            };
+            match rlm_llm::schema::parse_reply(schema, &text) {
+                Ok(value) => {
+                    return Some(crate::TypedAnswer {
+                        citations: crate::typed_answer::field_citations(&value, claims),
+                        value: Some(value),
+                        error: None,
+                    });
+                }
+                Err(e) if messages.len() == 1 => {
+                    messages.push(Message::assistant(text));
+                    messages.push(Message::user(format!(
+                        "That reply cannot be used: {e}. Reply again with only the JSON document the schema asks for."
+                    )));
+                }
+                Err(e) => {
+                    break format!("the reply did not follow the schema, twice; the second: {e}");
+                }
+            }
+        };
+        Some(crate::TypedAnswer {
+            value: None,
+            citations: Vec::new(),
+            error: Some(error),
+        })
     }
 
     pub(crate) fn finish_subcall(
@@ -535,6 +662,7 @@ impl Run {
             .await
             .ok();
         }
+        let data = self.typed_answer(&text, &claims).await;
         let (evidence, _) = self.ledger.snapshot();
         let usage = self.budget.report();
         self.trace.emit(TraceEvent::RunFinished {
@@ -543,6 +671,7 @@ impl Run {
             usage: usage.clone(),
         });
         Answer {
+            data,
             claims,
             grounded,
             evidence,

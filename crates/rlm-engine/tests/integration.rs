@@ -17,3 +17,4 @@ mod pipeline;
 mod settings;
 mod slow_subcalls;
 mod structured;
+mod typed;

@@ -67,13 +67,18 @@ pub enum CallPurpose {
     Answer,
     /// The opt-in semantic check: does each claim's quote support it.
     SemanticCheck,
+    /// The answer put into the user's schema (a typed answer).
+    TypedAnswer,
 }
 
 impl CallPurpose {
     /// The calls that answer when the loop could not: a root's one such
     /// call is paid from the budget's reserve.
     pub fn is_last_resort(self) -> bool {
-        matches!(self, CallPurpose::Synthesis | CallPurpose::Extraction)
+        matches!(
+            self,
+            CallPurpose::Synthesis | CallPurpose::Extraction | CallPurpose::TypedAnswer
+        )
     }
 }
 

@@ -149,6 +149,16 @@ fn arg<'a>(call: &'a HostCall, index: usize, name: &str) -> Option<&'a Value> {
         .filter(|v| !v.is_null())
 }
 
+/// A sub-call's failure as the Python exception the cell sees: a reply
+/// that did not follow its schema is a `ValueError`, the rest a
+/// `RuntimeError`.
+fn subcall_error(e: SubcallError) -> HostError {
+    match e {
+        SubcallError::Schema(_) => value_error(e.to_string()),
+        other => HostError::runtime(other.to_string()),
+    }
+}
+
 fn type_error(message: String) -> HostError {
     HostError::Raise {
         exc_type: "TypeError".into(),
@@ -205,6 +215,20 @@ impl AgentHost {
             .map(str::to_string)
     }
 
+    /// The optional `schema=` of `llm_query(prompt, model=None,
+    /// schema=None)`: a JSON Schema (a dict) the reply must follow, checked
+    /// before any call is made.
+    fn schema_arg(call: &HostCall) -> Result<Option<Value>, HostError> {
+        match arg(call, 2, "schema") {
+            None | Some(Value::Null) => Ok(None),
+            Some(schema) => {
+                rlm_llm::schema::check(schema)
+                    .map_err(|e| value_error(format!("{}(schema=...): {e}", call.name)))?;
+                Ok(Some(schema.clone()))
+            }
+        }
+    }
+
     fn prompts_arg(call: &HostCall) -> Result<Vec<String>, HostError> {
         match arg(call, 0, "prompts") {
             Some(Value::Array(items)) => Ok(items.iter().map(value_to_text).collect()),
@@ -217,11 +241,14 @@ impl AgentHost {
 
     /// Runs `prompts` through `f` with at most `max_concurrent` in flight,
     /// keeping their order. Failures become `[error: ...]` items so one bad
-    /// prompt does not lose the others' answers.
+    /// prompt does not lose the others' answers; with `typed` (replies that
+    /// follow a schema), a failure is a `ValueError` naming the prompts
+    /// that failed: an error string is not a value of the schema.
     async fn batched(
         &self,
         prompts: Vec<String>,
-        f: impl Fn(String, String) -> BoxFut<Result<String, SubcallError>>,
+        typed: bool,
+        f: impl Fn(String, String) -> BoxFut<Result<Value, SubcallError>>,
     ) -> Result<Value, HostError> {
         self.turn_subcalls
             .fetch_add(prompts.len() as u32, Ordering::SeqCst);
@@ -235,13 +262,13 @@ impl AgentHost {
                 (i, fut.await)
             });
         }
-        let mut out: Vec<Option<Result<String, SubcallError>>> = vec![None; set.len()];
+        let mut out: Vec<Option<Result<Value, SubcallError>>> = vec![None; set.len()];
         while let Some(joined) = set.join_next().await {
             if let Ok((i, r)) = joined {
                 out[i] = Some(r);
             }
         }
-        let results: Vec<Result<String, SubcallError>> = out
+        let results: Vec<Result<Value, SubcallError>> = out
             .into_iter()
             .map(|r| r.unwrap_or(Err(SubcallError::Lost)))
             .collect();
@@ -255,10 +282,25 @@ impl AgentHost {
                 "every call of the batch failed; the first: {first}"
             )));
         }
+        if typed {
+            let failed: Vec<String> = results
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.as_ref().err().map(|e| format!("prompt {i}: {e}")))
+                .collect();
+            if !failed.is_empty() {
+                return Err(value_error(format!(
+                    "llm_query_batched(schema=...): {} of {} replies failed: {}",
+                    failed.len(),
+                    results.len(),
+                    failed.join("; ")
+                )));
+            }
+        }
         Ok(Value::Array(
             results
                 .into_iter()
-                .map(|r| Value::String(r.unwrap_or_else(|e| format!("[error: {e}]"))))
+                .map(|r| r.unwrap_or_else(|e| Value::String(format!("[error: {e}]"))))
                 .collect(),
         ))
     }
@@ -277,19 +319,39 @@ impl AgentHost {
             "llm_query" | "llm_query_async" => {
                 let prompt = Self::prompt_arg(&call)?;
                 let model = Self::model_arg(&call);
+                let schema = Self::schema_arg(&call)?;
                 self.turn_subcalls.fetch_add(1, Ordering::SeqCst);
-                ctx.sub_query(self.child_id(), &self.id, self.depth + 1, prompt, model)
-                    .await
-                    .map(Value::String)
-                    .map_err(|e| HostError::runtime(e.to_string()))
+                let (id, depth) = (self.child_id(), self.depth + 1);
+                match schema {
+                    Some(schema) => ctx
+                        .sub_query_typed(id, &self.id, depth, prompt, model, &schema)
+                        .await
+                        .map_err(subcall_error),
+                    None => ctx
+                        .sub_query(id, &self.id, depth, prompt, model)
+                        .await
+                        .map(Value::String)
+                        .map_err(subcall_error),
+                }
             }
             "llm_query_batched" => {
                 let prompts = Self::prompts_arg(&call)?;
                 let model = Self::model_arg(&call);
+                let schema = Self::schema_arg(&call)?;
                 let (ctx2, parent, depth) = (ctx.clone(), self.id.clone(), self.depth + 1);
-                self.batched(prompts, move |id, p| {
+                let typed = schema.is_some();
+                self.batched(prompts, typed, move |id, p| {
                     let (ctx, parent, model) = (ctx2.clone(), parent.clone(), model.clone());
-                    Box::pin(async move { ctx.sub_query(id, &parent, depth, p, model).await })
+                    let schema = schema.clone();
+                    Box::pin(async move {
+                        match schema {
+                            Some(s) => ctx.sub_query_typed(id, &parent, depth, p, model, &s).await,
+                            None => ctx
+                                .sub_query(id, &parent, depth, p, model)
+                                .await
+                                .map(Value::String),
+                        }
+                    })
                 })
                 .await
             }
@@ -314,8 +376,9 @@ impl AgentHost {
                 let prompts = Self::prompts_arg(&call)?;
                 let (ctx2, parent, depth) = (ctx.clone(), self.id.clone(), self.depth + 1);
                 let spawn = self.spawn;
-                self.batched(prompts, move |id, p| {
-                    rlm_query(spawn, ctx2.clone(), id, parent.clone(), depth, p, None)
+                self.batched(prompts, false, move |id, p| {
+                    let child = rlm_query(spawn, ctx2.clone(), id, parent.clone(), depth, p, None);
+                    Box::pin(async move { child.await.map(Value::String) })
                 })
                 .await
             }
