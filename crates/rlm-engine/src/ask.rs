@@ -36,6 +36,8 @@ pub struct Question<'a> {
     pub cancel: CancelToken,
     /// Where earlier turns come from and where this one goes.
     pub conversation: Conversation<'a>,
+    /// A JSON Schema the answer is also returned in (`Answer::data`).
+    pub answer_schema: Option<serde_json::Value>,
 }
 
 /// The conversation a question belongs to.
@@ -104,6 +106,7 @@ pub async fn ask_in_session(
         trace,
         cancel,
         conversation,
+        answer_schema,
     } = question;
     let session = match &conversation {
         Conversation::None => None,
@@ -125,6 +128,7 @@ pub async fn ask_in_session(
     request.session = session;
     request.trace = trace;
     request.cancel = cancel.clone();
+    request.answer_schema = answer_schema;
     let answer = engine
         .with_config(settings.config)
         .ask(corpus, request)

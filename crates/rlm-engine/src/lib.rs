@@ -68,6 +68,9 @@ pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode, TurnFo
 pub use corpus::{ContextShape, Corpus};
 pub use engine::Engine;
 pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestion, Surface};
+/// Checks a schema asked for a typed answer: JSON Schema of the subset
+/// every provider can be constrained to (`--schema`, `response_schema`).
+pub use rlm_llm::schema::check as check_answer_schema;
 pub use session::{
     Finding, FolderSessions, SessionBackend, SessionError, SessionState, SessionStore, Turn,
 };

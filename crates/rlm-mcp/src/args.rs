@@ -63,6 +63,18 @@ impl ToolArgs {
         }
     }
 
+    /// A JSON object argument (e.g. a JSON Schema), if given.
+    pub(super) fn object(&self, name: &str) -> Result<Option<Value>, BadArgs> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v @ Value::Object(_)) => Ok(Some(v.clone())),
+            Some(other) => Err(BadArgs(format!(
+                "`{name}` must be an object, got {}",
+                kind(other)
+            ))),
+        }
+    }
+
     /// A string argument that must be given and not blank; `example` shows
     /// a call that works.
     pub(super) fn required_string(&self, name: &str, example: &str) -> Result<String, BadArgs> {

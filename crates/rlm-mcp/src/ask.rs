@@ -33,6 +33,8 @@ pub(super) struct Question {
     pub settings: QuestionSettings,
     /// The session the turn belongs to.
     pub session: Option<String>,
+    /// A JSON Schema the answer is also returned in.
+    pub response_schema: Option<serde_json::Value>,
 }
 
 /// `ask`'s arguments, checked for types, the question's length and the
@@ -66,10 +68,16 @@ pub(super) fn read_question(state: &McpState, args: &ToolArgs) -> Result<Questio
         .with(&table::MAX_WALL_SECS, args.number_text("max_wall_secs")?)
         .with(&table::SANDBOX, args.string("sandbox")?);
     settings.flow = args.string("flow")?;
+    let response_schema = args.object("response_schema")?;
+    if let Some(schema) = &response_schema {
+        rlm_engine::check_answer_schema(schema)
+            .map_err(|e| BadArgs(format!("`response_schema`: {e}")))?;
+    }
     Ok(Question {
         text,
         settings,
         session,
+        response_schema,
     })
 }
 
@@ -155,6 +163,7 @@ pub(super) async fn run(
             trace: trace.clone(),
             cancel: cancel.clone(),
             conversation,
+            answer_schema: question.response_schema,
         },
     );
     tokio::pin!(run);
@@ -327,6 +336,20 @@ fn answer_result(
     if let Some(e) = &not_saved {
         let _ = write!(md, "\n\nThe session turn was not saved: {e}.");
     }
+    if let Some(data) = &answer.data {
+        match &data.value {
+            Some(v) => {
+                let _ = write!(md, "\n\n**Answer as JSON**\n```json\n{v:#}\n```");
+            }
+            None => {
+                let _ = write!(
+                    md,
+                    "\n\nNo answer in the response_schema's shape: {}.",
+                    data.error.as_deref().unwrap_or("unknown reason")
+                );
+            }
+        }
+    }
     let structured = json!({
         "answer": answer.answer,
         "partial": answer.partial,
@@ -337,6 +360,7 @@ fn answer_result(
         "usage": answer.usage,
         "run_id": answer.trace.id,
         "session_not_saved": not_saved,
+        "data": answer.data,
     });
     let mut result = CallToolResult::success(vec![ContentBlock::text(md)]);
     result.structured_content = Some(structured);

@@ -167,6 +167,7 @@ fn ask_body(question: Question) -> Result<AskBody, BadArgs> {
         citations: text(&table::CITATIONS),
         coverage: s.get(&table::COVERAGE).map(|c| c == "true"),
         turn_format: text(&table::TURN_FORMAT),
+        response_schema: question.response_schema,
         max_llm_calls: number(&table::MAX_LLM_CALLS)?,
         max_iterations: number(&table::MAX_ITERATIONS)?,
         max_depth: number(&table::MAX_DEPTH)?,

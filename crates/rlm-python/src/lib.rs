@@ -56,6 +56,22 @@ fn has_local_model() -> bool {
     cfg!(feature = "local-model")
 }
 
+/// Checks the JSON text of an `output_schema`: a JSON Schema of the subset
+/// every provider can be constrained to; `ValueError` says what is wrong.
+#[pyfunction]
+fn check_schema(schema_json: &str) -> PyResult<()> {
+    parse_schema(schema_json).map(drop)
+}
+
+/// The schema of `output_schema`'s JSON text, checked.
+pub(crate) fn parse_schema(schema_json: &str) -> PyResult<serde_json::Value> {
+    let schema: serde_json::Value = serde_json::from_str(schema_json)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("not JSON: {e}")))?;
+    rlm_engine::check_answer_schema(&schema)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok(schema)
+}
+
 /// The module `rlm_rs._native`.
 #[pymodule]
 #[pyo3(name = "_native")]
@@ -64,6 +80,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RunError", m.py().get_type::<RunError>())?;
     m.add_function(wrap_pyfunction!(sandbox_worker, m)?)?;
     m.add_function(wrap_pyfunction!(has_local_model, m)?)?;
+    m.add_function(wrap_pyfunction!(check_schema, m)?)?;
     m.add_class::<corpus::Corpus>()?;
     m.add_class::<run::Engine>()?;
     m.add_class::<run::Run>()?;

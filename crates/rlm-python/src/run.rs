@@ -137,14 +137,20 @@ impl Engine {
     /// Starts `question` over `corpus`; returns at once with the [`Run`].
     /// `briefing`: domain instructions added to the system prompt;
     /// `trace_path`: also write every event as JSONL there.
-    #[pyo3(signature = (corpus, question, briefing = None, trace_path = None))]
+    #[pyo3(signature = (corpus, question, briefing = None, trace_path = None, output_schema = None))]
     fn start(
         &self,
         corpus: &Corpus,
         question: String,
         briefing: Option<String>,
         trace_path: Option<PathBuf>,
+        output_schema: Option<String>,
     ) -> PyResult<Run> {
+        let answer_schema = output_schema
+            .as_deref()
+            .map(crate::parse_schema)
+            .transpose()
+            .map_err(|e| ArgumentError::new_err(format!("output_schema: {e}")))?;
         if question.trim().is_empty() {
             return Err(ArgumentError::new_err(
                 "the question is empty: pass root_prompt=\"...\" (or, with store=, the question as prompt)",
@@ -175,6 +181,7 @@ impl Engine {
             trace: trace.clone(),
             cancel: cancel.clone(),
             conversation: Conversation::None,
+            answer_schema,
         };
         let shared = Arc::new(Shared {
             trace,

@@ -109,6 +109,10 @@ pub struct AskBody {
     /// How the agents reply each turn: `auto`, `structured` or `text`.
     #[serde(default)]
     pub turn_format: Option<String>,
+    /// A JSON Schema the answer is also returned in (the answer's `data`:
+    /// the value and each value's citations).
+    #[serde(default)]
+    pub response_schema: Option<Value>,
     /// The pipeline's stage-1 retrieval: many entry chunks (true) or few.
     #[serde(default)]
     pub high_recall: Option<bool>,
@@ -506,6 +510,10 @@ impl App {
         if let Some(name) = &body.session {
             validate_session_name(name)?;
         }
+        if let Some(schema) = &body.response_schema {
+            rlm_llm::schema::check(schema)
+                .map_err(|e| ApiError::bad_request(format!("response_schema: {e}")))?;
+        }
         let number = |n: &Option<serde_json::Number>| n.as_ref().map(ToString::to_string);
         let mut settings = QuestionSettings::new(Surface::Api)
             .with(&table::INSPECTOR, body.inspector.clone())
@@ -567,6 +575,7 @@ impl App {
             trace: run.trace.clone(),
             cancel: run.cancel.clone(),
             conversation,
+            answer_schema: body.response_schema.clone(),
         };
         // Held while answering: an indexing job waits for it, and a question
         // asked during one starts when it ends, over the new store.

@@ -160,6 +160,59 @@ pub(crate) struct ChatCompletionRequest {
     /// rlm's extension: how the agents reply each turn (`turn_format`).
     #[serde(default)]
     turn_format: Option<String>,
+    /// `{"type": "json_schema", "json_schema": {"schema": ...}}` or
+    /// `{"type": "json_object"}`: the reply's content is then the answer as
+    /// JSON following the schema (the run's typed answer).
+    #[serde(default)]
+    response_format: Option<Value>,
+}
+
+/// The schema a request's `response_format` asks the answer in: `None` for
+/// text, `{"type": "object"}` for `json_object`.
+fn answer_schema(format: Option<&Value>) -> Result<Option<Value>, OpenAiError> {
+    let invalid = |message: String| OpenAiError::invalid(message, Some("response_format"));
+    let Some(format) = format.filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "object"}))),
+        Some("json_schema") => match format.pointer("/json_schema/schema") {
+            Some(schema) if schema.is_object() => Ok(Some(schema.clone())),
+            _ => Err(invalid(
+                "response_format of type json_schema needs json_schema.schema, a JSON Schema object".into(),
+            )),
+        },
+        _ => Err(invalid(
+            "response_format.type must be text, json_object or json_schema".into(),
+        )),
+    }
+}
+
+/// The reply's content: the answer's Markdown, or with a `response_format`
+/// schema the typed answer's JSON (an error when no reply followed it).
+fn reply_content(answer: &Answer, typed: bool) -> Result<String, OpenAiError> {
+    if !typed {
+        return Ok(answer_markdown(answer));
+    }
+    match answer.data.as_ref().and_then(|d| d.value.as_ref()) {
+        Some(value) => Ok(value.to_string()),
+        None => Err(OpenAiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: format!(
+                "the answer could not be put into the response_format schema: {}",
+                answer
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.error.as_deref())
+                    .unwrap_or("no typed answer")
+            ),
+            kind: "server_error",
+            param: Some("response_format"),
+            code: None,
+            close: false,
+        }),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -371,7 +424,10 @@ pub(crate) async fn chat_completions(
         });
     };
     let (question, history) = question_and_history(&request.messages)?;
+    let schema = answer_schema(request.response_format.as_ref())?;
+    let typed = schema.is_some();
     let ask = AskBody {
+        response_schema: schema,
         question,
         flow: flow.map(str::to_string),
         history,
@@ -396,11 +452,16 @@ pub(crate) async fn chat_completions(
             "model": model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": answer_markdown(&answer)},
+                "message": {"role": "assistant", "content": reply_content(&answer, typed)?},
                 "finish_reason": finish_reason(&answer),
             }],
             "usage": usage_json(&answer),
         });
+        let mut body = body;
+        if let Some(data) = answer.data.as_ref().filter(|_| typed) {
+            // rlm's extension: each value's citations (SDKs keep unknown fields).
+            body["rlm"] = json!({"data_citations": data.citations});
+        }
         return Ok(Json(body).into_response());
     }
 
@@ -422,9 +483,9 @@ pub(crate) async fn chat_completions(
         run.until_finished(|| {}).await;
         std::mem::forget(guard);
         let mut events = Vec::new();
-        match finished_answer(&run) {
-            Ok(answer) => {
-                events.push(chunk(json!({"content": answer_markdown(&answer)}), None));
+        match finished_answer(&run).and_then(|a| reply_content(&a, typed).map(|c| (a, c))) {
+            Ok((answer, content)) => {
+                events.push(chunk(json!({"content": content}), None));
                 let mut last = chunk(json!({}), Some(finish_reason(&answer)));
                 if include_usage {
                     last["usage"] = Value::Null;

@@ -226,6 +226,7 @@ fn schemas() -> Value {
             "inspector": {"enum": ["iterative", "per-chunk", "hypothesis", "repl"]},
             "citations": {"enum": ["strict", "best_effort"]},
             "coverage": {"type": "boolean", "description": "also report the documents that match the question but back no claim (grounded.coverage)"},
+            "response_schema": {"type": "object", "description": "A JSON Schema (type, enum, const, properties, required, additionalProperties false, items, min/maxItems, min/maxLength, anyOf, oneOf, $ref to #/$defs): the answer is also returned as JSON following it, in data.value, with each value's citations in data.citations (data.error says why when no reply followed it)"},
             "turn_format": {"enum": ["auto", "structured", "text"], "description": "How the agents reply each turn: structured (a JSON turn the provider constrains; sources may name only passages the run was shown), text (```repl blocks and FINAL) or auto (structured; text where the endpoint refuses the schema). RLM_TURN_FORMAT"},
             "max_llm_calls": number_schema("RLM_MAX_LLM_CALLS"),
             "max_iterations": number_schema("RLM_MAX_ITERATIONS"),
@@ -336,7 +337,8 @@ fn openai_paths() -> serde_json::Map<String, Value> {
                     "stream": {"type": "boolean"},
                     "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
                     "sandbox": {"enum": ["monty", "cpython"], "description": "rlm's extension (extra_body in the SDKs): which Python runs the model's code, as the field sandbox of POST /api/runs. RLM_SANDBOX"},
-                    "turn_format": {"enum": ["auto", "structured", "text"], "description": "rlm's extension (extra_body in the SDKs): how the agents reply each turn, as the field turn_format of POST /api/runs. RLM_TURN_FORMAT"}
+                    "turn_format": {"enum": ["auto", "structured", "text"], "description": "rlm's extension (extra_body in the SDKs): how the agents reply each turn, as the field turn_format of POST /api/runs. RLM_TURN_FORMAT"},
+                    "response_format": {"type": "object", "description": "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}} or {\"type\": \"json_object\"}: the message content is the answer as JSON following the schema (response_schema of POST /api/runs); each value's citations in rlm.data_citations"}
                 }}}}},
                 "responses": {"200": {"description": "chat.completion, or a text/event-stream of chat.completion.chunk"}, "400": {"description": "invalid_request_error"}, "404": {"description": "model_not_found"}, "408": {"description": "invalid_request_error: the body did not arrive within the body timeout"}, "413": {"description": "invalid_request_error: the body is too large"}, "415": {"description": "invalid_request_error: the body is not JSON"}, "429": {"description": "rate_limit_error: the server's run limit"}, "500": {"description": "server_error"}, "507": {"description": "server_error: the answer could not be saved"}}
             }
@@ -372,7 +374,13 @@ mod tests {
             .as_object()
             .expect("AskBody properties");
         // Fields that are the request itself, not settings.
-        let request = ["question", "session", "briefing", "history"];
+        let request = [
+            "question",
+            "session",
+            "briefing",
+            "history",
+            "response_schema",
+        ];
         let settings: Vec<&str> = QuestionSettings::SETTINGS
             .iter()
             .copied()

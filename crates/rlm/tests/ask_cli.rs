@@ -381,7 +381,29 @@ fn bad_input_gives_one_line_errors() {
             &["q?", "--store", "store", "--max-cost-usd", "0"],
             "--max-cost-usd=\"0\" is not a number more than 0",
         ),
+        (
+            &["q?", "--store", "store", "--turn-format", "yaml"],
+            "use auto, structured or text",
+        ),
+        (
+            &["q?", "--store", "store", "--schema", "missing.json"],
+            "cannot read schema",
+        ),
+        (
+            &["q?", "--store", "store", "--schema", "not_json.json"],
+            "not JSON",
+        ),
+        (
+            &["q?", "--store", "store", "--schema", "unsupported.json"],
+            "unsupported JSON Schema keyword 'patternProperties'",
+        ),
     ];
+    std::fs::write(f.path("not_json.json"), "{type: object").unwrap();
+    std::fs::write(
+        f.path("unsupported.json"),
+        r#"{"type": "object", "patternProperties": {}}"#,
+    )
+    .unwrap();
     for (args, needle) in cases {
         let o = ask(&f, &server, args);
         assert!(!o.status.success(), "{args:?} should fail");
@@ -405,6 +427,85 @@ fn bad_input_gives_one_line_errors() {
     let o = f.rlm(&["ask", "q?", "--store", "store"], &[]);
     assert!(!o.status.success());
     assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+}
+
+/// `--schema FILE`: the answer as JSON that follows the schema on stdout
+/// (the prose on stderr), and under `--json` as `data` with each value's
+/// citations.
+#[test]
+fn ask_with_a_schema_prints_the_typed_answer() {
+    let f = Fixture::new();
+    std::fs::write(
+        f.path("code.json"),
+        r#"{"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let typed = || Matcher::any_contains("Put the answer below into one JSON document");
+    let script = |s: Script| {
+        s.on(typed(), r#"{"code": "4721"}"#).on(
+            root(),
+            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
+        )
+    };
+    let server = ScriptedServer::spawn(script(Script::new()));
+    let o = ask(
+        &f,
+        &server,
+        &[
+            "What is the code?",
+            "--store",
+            "store",
+            "--schema",
+            "code.json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(value, serde_json::json!({"code": "4721"}));
+    assert!(
+        stderr(&o).contains("The secret code is 4721"),
+        "{}",
+        stderr(&o)
+    );
+    let server = ScriptedServer::spawn(script(Script::new()));
+    let o = ask(
+        &f,
+        &server,
+        &[
+            "What is the code?",
+            "--store",
+            "store",
+            "--schema",
+            "code.json",
+            "--json",
+        ],
+    );
+    let answer: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(answer["data"]["value"]["code"], "4721");
+    assert_eq!(answer["data"]["citations"][0]["path"], "$.code");
+    // No reply in the schema's shape: an error that says why, with the prose.
+    let server = ScriptedServer::spawn(
+        Script::new()
+            .on_sequence(typed(), ["4721", "still not JSON"])
+            .on(root(), "FINAL(The secret code is 4721.)"),
+    );
+    let o = ask(
+        &f,
+        &server,
+        &[
+            "What is the code?",
+            "--store",
+            "store",
+            "--schema",
+            "code.json",
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("no answer in the --schema shape") && err.contains("The secret code is 4721."),
+        "{err}"
+    );
 }
 
 #[test]

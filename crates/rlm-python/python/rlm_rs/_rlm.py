@@ -145,6 +145,7 @@ class RLM:
         coverage: Optional[bool] = None,
         context_shape: Optional[str] = None,
         turn_format: Optional[str] = None,
+        output_schema: Optional[Dict[str, Any]] = None,
         max_llm_calls: Optional[int] = None,
         chunk_chars: int = _native.DEFAULT_CHUNK_CHARS,
         trace: Union[str, "os.PathLike[str]", None] = None,
@@ -222,6 +223,15 @@ class RLM:
         settings = {k: v for k, v in settings.items() if v is not None}
         if custom_system_prompt is not None and not isinstance(custom_system_prompt, str):
             raise RLMArgumentError(f"custom_system_prompt must be a str, got {type(custom_system_prompt).__name__}")
+        if output_schema is not None:
+            if not isinstance(output_schema, dict):
+                raise RLMArgumentError(
+                    f"output_schema must be a JSON Schema dict, got {type(output_schema).__name__}"
+                )
+            try:
+                _native.check_schema(json.dumps(output_schema))
+            except (TypeError, ValueError) as e:
+                raise RLMArgumentError(f"output_schema: {e}") from None
         if isinstance(chunk_chars, bool) or not isinstance(chunk_chars, int):
             raise RLMArgumentError(f"chunk_chars must be a whole number, got {chunk_chars!r}")
         for name, fn in (
@@ -240,6 +250,7 @@ class RLM:
         self.chunk_chars = chunk_chars
         self.trace = None if trace is None else os.fspath(trace)
         self.custom_system_prompt = custom_system_prompt
+        self.output_schema = output_schema
         self.verbose = bool(verbose)
         self._on_event = on_event
         self._reference = (on_iteration_start, on_iteration_complete, on_subcall_start, on_subcall_complete)
@@ -327,7 +338,8 @@ class RLM:
             else:
                 corpus = _native.Corpus.from_texts(documents(prompt), self.chunk_chars)
                 question = root_prompt if root_prompt is not None else DEFAULT_QUESTION
-            native = self._engine.start(corpus, question, self.custom_system_prompt, self.trace)
+            schema = None if self.output_schema is None else json.dumps(self.output_schema)
+            native = self._engine.start(corpus, question, self.custom_system_prompt, self.trace, schema)
         except _native.ArgumentError as e:
             raise RLMArgumentError(str(e)) from None
         return RLMRun(native, prompt, started)

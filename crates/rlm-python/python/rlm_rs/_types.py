@@ -81,7 +81,10 @@ class RLMChatCompletion:
     ``citations`` (the citations written in the answer, each verified),
     ``usage`` (calls, tokens, cost, the engine's wall time, per depth),
     ``run_id``, ``findings``, and ``raw`` (the engine's whole answer as a
-    dict, as ``rlm ask --json`` prints it)."""
+    dict, as ``rlm ask --json`` prints it). With ``output_schema=``:
+    ``data`` (the answer as a value that follows the schema),
+    ``data_citations`` (each value's citations by JSON path) and
+    ``data_error`` (why ``data`` is None, when it is)."""
 
     root_model: str
     prompt: Any
@@ -99,6 +102,9 @@ class RLMChatCompletion:
     findings: List[Dict[str, Any]]
     raw: Dict[str, Any] = field(repr=False)
     metadata: Any = None
+    data: Any = None
+    data_citations: List[Dict[str, Any]] = field(default_factory=list)
+    data_error: Optional[str] = None
 
     def __str__(self) -> str:
         return self.response
@@ -139,4 +145,7 @@ class RLMChatCompletion:
             run_id=answer["trace"]["id"],
             findings=answer.get("findings", []),
             raw=answer,
+            data=(answer.get("data") or {}).get("value"),
+            data_citations=(answer.get("data") or {}).get("citations", []),
+            data_error=(answer.get("data") or {}).get("error"),
         )

@@ -46,6 +46,9 @@ pub struct AskArgs {
     /// Print {answer, partial, citations, verification, usage, trace} as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also return the answer as JSON following this JSON Schema file (printed instead of the prose; with --json under "data", each value with its citations).
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
     /// Write every step as JSONL to this file (`rlm trace show FILE` renders it).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -197,9 +200,31 @@ pub(crate) fn read_briefing(path: Option<&std::path::Path>) -> anyhow::Result<Op
         .transpose()
 }
 
+/// The JSON Schema of a `--schema` file, checked: a JSON document of the
+/// subset rlm supports (at most 1 MiB).
+pub(crate) fn read_schema(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    use rlm_llm::bounded::{BRIEFING_LIMIT, read_text};
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text = read_text(path, "schema", BRIEFING_LIMIT).map_err(anyhow::Error::msg)?;
+    let schema: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "--schema {}: not JSON ({e}); give a JSON Schema file, e.g. {{\"type\": \"object\", \"properties\": {{\"date\": {{\"type\": \"string\"}}}}, \"required\": [\"date\"]}}",
+            path.display()
+        )
+    })?;
+    rlm_llm::schema::check(&schema)
+        .map_err(|e| anyhow::anyhow!("--schema {}: {e}", path.display()))?;
+    Ok(Some(schema))
+}
+
 /// `rlm ask`.
 pub fn ask(args: AskArgs) -> anyhow::Result<()> {
     let mut settings = check_question(&args)?;
+    let answer_schema = read_schema(args.schema.as_deref())?;
     let briefing = read_briefing(args.briefing.as_deref())?;
     // The model first (a first run downloads it), then the folder.
     let llm_config = args.llm.load_for_answering()?;
@@ -244,6 +269,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
             }),
             _ => Conversation::None,
         },
+        answer_schema,
     };
     let (trace, cancel) = (question.trace.clone(), question.cancel.clone());
     let asked = run_question(&args, client, store, question)?;
@@ -430,6 +456,25 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
         v["trace"]["path"] = json!(args.trace.as_ref().map(|p| p.display().to_string()));
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
+    }
+    if let Some(data) = &answer.data {
+        // The typed answer is the output (stdout stays JSON for scripts);
+        // the prose follows on stderr. No typed answer is an error that
+        // says why, with the prose.
+        match &data.value {
+            Some(value) => {
+                writeln!(out, "{}", serde_json::to_string_pretty(value)?)?;
+                if !args.quiet {
+                    eprintln!("{}", answer.answer.trim_end());
+                }
+                return Ok(());
+            }
+            None => bail!(
+                "no answer in the --schema shape: {}. The answer in words:\n{}",
+                data.error.as_deref().unwrap_or("unknown reason"),
+                answer.answer.trim_end()
+            ),
+        }
     }
     writeln!(out, "{}", answer.answer.trim_end())?;
     if let Some(v) = &answer.verification
