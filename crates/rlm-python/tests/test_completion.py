@@ -49,6 +49,18 @@ def test_completion_over_a_list_context_has_the_reference_fields_and_checked_sou
     json.dumps(d)
 
 
+def test_output_schema_returns_the_answer_as_a_value_with_its_citations(backend):
+    schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"], "additionalProperties": False}
+    rlm = RLM(**backend, output_schema=schema)
+    result = rlm.completion(CONTEXT, root_prompt="What is the secret code?")
+    assert result.data == {"code": "4721"}, result.data_error
+    assert result.data_error is None
+    assert result.data_citations[0]["path"] == "$.code"
+    assert result.data_citations[0]["citations"][0]["quote"] == "The secret code is 4721"
+    # Without output_schema there is no data.
+    assert RLM(**backend).completion(CONTEXT, root_prompt="What is the secret code?").data is None
+
+
 def test_a_str_context_is_one_document_and_a_dict_names_its_documents(backend):
     rlm = RLM(**backend)
     # One string: document 0 only, so the model's [[doc:1 ...]] cannot

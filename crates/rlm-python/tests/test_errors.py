@@ -91,6 +91,9 @@ def test_budgets_and_settings_out_of_range(backend):
     refused(r"chunk_chars must be a whole number", **with_backend(backend, chunk_chars="big"))
     refused(r"custom_system_prompt must be a str", **with_backend(backend, custom_system_prompt=["x"]))
     refused(r"on_event must be callable", **with_backend(backend, on_event="print"))
+    refused(r"turn_format", **with_backend(backend, turn_format="yaml"))
+    refused(r"output_schema must be a JSON Schema dict, got str", **with_backend(backend, output_schema="{}"))
+    refused(r"output_schema: unsupported JSON Schema keyword 'patternProperties'", **with_backend(backend, output_schema={"type": "object", "patternProperties": {}}))
 
 
 def test_reference_features_rlm_rs_does_not_have_are_refused(backend):

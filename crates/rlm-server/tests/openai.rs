@@ -318,3 +318,75 @@ async fn the_sandbox_extension_picks_the_python_that_runs_the_code() {
         .to_string();
     assert!(text.contains("ran on cpython"), "{text}");
 }
+
+/// `response_format` with a JSON Schema: the content is the answer as JSON
+/// that follows it, each value's citations in rlm's extension; the same
+/// through `POST /api/runs`' `response_schema`. A bad format or schema is a
+/// 400 in each API's shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_format_returns_the_answer_as_json() {
+    let schema = json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"], "additionalProperties": false});
+    let s = start(needle_script().on(
+        Matcher::any_contains("Put the answer below into one JSON document"),
+        r#"{"code": "4721"}"#,
+    ))
+    .await;
+    let (status, v) = post(
+        &s,
+        json!({
+            "model": "rlm",
+            "messages": [{"role": "user", "content": "What is the secret code?"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "code", "schema": schema}},
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let content = v["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(content).unwrap(),
+        json!({"code": "4721"})
+    );
+    assert_eq!(v["rlm"]["data_citations"][0]["path"], "$.code", "{v}");
+    // The typed-answer call was asked for the schema.
+    let typed = s
+        .model
+        .requests()
+        .into_iter()
+        .find(|r| r.last_message().contains("Put the answer below"))
+        .unwrap();
+    assert_eq!(
+        typed.body["response_format"]["json_schema"]["schema"]["required"],
+        json!(["code"])
+    );
+
+    for (format, needle) in [
+        (json!({"type": "xml"}), "text, json_object or json_schema"),
+        (json!({"type": "json_schema"}), "json_schema.schema"),
+        (
+            json!({"type": "json_schema", "json_schema": {"schema": {"type": "object", "patternProperties": {}}}}),
+            "patternProperties",
+        ),
+    ] {
+        let (status, v) = post(
+            &s,
+            json!({"model": "rlm", "messages": [{"role": "user", "content": "q"}], "response_format": format}),
+        )
+        .await;
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{message}");
+    }
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/runs", s.base))
+        .json(&json!({"question": "q", "response_schema": {"type": "object", "patternProperties": {}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("response_schema") && text.contains("patternProperties"),
+        "{text}"
+    );
+}

@@ -435,6 +435,21 @@ fn bad_arguments_are_errors_that_say_what_to_do() {
             "no argument `qestion`",
         ),
         (
+            "ask",
+            json!({"question": "q", "turn_format": "yaml"}),
+            "use auto, structured or text",
+        ),
+        (
+            "ask",
+            json!({"question": "q", "response_schema": "a string"}),
+            "`response_schema` must be an object",
+        ),
+        (
+            "ask",
+            json!({"question": "q", "response_schema": {"type": "object", "patternProperties": {}}}),
+            "patternProperties",
+        ),
+        (
             "search",
             json!({"query": "x", "k": 0}),
             "`k` must be a whole number from 1 to 10000",
@@ -529,6 +544,33 @@ fn ask_runs_the_models_code_on_the_sandbox_it_names() {
     );
     assert_eq!(r["isError"], json!(false), "{r}");
     assert!(text_of(&r).contains("ran on cpython"), "{r}");
+}
+
+/// `response_schema`: the answer also as JSON that follows it, in the
+/// structured result and the Markdown.
+#[test]
+fn ask_with_a_response_schema_returns_the_typed_answer() {
+    let dir = common::indexed_docs(DOCS);
+    let model = ScriptedServer::spawn(
+        Script::new()
+            .on(
+                Matcher::any_contains("Put the answer below into one JSON document"),
+                r#"{"code": "4721"}"#,
+            )
+            .otherwise("FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])"),
+    );
+    let mut mcp = Mcp::initialized(dir.path(), &model, &[]);
+    let schema =
+        json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]});
+    let r = mcp.tool(
+        "ask",
+        json!({"question": "What is the secret code?", "response_schema": schema, "turn_format": "text"}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let data = &r["structuredContent"]["data"];
+    assert_eq!(data["value"], json!({"code": "4721"}), "{r}");
+    assert_eq!(data["citations"][0]["path"], "$.code", "{r}");
+    assert!(text_of(&r).contains("**Answer as JSON**"), "{r}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ Rust tests' scripted server (crates/rlm/tests/mcp_stdio.rs):
   a request whose messages hold "REPL output"  FINAL with a quoted citation
   a last message holding "STALL"               waits --stall-secs, then a cell
   a last message holding "SUBCALL"             a cell that calls llm_query
+  the typed-answer request                     {"code": "4721"}
   anything else                                a ```repl cell printing the context
 
 Usage: python3 scripted_model.py [--port 0] [--stall-secs 60]
@@ -21,12 +22,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 CELL = "```repl\nprint(context[:200])\n```"
 SUBCALL_CELL = "```repl\nprint(llm_query('Say hello'))\n```"
 FINAL = 'FINAL(The secret code is 4721 [[doc:1 "The secret code is 4721"]])'
+TYPED = '{"code": "4721"}'
 
 
 def reply_for(body, stall_secs):
     messages = body.get("messages") or []
     contents = [m.get("content") or "" for m in messages]
     contents = [c if isinstance(c, str) else json.dumps(c) for c in contents]
+    if contents and contents[-1].startswith("Put the answer below into one JSON document"):
+        return TYPED
     if any("REPL output" in c for c in contents):
         return FINAL
     if contents and "STALL" in contents[-1]:
