@@ -240,6 +240,20 @@ async fn anthropic_wraps_a_schema_that_is_not_an_object_and_unwraps_the_reply() 
     let reply = client.chat(request.streaming_to(tokens)).await.unwrap();
     assert_eq!(reply.text, "[3,1,4]");
     assert_eq!(*pieces.lock().unwrap(), vec![(1, "[3,1,4]".to_string())]);
+
+    // The definitions move to the wrapper's root, where `$ref` finds them.
+    let referenced = json!({"$defs": {"n": {"type": "integer"}}, "type": "array", "items": {"$ref": "#/$defs/n"}});
+    client
+        .chat(ask().with_schema(ReplySchema::new("numbers", referenced)))
+        .await
+        .unwrap();
+    let input_schema = server.requests()[2].tools.clone().unwrap()[0]["input_schema"].clone();
+    assert_eq!(
+        input_schema,
+        json!({"type": "object", "required": ["value"], "$defs": {"n": {"type": "integer"}},
+               "properties": {"value": {"type": "array", "items": {"$ref": "#/$defs/n"}}}})
+    );
+    schema::check(&input_schema).unwrap();
 }
 
 #[tokio::test]

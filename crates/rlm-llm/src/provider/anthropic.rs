@@ -104,12 +104,21 @@ impl SchemaTool {
         }
     }
 
+    /// The tool's input schema. A wrapper takes the definitions up to its
+    /// root, where the schema's `#/$defs/...` references look for them.
     fn input_schema(self, schema: &ReplySchema) -> Value {
-        if self.wrapped {
-            json!({"type": "object", "properties": {"value": schema.schema}, "required": ["value"]})
-        } else {
-            schema.schema.clone()
+        if !self.wrapped {
+            return schema.schema.clone();
         }
+        let mut inner = schema.schema.clone();
+        let mut wrapper = json!({"type": "object", "required": ["value"]});
+        for defs in ["$defs", "definitions"] {
+            if let Some(found) = inner.as_object_mut().and_then(|m| m.remove(defs)) {
+                wrapper[defs] = found;
+            }
+        }
+        wrapper["properties"] = json!({ "value": inner });
+        wrapper
     }
 
     /// The reply text of a tool input: its JSON, unwrapped.
