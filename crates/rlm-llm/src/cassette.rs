@@ -28,8 +28,69 @@ pub struct CassetteEntry {
     pub provider: String,
     /// The request as sent.
     pub request: ModelRequest,
-    /// The reply as received.
+    /// The reply as received (empty when `refused`).
     pub reply: ModelReply,
+    /// The endpoint refused the request's schema instead of replying: the
+    /// client then sent it again without, the next line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RecordedRefusal>,
+}
+
+/// A schema refusal as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedRefusal {
+    /// The HTTP status; `None` when the provider could not express the
+    /// schema ([`LlmError::SchemaUnsupported`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// What the provider said.
+    pub message: String,
+}
+
+impl RecordedRefusal {
+    /// The refusal `err` is, if it is one of a request with a schema.
+    fn of(request: &ModelRequest, err: &LlmError) -> Option<Self> {
+        if request.schema.is_none() || !err.is_schema_refusal() {
+            return None;
+        }
+        Some(match err.root() {
+            LlmError::BadRequest {
+                status, message, ..
+            } => RecordedRefusal {
+                status: Some(*status),
+                message: message.clone(),
+            },
+            LlmError::NotFound { message, .. } | LlmError::UnknownModel { message, .. } => {
+                RecordedRefusal {
+                    status: Some(404),
+                    message: message.clone(),
+                }
+            }
+            LlmError::SchemaUnsupported { reason, .. } => RecordedRefusal {
+                status: None,
+                message: reason.clone(),
+            },
+            other => RecordedRefusal {
+                status: Some(400),
+                message: other.to_string(),
+            },
+        })
+    }
+
+    /// The error the refusal was, as replay gives it back.
+    fn replayed(&self) -> LlmError {
+        match self.status {
+            Some(status) => LlmError::BadRequest {
+                provider: "replay".into(),
+                status,
+                message: self.message.clone(),
+            },
+            None => LlmError::SchemaUnsupported {
+                provider: "replay".into(),
+                reason: self.message.clone(),
+            },
+        }
+    }
 }
 
 /// A stable hash of a resolved request (SHA-256 of its JSON form, hex).
@@ -60,12 +121,18 @@ impl RecordingProvider {
         })
     }
 
-    fn append(&self, request: &ModelRequest, reply: &ModelReply) -> Result<(), LlmError> {
+    fn append(
+        &self,
+        request: &ModelRequest,
+        reply: &ModelReply,
+        refused: Option<RecordedRefusal>,
+    ) -> Result<(), LlmError> {
         let entry = CassetteEntry {
             key: request_hash(request),
             provider: self.inner.name().to_string(),
             request: request.clone(),
             reply: reply.clone(),
+            refused,
         };
         let mut line = serde_json::to_string(&entry).map_err(|e| LlmError::Cassette {
             path: self.path.display().to_string(),
@@ -97,8 +164,24 @@ impl Provider for RecordingProvider {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         Box::pin(async move {
-            let reply = self.inner.complete(request).await?;
-            self.append(request, &reply)?;
+            let reply = match self.inner.complete(request).await {
+                Ok(reply) => reply,
+                Err(err) => {
+                    // A refused schema is part of the session: replay
+                    // refuses it again, and the client falls back the same.
+                    if let Some(refusal) = RecordedRefusal::of(request, &err) {
+                        let empty = ModelReply {
+                            text: String::new(),
+                            finish_reason: crate::types::FinishReason::Stop,
+                            model: request.model.clone(),
+                            usage: None,
+                        };
+                        self.append(request, &empty, Some(refusal))?;
+                    }
+                    return Err(err);
+                }
+            };
+            self.append(request, &reply, None)?;
             Ok(reply)
         })
     }
@@ -212,6 +295,9 @@ impl Provider for ReplayProvider {
             let index = indices[(*n).min(indices.len() - 1)];
             *n += 1;
             drop(served);
+            if let Some(refusal) = &self.entries[index].refused {
+                return Err(refusal.replayed());
+            }
             let reply = self.entries[index].reply.clone();
             // A recorded stream replays as one delta: the text is the same,
             // its timing was never recorded.
@@ -253,7 +339,8 @@ fn similarity(recorded: &ModelRequest, wanted: &ModelRequest) -> (bool, usize, u
     };
     let same_params = recorded.temperature == wanted.temperature
         && recorded.max_output_tokens == wanted.max_output_tokens
-        && recorded.stop == wanted.stop;
+        && recorded.stop == wanted.stop
+        && recorded.schema == wanted.schema;
     (
         recorded.model == wanted.model,
         equal_messages,
@@ -310,9 +397,24 @@ fn first_difference(recorded: &ModelRequest, wanted: &ModelRequest) -> String {
             recorded.max_output_tokens, wanted.max_output_tokens
         );
     }
+    if recorded.stop != wanted.stop {
+        return format!(
+            "stop: recorded {:?}, requested {:?}",
+            recorded.stop, wanted.stop
+        );
+    }
+    let schema = |r: &ModelRequest| {
+        r.schema.as_ref().map_or_else(
+            || "none".to_string(),
+            |s| format!("{} {}", s.name, s.schema),
+        )
+    };
+    let (a, b) = (schema(recorded), schema(wanted));
+    let at = common_prefix_chars(&a, &b);
     format!(
-        "stop: recorded {:?}, requested {:?}",
-        recorded.stop, wanted.stop
+        "schema at character {at}: recorded \"{}\", requested \"{}\"",
+        excerpt(&a, at),
+        excerpt(&b, at)
     )
 }
 

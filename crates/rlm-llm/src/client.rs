@@ -2,6 +2,7 @@
 //! models, checks the context window, bounds concurrency, retries, times out,
 //! and accounts for every call.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,7 +37,13 @@ struct Inner {
     provider: Arc<dyn Provider>,
     slots: Semaphore,
     totals: Mutex<UsageTotals>,
+    /// Models of the endpoint that refused a reply schema, with what the
+    /// endpoint said: later requests go without the schema.
+    schema_refusals: Mutex<HashMap<String, String>>,
 }
+
+/// Longest refusal reason kept in [`SchemaUse::Refused`].
+const REFUSAL_REASON_CHARS: usize = 200;
 
 impl std::fmt::Debug for LlmClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,6 +80,7 @@ impl LlmClient {
                 config,
                 provider,
                 totals: Mutex::new(UsageTotals::default()),
+                schema_refusals: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -134,17 +142,21 @@ impl LlmClient {
     /// Sends one request: pre-check, wait for a slot, attempt with timeout,
     /// retry retryable failures with backoff, account. Dropping the future
     /// cancels the request and frees its slot.
+    ///
+    /// A request with a schema that the endpoint refuses (an HTTP 400, 404,
+    /// 415, 422 or 501 answer to it, not an authentication, rate or server
+    /// failure) is sent again at once without the schema, and the model is
+    /// remembered as refusing schemas for this client's lifetime (clones
+    /// share it): later requests go without the schema straight away. A
+    /// schema the embedded model's grammar cannot express goes the same
+    /// way, without being remembered. [`ChatResponse::schema_use`] says
+    /// which happened; no call fails for it.
     pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
-        let resolved = self.resolve(&request);
+        let mut resolved = self.resolve(&request);
         self.check_context_window(&resolved)?;
         let started = Instant::now();
-        let (reply, retries) = self.send_with_retries(&resolved).await?;
+        let (reply, retries, schema_use) = self.send_with_schema(&mut resolved).await?;
         let latency = started.elapsed();
-        let schema_use = if resolved.schema.is_some() {
-            SchemaUse::Constrained
-        } else {
-            SchemaUse::NotAsked
-        };
 
         let (reported, estimated) = match reply.usage {
             Some(u) => (u, false),
@@ -187,9 +199,63 @@ impl LlmClient {
         })
     }
 
+    /// Sends `request` with its schema, unless the endpoint refuses (or
+    /// refused) it: then without (see [`LlmClient::chat`]), `request` left
+    /// as sent.
+    async fn send_with_schema(
+        &self,
+        request: &mut ModelRequest,
+    ) -> Result<(ModelReply, u32, SchemaUse), LlmError> {
+        if request.schema.is_none() {
+            let (reply, retries) = self.send_with_retries(request, 0).await?;
+            return Ok((reply, retries, SchemaUse::NotAsked));
+        }
+        if let Some(reason) = self.refused_before(&request.model) {
+            request.schema = None;
+            let (reply, retries) = self.send_with_retries(request, 0).await?;
+            let reason = format!("refused earlier: {reason}");
+            return Ok((reply, retries, SchemaUse::Refused { reason }));
+        }
+        match self.send_with_retries(request, 0).await {
+            Ok((reply, retries)) => Ok((reply, retries, SchemaUse::Constrained)),
+            Err(err) if err.is_schema_refusal() => {
+                // The refusal was one attempt; the plain request follows.
+                request.schema = None;
+                let (reply, retries) = self.send_with_retries(request, 1).await?;
+                let reason = refusal_reason(&err);
+                if !matches!(err.root(), LlmError::SchemaUnsupported { .. }) {
+                    self.remember_refusal(&request.model, &reason);
+                }
+                Ok((reply, retries + 1, SchemaUse::Refused { reason }))
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The refusal remembered for `model` at this client's endpoint.
+    fn refused_before(&self, model: &str) -> Option<String> {
+        let refusals = self
+            .inner
+            .schema_refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        refusals.get(model).cloned()
+    }
+
+    fn remember_refusal(&self, model: &str, reason: &str) {
+        self.inner
+            .schema_refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(model.to_string(), reason.to_string());
+    }
+
+    /// Sends `request` with retries; `earlier` attempts of this call were
+    /// made before (the numbering of streamed attempts goes on from them).
     async fn send_with_retries(
         &self,
         request: &ModelRequest,
+        earlier: u32,
     ) -> Result<(ModelReply, u32), LlmError> {
         let policy = &self.inner.config.retry;
         let mut attempt: u32 = 0;
@@ -205,7 +271,7 @@ impl LlmClient {
                     .await
                     .expect("the semaphore is never closed");
                 if let Some(sink) = &request.on_token {
-                    sink.start_attempt(attempt);
+                    sink.start_attempt(earlier + attempt);
                 }
                 self.attempt(request).await
             };
@@ -265,6 +331,20 @@ impl ChatModel for LlmClient {
     fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
         Box::pin(LlmClient::chat(self, request))
     }
+}
+
+/// What the endpoint said when it refused a schema, shortened.
+fn refusal_reason(err: &LlmError) -> String {
+    let reason = match err.root() {
+        LlmError::BadRequest {
+            status, message, ..
+        } => format!("HTTP {status}: {message}"),
+        LlmError::NotFound { message, .. } => format!("HTTP 404: {message}"),
+        LlmError::UnknownModel { message, .. } => message.clone(),
+        LlmError::SchemaUnsupported { reason, .. } => reason.clone(),
+        other => other.to_string(),
+    };
+    crate::schema::excerpt(&reason, REFUSAL_REASON_CHARS)
 }
 
 /// Exponential backoff with jitter before retry number `attempt` (1-based):

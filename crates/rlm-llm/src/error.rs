@@ -183,6 +183,17 @@ pub enum LlmError {
         detail: String,
     },
 
+    /// The provider cannot constrain the reply to the request's schema (the
+    /// embedded model's grammar cannot express it). [`crate::LlmClient`]
+    /// then sends the request without the schema.
+    #[error("{provider} cannot constrain the reply to the schema: {reason}")]
+    SchemaUnsupported {
+        /// Provider name.
+        provider: String,
+        /// What cannot be expressed.
+        reason: String,
+    },
+
     /// The provider cannot do this (e.g. Azure listing models).
     #[error("{0}")]
     Unsupported(String),
@@ -200,6 +211,21 @@ impl LlmError {
                 | LlmError::RateLimited { .. }
                 | LlmError::Server { .. }
                 | LlmError::TruncatedResponse { .. }
+        )
+    }
+
+    /// True when this answers a request with a reply schema by refusing
+    /// the schema (or may have: a 400 for another reason looks the same):
+    /// HTTP 400, 404, 415, 422, 501 and the like, or a schema the provider
+    /// cannot express. Not authentication, rate limits, server failures or
+    /// timeouts. [`crate::LlmClient`] then sends the request without it.
+    pub fn is_schema_refusal(&self) -> bool {
+        matches!(
+            self.root(),
+            LlmError::BadRequest { .. }
+                | LlmError::NotFound { .. }
+                | LlmError::UnknownModel { .. }
+                | LlmError::SchemaUnsupported { .. }
         )
     }
 

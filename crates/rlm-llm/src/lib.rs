@@ -46,7 +46,9 @@ mod usage;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use cassette::{CassetteEntry, RecordingProvider, ReplayProvider, request_hash};
+pub use cassette::{
+    CassetteEntry, RecordedRefusal, RecordingProvider, ReplayProvider, request_hash,
+};
 pub use client::{ChatModel, LlmClient};
 pub use config::{
     ApiKey, ConfigOverrides, DEFAULT_ANTHROPIC_VERSION, DEFAULT_AZURE_API_VERSION,

@@ -9,3 +9,4 @@ mod faults;
 mod providers;
 mod script;
 mod streaming;
+mod structured;

@@ -26,6 +26,7 @@ fn request(prompt: &str, max_tokens: u32) -> GenerateRequest {
         temperature: Some(0.0),
         stop: vec![],
         on_text: None,
+        grammar: None,
     }
 }
 

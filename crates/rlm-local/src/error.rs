@@ -123,6 +123,10 @@ pub enum LocalError {
         window: u32,
     },
 
+    /// llama.cpp cannot parse a request's grammar.
+    #[error("llama.cpp cannot use the grammar: {0}")]
+    Grammar(String),
+
     /// Inference failed inside llama.cpp.
     #[error("local inference failed: {0}")]
     Inference(String),

@@ -143,6 +143,12 @@ pub struct GenerateRequest {
     /// Receives the text as it is generated (whole characters, never part
     /// of a stop string); the pieces add up to [`Generation::text`].
     pub on_text: Option<TextSink>,
+    /// A GBNF grammar (root rule `root`) the output must follow: llama.cpp
+    /// samples only tokens it admits, and generation ends when it is
+    /// complete. `stop` is not applied then (a stop string inside a JSON
+    /// string would cut the document). A grammar llama.cpp cannot parse
+    /// fails the request with [`LocalError::Grammar`].
+    pub grammar: Option<String>,
 }
 
 /// Why generation ended.
@@ -288,7 +294,10 @@ impl LocalModel {
     /// Answers one request. Requests beyond the parallel slots wait their
     /// turn; dropping the future withdraws the request (its sequence is freed
     /// at the next decode step).
-    pub async fn generate(&self, request: GenerateRequest) -> Result<Generation, LocalError> {
+    pub async fn generate(&self, mut request: GenerateRequest) -> Result<Generation, LocalError> {
+        if request.grammar.is_some() {
+            request.stop.clear();
+        }
         let (reply, answer) = oneshot::channel();
         self.jobs
             .send(Job {
@@ -613,7 +622,8 @@ impl<'m> Batcher<'m> {
             || self.slots.is_empty()
     }
 
-    /// Starts `job` in the idle sequence `pick`.
+    /// Starts `job` in the idle sequence `pick` (or answers it with the
+    /// error of a grammar llama.cpp cannot parse).
     fn start(
         &mut self,
         job: Job,
@@ -622,6 +632,23 @@ impl<'m> Batcher<'m> {
         max_tokens: u32,
         reserved: u32,
     ) {
+        let temperature = job
+            .request
+            .temperature
+            .unwrap_or(self.options.default_temperature);
+        // Each slot has a sampler of its own: a grammar's state is per sequence.
+        let sampler = match sampler(
+            self.model,
+            &self.options,
+            temperature,
+            job.request.grammar.as_deref(),
+        ) {
+            Ok(sampler) => sampler,
+            Err(e) => {
+                let _ = job.reply.send(Err(e));
+                return;
+            }
+        };
         let admitted = Instant::now();
         let IdleSeq { seq, cached } = self.idle.swap_remove(pick);
         // Keep the shared prefix, drop the rest of the old request. The
@@ -644,13 +671,9 @@ impl<'m> Batcher<'m> {
             save_prefix,
         } = self.reuse_prefix_state(seq, &job.request.turns, &prompt, reused);
         self.reserved_cells += reserved;
-        let temperature = job
-            .request
-            .temperature
-            .unwrap_or(self.options.default_temperature);
         self.slots.push(Slot {
             seq,
-            sampler: sampler(self.model, &self.options, temperature),
+            sampler,
             admitted,
             first_token: None,
             prompt,
@@ -989,25 +1012,40 @@ fn render_prompt(
     Ok(tokens)
 }
 
-fn sampler(model: &LlamaModel, options: &LocalModelOptions, temperature: f32) -> LlamaSampler {
-    let penalties = LlamaSampler::penalties(
+/// The sampler chain of one request. A grammar goes first: every later
+/// step then chooses among the tokens it admits (a token it rejects never
+/// reaches top-k), and llama.cpp advances it with each sampled token.
+fn sampler(
+    model: &LlamaModel,
+    options: &LocalModelOptions,
+    temperature: f32,
+    grammar: Option<&str>,
+) -> Result<LlamaSampler, LocalError> {
+    let mut chain = Vec::new();
+    if let Some(grammar) = grammar {
+        chain.push(
+            LlamaSampler::grammar(model, grammar, "root")
+                .map_err(|e| LocalError::Grammar(e.to_string()))?,
+        );
+    }
+    chain.push(LlamaSampler::penalties(
         model.n_vocab(),
         options.repeat_last_n,
         options.repeat_penalty,
         0.0,
         0.0,
-    );
+    ));
     if temperature <= 0.0 {
-        LlamaSampler::chain_simple([penalties, LlamaSampler::greedy()])
+        chain.push(LlamaSampler::greedy());
     } else {
-        LlamaSampler::chain_simple([
-            penalties,
+        chain.extend([
             LlamaSampler::top_k(40),
             LlamaSampler::top_p(0.95, 1),
             LlamaSampler::temp(temperature),
             LlamaSampler::dist(options.seed),
-        ])
+        ]);
     }
+    Ok(LlamaSampler::chain_simple(chain))
 }
 
 /// Truncates `output` before the first stop string it contains; true if one

@@ -42,6 +42,7 @@ fn request(question: &str) -> GenerateRequest {
         temperature: Some(0.0),
         stop: vec![],
         on_text: None,
+        grammar: None,
     }
 }
 

@@ -5,10 +5,10 @@ use serde_json::{Value, json};
 
 use super::http::{self, Target};
 use super::openai::{JsonBody, parse_model_list};
-use super::{BoxFuture, Provider};
+use super::{BoxFuture, Provider, wire_schema_name};
 use crate::config::ApiKey;
 use crate::error::LlmError;
-use crate::types::{FinishReason, ModelReply, ModelRequest, ReportedUsage, Role};
+use crate::types::{FinishReason, ModelReply, ModelRequest, ReplySchema, ReportedUsage, Role};
 
 /// `max_tokens` sent when neither the request nor the role sets one; the
 /// Messages API requires the field.
@@ -72,15 +72,71 @@ impl AnthropicProvider {
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
-        if !request.stop.is_empty() {
+        // A stop sequence could only cut a constrained document short.
+        if !request.stop.is_empty() && request.schema.is_none() {
             body["stop_sequences"] = json!(request.stop);
+        }
+        if let Some(schema) = &request.schema {
+            let name = wire_schema_name(&schema.name);
+            body["tools"] = json!([{
+                "name": name,
+                "description": "Reply by calling this tool: its input is the whole reply.",
+                "input_schema": SchemaTool::of(schema).input_schema(schema),
+            }]);
+            body["tool_choice"] = json!({"type": "tool", "name": name});
         }
         body
     }
 }
 
-/// Parses a Messages response body.
-pub(crate) fn parse_reply(requested_model: &str, body: &Value) -> Result<ModelReply, LlmError> {
+/// A request's schema as Anthropic's forced tool: the reply is the tool
+/// call's input. Tool inputs are objects, so another schema is wrapped as
+/// the one property `value` and unwrapped from the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SchemaTool {
+    wrapped: bool,
+}
+
+impl SchemaTool {
+    fn of(schema: &ReplySchema) -> Self {
+        SchemaTool {
+            wrapped: schema.schema.get("type").and_then(Value::as_str) != Some("object"),
+        }
+    }
+
+    /// The tool's input schema. A wrapper takes the definitions up to its
+    /// root, where the schema's `#/$defs/...` references look for them.
+    fn input_schema(self, schema: &ReplySchema) -> Value {
+        if !self.wrapped {
+            return schema.schema.clone();
+        }
+        let mut inner = schema.schema.clone();
+        let mut wrapper = json!({"type": "object", "required": ["value"]});
+        for defs in ["$defs", "definitions"] {
+            if let Some(found) = inner.as_object_mut().and_then(|m| m.remove(defs)) {
+                wrapper[defs] = found;
+            }
+        }
+        wrapper["properties"] = json!({ "value": inner });
+        wrapper
+    }
+
+    /// The reply text of a tool input: its JSON, unwrapped.
+    fn reply_text(self, input: &Value) -> String {
+        match input.get("value") {
+            Some(value) if self.wrapped => value.to_string(),
+            _ => input.to_string(),
+        }
+    }
+}
+
+/// Parses a Messages response body. With a schema `tool`, the reply is
+/// the input of its `tool_use` block.
+fn parse_reply(
+    requested_model: &str,
+    body: &Value,
+    tool: Option<SchemaTool>,
+) -> Result<ModelReply, LlmError> {
     let malformed = |detail: &str| http::malformed("anthropic", detail, body);
     let content = body
         .get("content")
@@ -91,11 +147,21 @@ pub(crate) fn parse_reply(requested_model: &str, body: &Value) -> Result<ModelRe
             provider: "anthropic".into(),
         });
     }
-    let text: String = content
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect();
+    let tool_input = tool.and_then(|t| {
+        content
+            .iter()
+            .find(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .and_then(|b| b.get("input"))
+            .map(|input| t.reply_text(input))
+    });
+    let answered_by_tool = tool_input.is_some();
+    let text: String = tool_input.unwrap_or_else(|| {
+        content
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect()
+    });
     let usage = body.get("usage").and_then(|u| {
         let uncached = u.get("input_tokens")?.as_u64()?;
         let output = u.get("output_tokens")?.as_u64()?;
@@ -115,9 +181,10 @@ pub(crate) fn parse_reply(requested_model: &str, body: &Value) -> Result<ModelRe
             cached_tokens: u.get("cache_read_input_tokens").map(|_| read),
         })
     });
+    let stop_reason = body.get("stop_reason").and_then(Value::as_str);
     Ok(ModelReply {
         text,
-        finish_reason: FinishReason::from_wire(body.get("stop_reason").and_then(Value::as_str)),
+        finish_reason: stop_reason_of(stop_reason, answered_by_tool),
         model: body
             .get("model")
             .and_then(Value::as_str)
@@ -127,9 +194,19 @@ pub(crate) fn parse_reply(requested_model: &str, body: &Value) -> Result<ModelRe
     })
 }
 
+/// Why a reply ended. A forced tool call is how a schema reply ends: the
+/// reply is complete, not a request to run a tool.
+fn stop_reason_of(stop_reason: Option<&str>, answered_by_tool: bool) -> FinishReason {
+    match stop_reason {
+        Some("tool_use") if answered_by_tool => FinishReason::Stop,
+        other => FinishReason::from_wire(other),
+    }
+}
+
 /// What a streamed Messages answer has said so far: `message_start`
-/// (model, input usage), `content_block_delta` (text), `message_delta`
-/// (stop reason, output usage), `message_stop` (the end).
+/// (model, input usage), `content_block_delta` (text, or the schema tool's
+/// input as `input_json_delta`), `message_delta` (stop reason, output
+/// usage), `message_stop` (the end).
 #[derive(Default)]
 struct MessageStream {
     text: String,
@@ -138,6 +215,10 @@ struct MessageStream {
     /// The usage object of `message_start`, updated by `message_delta`.
     usage: Option<Value>,
     started: bool,
+    /// The request's schema tool, if it had a schema.
+    tool: Option<SchemaTool>,
+    /// The schema tool's input JSON as it came, once its block started.
+    tool_json: Option<String>,
 }
 
 impl MessageStream {
@@ -150,14 +231,12 @@ impl MessageStream {
                 self.model = message["model"].as_str().map(str::to_string);
                 self.usage = message.get("usage").cloned();
             }
-            Some("content_block_delta") => {
-                if event["delta"]["type"] == "text_delta"
-                    && let Some(text) = event["delta"]["text"].as_str()
-                {
-                    self.text.push_str(text);
-                    sink.send(text);
-                }
+            Some("content_block_start")
+                if self.tool.is_some() && event["content_block"]["type"] == "tool_use" =>
+            {
+                self.tool_json.get_or_insert_with(String::new);
             }
+            Some("content_block_delta") => self.delta(&event["delta"], sink),
             Some("message_delta") => {
                 if let Some(reason) = event["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(reason.to_string());
@@ -182,27 +261,75 @@ impl MessageStream {
                     message: http::snippet(message),
                 });
             }
-            _ => {} // ping, content_block_start/stop
+            _ => {} // ping, text content_block_start, content_block_stop
         }
         Ok(false)
     }
 
-    /// The reply, read like a whole Messages body.
-    fn finish(self, requested_model: &str) -> Result<ModelReply, LlmError> {
+    /// A piece of text, or of the schema tool's input: streamed as it
+    /// comes unless the input is wrapped (then the whole unwrapped reply
+    /// is sent at the end).
+    fn delta(&mut self, delta: &Value, sink: &crate::TokenSink) {
+        match (delta["type"].as_str(), &mut self.tool_json) {
+            (Some("text_delta"), _) => {
+                if let Some(text) = delta["text"].as_str() {
+                    self.text.push_str(text);
+                    sink.send(text);
+                }
+            }
+            (Some("input_json_delta"), Some(json)) => {
+                if let Some(piece) = delta["partial_json"].as_str() {
+                    json.push_str(piece);
+                    if self.tool.is_some_and(|t| !t.wrapped) {
+                        sink.send(piece);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The reply, read like a whole Messages body. A schema tool's input
+    /// is the text: as streamed, or unwrapped (and sent now) if wrapped.
+    fn finish(
+        self,
+        requested_model: &str,
+        sink: &crate::TokenSink,
+    ) -> Result<ModelReply, LlmError> {
         if !self.started {
             return Err(LlmError::NoChoices {
                 provider: "anthropic".into(),
             });
         }
+        let answered_by_tool = self.tool_json.is_some();
+        let text = match (self.tool, self.tool_json) {
+            (Some(tool), Some(json)) if tool.wrapped => {
+                let text = serde_json::from_str(&json)
+                    .map_or(json, |input: Value| tool.reply_text(&input));
+                sink.send(&text);
+                text
+            }
+            (Some(_), Some(json)) if json.trim().is_empty() => {
+                // An empty object's input may come as no pieces at all.
+                sink.send("{}");
+                "{}".to_string()
+            }
+            (_, Some(json)) => json,
+            (_, None) => self.text,
+        };
+        let stop_reason = match stop_reason_of(self.stop_reason.as_deref(), answered_by_tool) {
+            FinishReason::Stop => Some("end_turn".to_string()),
+            _ => self.stop_reason,
+        };
         let mut body = json!({
-            "content": [{"type": "text", "text": self.text}],
-            "stop_reason": self.stop_reason,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
             "model": self.model.as_deref().unwrap_or(requested_model),
         });
         if let Some(usage) = self.usage {
             body["usage"] = usage;
         }
-        parse_reply(requested_model, &body)
+        parse_reply(requested_model, &body, None)
     }
 }
 
@@ -231,23 +358,27 @@ impl Provider for AnthropicProvider {
                 provider: "anthropic",
                 model: Some(&request.model),
             };
+            let tool = request.schema.as_ref().map(SchemaTool::of);
             let Some(sink) = sink else {
                 let body = http::exchange(builder, &url, target).await?;
-                return parse_reply(&request.model, &body);
+                return parse_reply(&request.model, &body, tool);
             };
             let response = http::open(builder, &url, target).await?;
-            let mut stream = MessageStream::default();
+            let mut stream = MessageStream {
+                tool,
+                ..MessageStream::default()
+            };
             let streamed = http::read_stream(response, "anthropic", |data| {
                 stream.event(&http::event_json("anthropic", data)?, sink)
             })
             .await?;
             match streamed {
                 http::Streamed::Whole(body) => {
-                    let reply = parse_reply(&request.model, &body)?;
+                    let reply = parse_reply(&request.model, &body, tool)?;
                     sink.send(&reply.text);
                     Ok(reply)
                 }
-                http::Streamed::Events { ended: true } => stream.finish(&request.model),
+                http::Streamed::Events { ended: true } => stream.finish(&request.model, sink),
                 http::Streamed::Events { ended: false } => Err(http::cut_short("anthropic")),
             }
         })

@@ -227,6 +227,12 @@ pub(crate) fn status_error(
             retry_after: parse_retry_after(headers),
             message,
         },
+        // Not implemented: asking again will not change that.
+        501 => LlmError::BadRequest {
+            provider,
+            status,
+            message,
+        },
         408 | 409 | 500..=599 => LlmError::Server {
             provider,
             status,

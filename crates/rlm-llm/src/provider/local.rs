@@ -1,7 +1,9 @@
 //! Provider `local`: the embedded model. A GGUF runs in this process through
 //! llama.cpp (`rlm-local`); usage is counted by the model's own tokenizer and
 //! costs nothing. Parallel requests are decoded together in one batch, and
-//! each streams its text to the request's [`crate::TokenSink`].
+//! each streams its text to the request's [`crate::TokenSink`]. A request's
+//! reply schema becomes a grammar ([`crate::schema::to_gbnf`]) that
+//! llama.cpp samples under.
 
 use std::path::PathBuf;
 use std::sync::Once;
@@ -13,6 +15,7 @@ use rlm_local::{
 use crate::config::LlmConfig;
 use crate::error::LlmError;
 use crate::provider::{BoxFuture, Provider};
+use crate::schema;
 use crate::types::{FinishReason, ModelReply, ModelRequest, ReportedUsage};
 
 /// The embedded model behind the [`Provider`] trait.
@@ -77,6 +80,16 @@ impl Provider for LocalProvider {
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         Box::pin(async move {
+            let unsupported = |reason: String| LlmError::SchemaUnsupported {
+                provider: "local".into(),
+                reason,
+            };
+            let grammar = match &request.schema {
+                Some(s) => {
+                    Some(schema::to_gbnf(&s.schema).map_err(|e| unsupported(e.to_string()))?)
+                }
+                None => None,
+            };
             let generation = self
                 .model
                 .generate(GenerateRequest {
@@ -95,6 +108,7 @@ impl Provider for LocalProvider {
                         .on_token
                         .clone()
                         .map(|sink| TextSink::new(move |text: &str| sink.send(text))),
+                    grammar,
                 })
                 .await
                 .map_err(|e| match e {
@@ -106,6 +120,7 @@ impl Provider for LocalProvider {
                         estimated_tokens: u64::from(prompt_tokens),
                         window: u64::from(window),
                     },
+                    LocalError::Grammar(detail) => unsupported(detail),
                     other => local_error(other),
                 })?;
             Ok(ModelReply {

@@ -88,6 +88,28 @@ fn local_provider(_config: &LlmConfig) -> Result<Box<dyn Provider>, LlmError> {
     ))
 }
 
+/// A [`crate::ReplySchema`] name as wire protocols accept it (OpenAI's
+/// schema name, Anthropic's tool name): ASCII letters, digits, `_` and `-`,
+/// at most 64 characters, `reply` when nothing is left.
+pub(crate) fn wire_schema_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if cleaned.trim_matches('_').is_empty() {
+        "reply".to_string()
+    } else {
+        cleaned
+    }
+}
+
 /// Parses `Retry-After` / `retry-after-ms`: seconds, milliseconds, or an
 /// HTTP date.
 pub(crate) fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
@@ -115,7 +137,16 @@ mod tests {
 
     use reqwest::header::{HeaderMap, HeaderValue};
 
-    use super::parse_retry_after;
+    use super::{parse_retry_after, wire_schema_name};
+
+    #[test]
+    fn schema_names_keep_only_what_the_wire_accepts() {
+        assert_eq!(wire_schema_name("rlm_turn-2"), "rlm_turn-2");
+        assert_eq!(wire_schema_name("my schema.json"), "my_schema_json");
+        assert_eq!(wire_schema_name(""), "reply");
+        assert_eq!(wire_schema_name("…"), "reply");
+        assert_eq!(wire_schema_name(&"x".repeat(80)).len(), 64);
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -4,10 +4,11 @@
 use serde_json::{Value, json};
 
 use super::http::{self, Target};
-use super::{BoxFuture, Provider};
+use super::{BoxFuture, Provider, wire_schema_name};
 use crate::config::ApiKey;
 use crate::error::LlmError;
-use crate::types::{FinishReason, ModelReply, ModelRequest, ReportedUsage};
+use crate::schema;
+use crate::types::{FinishReason, ModelReply, ModelRequest, ReplySchema, ReportedUsage};
 
 #[derive(Debug, Clone)]
 enum Flavor {
@@ -74,10 +75,30 @@ impl OpenAiProvider {
         }
     }
 
-    /// OpenAI's own API (and Azure) want `max_completion_tokens` (reasoning
-    /// models reject `max_tokens`); compatible servers know `max_tokens`.
-    fn wants_max_completion_tokens(&self) -> bool {
+    /// OpenAI's own API or Azure, rather than a compatible server.
+    fn is_openai_hosted(&self) -> bool {
         matches!(self.flavor, Flavor::Azure { .. }) || self.base_url.contains("api.openai.com")
+    }
+
+    /// `response_format` for `schema`. OpenAI's own API and Azure get the
+    /// strict copy where there is one (strict mode rejects some keywords;
+    /// the reply is validated against the whole schema anyway), else the
+    /// schema without strict mode. Compatible servers (vLLM, llama.cpp,
+    /// Ollama) get the schema as it is: they constrain decoding to all of
+    /// it, `maxLength` included.
+    fn response_format(&self, schema: &ReplySchema) -> Value {
+        let (sent, strict) = match schema::strict_copy(&schema.schema) {
+            Some(copy) if self.is_openai_hosted() => (copy, true),
+            _ if self.is_openai_hosted() => (schema.schema.clone(), false),
+            _ => (
+                schema.schema.clone(),
+                schema::strict_compatible(&schema.schema),
+            ),
+        };
+        json!({
+            "type": "json_schema",
+            "json_schema": {"name": wire_schema_name(&schema.name), "schema": sent, "strict": strict},
+        })
     }
 
     fn body(&self, request: &ModelRequest) -> Value {
@@ -94,15 +115,22 @@ impl OpenAiProvider {
             body["temperature"] = json!(t);
         }
         if let Some(max) = request.max_output_tokens {
-            let field = if self.wants_max_completion_tokens() {
+            // OpenAI's own API (and Azure) want `max_completion_tokens`
+            // (reasoning models reject `max_tokens`); compatible servers
+            // know `max_tokens`.
+            let field = if self.is_openai_hosted() {
                 "max_completion_tokens"
             } else {
                 "max_tokens"
             };
             body[field] = json!(max);
         }
-        if !request.stop.is_empty() {
+        // A stop sequence could only cut a constrained document short.
+        if !request.stop.is_empty() && request.schema.is_none() {
             body["stop"] = json!(request.stop);
+        }
+        if let Some(schema) = &request.schema {
+            body["response_format"] = self.response_format(schema);
         }
         body
     }
@@ -349,7 +377,8 @@ pub(crate) trait JsonBody {
 
 impl JsonBody for reqwest::RequestBuilder {
     fn json_body(self, body: &Value) -> Self {
+        // Schemas list their properties in the order replies should follow.
         self.header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
+            .body(schema::ordered_json(body))
     }
 }

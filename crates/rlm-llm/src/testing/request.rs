@@ -37,6 +37,12 @@ pub struct ReceivedRequest {
     pub messages: Vec<Message>,
     /// The parsed JSON body (`Null` for GET).
     pub body: Value,
+    /// The body's `response_format` (OpenAI, Azure), if any.
+    pub response_format: Option<Value>,
+    /// The body's `tools` (Anthropic's schema tool, say), if any.
+    pub tools: Option<Value>,
+    /// The body's `tool_choice`, if any.
+    pub tool_choice: Option<Value>,
     /// Headers, lowercase names.
     pub headers: Vec<(String, String)>,
     /// When the request was fully read.
@@ -44,7 +50,8 @@ pub struct ReceivedRequest {
     /// When the answer was sent; `None` for hangs and drops.
     pub answered_at: Option<Instant>,
     /// `text` or the fault acted out (`rate_limited`, `drop_connection`, ...),
-    /// `unauthorized`, `unknown_model`, `script_exhausted`, `models`.
+    /// `unauthorized`, `unknown_model`, `schema_rejected`,
+    /// `script_exhausted`, `models`.
     pub outcome: String,
 }
 
@@ -62,6 +69,21 @@ impl ReceivedRequest {
             .map(|m| m.content.as_str())
             .collect::<Vec<_>>()
             .join("\n\n")
+    }
+
+    /// True when the request asks for a structured reply: it carries
+    /// `response_format` or `tools`.
+    pub fn carries_schema(&self) -> bool {
+        self.response_format.is_some() || self.tools.is_some()
+    }
+
+    /// The name of the tool `tool_choice` forces (`{"type": "tool",
+    /// "name": ...}`), if it forces one.
+    pub fn forced_tool(&self) -> Option<&str> {
+        let choice = self.tool_choice.as_ref()?;
+        (choice.get("type").and_then(Value::as_str) == Some("tool"))
+            .then(|| choice.get("name").and_then(Value::as_str))
+            .flatten()
     }
 
     /// A header's value.

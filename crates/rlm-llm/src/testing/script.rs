@@ -318,6 +318,7 @@ pub struct Script {
     pub(crate) models: Option<Vec<String>>,
     pub(crate) api_key: Option<String>,
     pub(crate) latency: Duration,
+    pub(crate) reject_schemas: bool,
 }
 
 impl Script {
@@ -398,6 +399,15 @@ impl Script {
         self
     }
 
+    /// Answers every request that asks for a structured reply (carries
+    /// `response_format` or `tools`) with HTTP 400 and an error in the
+    /// protocol's style, as servers without structured outputs do; uses
+    /// no scripted reply. Other requests are answered as scripted.
+    pub fn reject_schemas(mut self) -> Self {
+        self.reject_schemas = true;
+        self
+    }
+
     /// Latency for replies that set none.
     pub fn latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
@@ -411,6 +421,7 @@ impl Script {
     ///   "models": ["root-model", "sub-model"],
     ///   "api_key": "test-key",
     ///   "latency_ms": 0,
+    ///   "reject_schemas": false,
     ///   "replies": [
     ///     "plain text",
     ///     {"text": "with options", "latency_ms": 20, "usage": {"input": 10, "output": 2}},
@@ -451,6 +462,8 @@ struct ScriptSpec {
     api_key: Option<String>,
     #[serde(default)]
     latency_ms: u64,
+    #[serde(default)]
+    reject_schemas: bool,
     #[serde(default)]
     replies: Vec<ReplySpec>,
     #[serde(default)]
@@ -580,6 +593,7 @@ impl ScriptSpec {
         let mut script = Script::new().latency(Duration::from_millis(self.latency_ms));
         script.models = self.models;
         script.api_key = self.api_key;
+        script.reject_schemas = self.reject_schemas;
         for r in self.replies {
             script.ordered.push_back(r.into_reply()?);
         }

@@ -345,12 +345,16 @@ async fn read_request(req: Request<Incoming>) -> Result<ReceivedRequest, Respons
             .unwrap_or_default()
             .to_string(),
     };
+    let field = |name: &str| json.get(name).filter(|v| !v.is_null()).cloned();
     Ok(ReceivedRequest {
         index: 0,
         api,
         path,
         model,
         messages: parse_messages(api, &json),
+        response_format: field("response_format"),
+        tools: field("tools"),
+        tool_choice: field("tool_choice"),
         body: json,
         headers,
         received_at: Instant::now(),
@@ -390,6 +394,8 @@ fn decide(state: &State, received: &ReceivedRequest) -> Decision {
         .is_some_and(|m| !m.contains(&received.model))
     {
         Err("unknown_model")
+    } else if script.reject_schemas && received.carries_schema() {
+        Err("schema_rejected")
     } else {
         pick(&mut script, received).ok_or("script_exhausted")
     };
@@ -423,6 +429,7 @@ async fn respond(
         ),
         Err("models") => models_response(models),
         Err("unknown_model") => unknown_model(api, &received.model),
+        Err("schema_rejected") => schema_rejected(api),
         Err(_) => error_response(
             api,
             400,
@@ -583,12 +590,27 @@ fn success(
                 "length" => "max_tokens",
                 other => other,
             };
+            // A forced tool gets its call when the reply is a JSON object.
+            let tool_call = request.forced_tool().zip(
+                serde_json::from_str::<Value>(text)
+                    .ok()
+                    .filter(Value::is_object),
+            );
+            let (content, stop_reason) = match tool_call {
+                _ if empty => (json!([]), stop_reason),
+                Some((name, input)) => (
+                    json!([{"type": "tool_use", "id": format!("toolu_scripted_{}", request.index),
+                            "name": name, "input": input}]),
+                    "tool_use",
+                ),
+                None => (json!([{"type": "text", "text": text}]), stop_reason),
+            };
             let mut body = json!({
                 "id": format!("msg_scripted_{}", request.index),
                 "type": "message",
                 "role": "assistant",
                 "model": reply.model.as_deref().unwrap_or(&request.model),
-                "content": if empty { json!([]) } else { json!([{"type": "text", "text": text}]) },
+                "content": content,
                 "stop_reason": stop_reason,
                 "stop_sequence": null,
             });
@@ -671,12 +693,32 @@ fn as_event_stream(answer: Response<ScriptBody>, request: &Value) -> Response<Sc
 }
 
 /// A Messages answer as Anthropic streams it: `message_start` (input
-/// usage), a text block whose deltas carry the text a word at a time,
+/// usage), a text block whose deltas carry the text a word at a time (or
+/// a tool_use block whose `input_json_delta`s carry its input's JSON),
 /// `message_delta` (stop reason, output usage), `message_stop`.
 fn as_message_events(answer: Response<ScriptBody>) -> Response<ScriptBody> {
     let bytes = answer.into_body().data.unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let text = body["content"][0]["text"].as_str().unwrap_or_default();
+    let block = &body["content"][0];
+    let (opening, pieces) = if block["type"] == "tool_use" {
+        let json = block["input"].to_string();
+        let mut opening = block.clone();
+        opening["input"] = json!({});
+        // Pieces of a few characters, as the API cuts JSON anywhere.
+        let chars: Vec<char> = json.chars().collect();
+        let pieces: Vec<Value> = chars
+            .chunks(7)
+            .map(|p| json!({"type": "input_json_delta", "partial_json": p.iter().collect::<String>()}))
+            .collect();
+        (opening, pieces)
+    } else {
+        let text = block["text"].as_str().unwrap_or_default();
+        let pieces = word_pieces(text)
+            .into_iter()
+            .map(|p| json!({"type": "text_delta", "text": p}))
+            .collect();
+        (json!({"type": "text", "text": ""}), pieces)
+    };
     let mut start = body.clone();
     start["content"] = json!([]);
     start["stop_reason"] = Value::Null;
@@ -690,12 +732,15 @@ fn as_message_events(answer: Response<ScriptBody>) -> Response<ScriptBody> {
         ),
         (
             "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": opening}),
         ),
         ("ping", json!({"type": "ping"})),
     ];
-    for piece in word_pieces(text) {
-        events.push(("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}})));
+    for delta in pieces {
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        ));
     }
     events.push((
         "content_block_stop",
@@ -842,6 +887,26 @@ fn unknown_model(api: WireApi, model: &str) -> Response<ScriptBody> {
             404,
             "model_not_found",
             &format!("The model `{model}` does not exist or you do not have access to it."),
+            None,
+        ),
+    }
+}
+
+/// The 400 of a server without structured outputs, in the protocol's words.
+fn schema_rejected(api: WireApi) -> Response<ScriptBody> {
+    match api {
+        WireApi::Anthropic => error_response(
+            api,
+            400,
+            "invalid_request_error",
+            "tools: tool use is not supported by this model (scripted)",
+            None,
+        ),
+        _ => error_response(
+            api,
+            400,
+            "invalid_request_error",
+            "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model (scripted)",
             None,
         ),
     }
