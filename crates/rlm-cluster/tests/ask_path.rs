@@ -77,6 +77,7 @@ fn question<'a>(engine: &Engine, text: &str, conversation: Conversation<'a>) -> 
         trace: Arc::new(Trace::new()),
         cancel: CancelToken::new(),
         conversation,
+        answer_schema: None,
     }
 }
 
