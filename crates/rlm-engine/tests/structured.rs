@@ -293,3 +293,44 @@ async fn not_found_asks_the_extraction_call_and_its_not_found_is_partial() {
     );
     assert_eq!(server.requests().len(), 2, "one turn, one extraction call");
 }
+
+/// A server that refuses `response_format`: the first request is sent again
+/// without it, later ones go without it straight away, the run answers and
+/// the trace says why the replies were text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_endpoint_that_refuses_the_schema_gets_text_turns_with_a_trace_note() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().reject_schemas().on_sequence(
+        root(),
+        [
+            repl("print(context.count('secret'))"),
+            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])".to_string(),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(!answer.partial, "{answer:?}");
+    assert!(answer.answer.contains("4721"));
+    let reqs = server.requests();
+    let outcomes: Vec<&str> = reqs.iter().map(|r| r.outcome.as_str()).collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "schema_rejected").count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert!(reqs.last().unwrap().body.get("response_format").is_none());
+    let notes: Vec<String> = trace
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::Fallback { kind, reason, .. } if kind == "structured_reply" => {
+                Some(reason.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("refused the reply schema")),
+        "{notes:?}"
+    );
+}
