@@ -28,12 +28,19 @@ pub(crate) fn claims(text: &str) -> Vec<Claim> {
             .find(|(s, e)| *s < i && i < *e)
             .map(|(_, e)| *e)
     };
-    let mut out = Vec::new();
+    // Lines end at line breaks outside markers: a quote may span lines.
+    let mut lines: Vec<(usize, usize)> = Vec::new();
     let mut line_start = 0;
-    for line in text.split_inclusive('\n') {
-        let ls = line_start;
-        let le = ls + line.trim_end_matches(['\n', '\r']).len();
-        line_start += line.len();
+    for (at, _) in text.match_indices('\n') {
+        if inside(at).is_none() {
+            lines.push((line_start, at));
+            line_start = at + 1;
+        }
+    }
+    lines.push((line_start, text.len()));
+    let mut out = Vec::new();
+    for (ls, end) in lines {
+        let le = ls + text[ls..end].trim_end_matches('\r').len();
         let trimmed = text[ls..le].trim();
         if trimmed.is_empty() {
             continue;
@@ -161,6 +168,15 @@ pub(crate) fn apply_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quote_that_spans_lines_stays_in_its_claim() {
+        let text = "The code is 8316. [[chunk:ab-0 \"Security notes.\n    The code is 8316.\"]]\nNext line.";
+        let cs = claims(text);
+        assert_eq!(cs.len(), 2, "{cs:?}");
+        assert!(text[cs[0].start..cs[0].end].ends_with("8316.\"]]"));
+        assert_eq!(&text[cs[1].start..cs[1].end], "Next line.");
+    }
     use crate::citations::{Citation, CitationKind, CitationStatus};
 
     fn cite(text: &str, marker: &str, ok: bool) -> Citation {

@@ -194,7 +194,10 @@ pub(crate) fn answer_text(statements: &[Statement]) -> String {
         out.push_str(text);
         // A source without a quote is nothing to check: left out.
         if let Some(src) = s.source.as_ref().filter(|s| !s.quote.trim().is_empty()) {
-            let escaped = src.quote.trim().replace('\\', "\\\\").replace('"', "\\\"");
+            // One line: the marker is the claim's, and whitespace is
+            // matched loosely by the quote check anyway.
+            let quote = src.quote.split_whitespace().collect::<Vec<_>>().join(" ");
+            let escaped = quote.replace('\\', "\\\\").replace('"', "\\\"");
             out.push_str(&format!(" [[{} \"{escaped}\"]]", src.reference.trim()));
         }
     }
