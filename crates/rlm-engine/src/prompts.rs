@@ -91,7 +91,7 @@ pub fn next_step(structured: bool, first: bool) -> &'static str {
         }
         (true, true) => "Reply with your next turn as one JSON object: code to run.",
         (true, false) => {
-            "Reply with your next turn as one JSON object: code to run, or the answer with its sources."
+            "Reply with your next turn as one JSON object: code to run, or the answer with its sources, written in the language of the question."
         }
     }
 }
