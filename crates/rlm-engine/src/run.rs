@@ -11,7 +11,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rlm_llm::{ChatModel, ChatRequest, ChatResponse, Message, ModelRole};
+use rlm_llm::{ChatModel, ChatRequest, ChatResponse, Message, ModelRole, ReplySchema};
 use rlm_sandbox::{SandboxError, WorkerPool};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -50,6 +50,8 @@ pub(crate) struct RunParts {
     pub(crate) config: EngineConfig,
     /// Why model calls are impossible (`rlm repl` without a model), if they are.
     pub(crate) no_model: Option<String>,
+    /// The entailment judge's verdicts, shared by the engine's runs.
+    pub(crate) verdicts: Arc<grounding::VerdictCache>,
 }
 
 /// State shared by every agent and step of one question.
@@ -69,6 +71,8 @@ pub(crate) struct Run {
     pub(crate) ledger: Ledger,
     /// Why model calls are impossible (`rlm repl` without a model), if they are.
     pub(crate) no_model: Option<String>,
+    /// The entailment judge's verdicts, shared by the engine's runs.
+    verdicts: Arc<grounding::VerdictCache>,
     call_slots: Semaphore,
     id: String,
     /// The question (coverage looks for the documents it matches).
@@ -82,6 +86,16 @@ pub(crate) struct CallOpts {
     pub(crate) model: Option<String>,
     /// Stop sequences for this call.
     pub(crate) stop: Vec<String>,
+}
+
+/// Who makes a model call and why (what the trace says of it).
+#[derive(Debug, Clone, Copy)]
+struct CallSite<'a> {
+    agent: &'a str,
+    depth: u32,
+    role: ModelRole,
+    purpose: CallPurpose,
+    iteration: u32,
 }
 
 /// A model call that produced no reply.
@@ -146,6 +160,7 @@ impl Run {
             sub_results: Mutex::new(Vec::new()),
             ledger: Ledger::default(),
             no_model: parts.no_model,
+            verdicts: parts.verdicts,
             id: new_run_id(),
             question: req.question.clone(),
         })
@@ -255,6 +270,33 @@ impl Run {
         purpose: CallPurpose,
         iteration: u32,
     ) -> Result<ChatResponse, CallError> {
+        let site = CallSite {
+            agent,
+            depth,
+            role,
+            purpose,
+            iteration,
+        };
+        self.request_model(site, messages, new_from, opts, None)
+            .await
+    }
+
+    /// [`Run::call_model`] asking for a reply that follows `schema`.
+    async fn request_model(
+        &self,
+        site: CallSite<'_>,
+        messages: &[Message],
+        new_from: usize,
+        opts: CallOpts,
+        schema: Option<ReplySchema>,
+    ) -> Result<ChatResponse, CallError> {
+        let CallSite {
+            agent,
+            depth,
+            role,
+            purpose,
+            iteration,
+        } = site;
         let reserved = if purpose == CallPurpose::Synthesis && depth == 0 {
             self.budget.reserve_synthesis_call()
         } else {
@@ -300,6 +342,7 @@ impl Run {
         req.temperature = opts.temperature;
         req.model = opts.model;
         req.stop = opts.stop;
+        req.schema = schema;
         let result = self.llm.chat(req).await;
         deltas.close();
         match result {
@@ -466,8 +509,8 @@ impl Run {
         Err(reason)
     }
 
-    /// Verification under the citation policy, grounding (and the opt-in
-    /// semantic check), `run_finished`, the answer.
+    /// Verification under the citation policy, grounding and the
+    /// entailment judge, `run_finished`, the answer.
     pub(crate) async fn finish(&self, done: Finished) -> Answer {
         let Finished {
             mut text,
@@ -494,10 +537,16 @@ impl Run {
             }
             None => (Vec::new(), None),
         };
-        if self.config.semantic_check
+        if self.config.judge_claims
             && let Some(g) = grounded.as_mut()
         {
             g.semantic = Some(self.semantic_check(&mut claims).await);
+            grounding::settle(&mut claims, g);
+        }
+        if self.config.semantic_check
+            && let Some(g) = grounded.as_ref()
+            && g.semantic.is_some()
+        {
             let strict = report
                 .as_ref()
                 .map_or(self.config.citation_policy, |r| r.citation_policy)
@@ -590,28 +639,25 @@ impl Run {
         first
     }
 
-    /// The semantic check: batched sub-model calls judging each claim that
-    /// has a verified quote; its usage is measured apart (it stays in the
-    /// run's budget). A refused or failed call stops the check, said so.
+    /// The entailment judge: the cache's verdicts, then batched sub-model
+    /// calls (fifteen claims per call) judging each
+    /// claim against its passage. Its usage is measured apart (it stays in
+    /// the run's budget). A refused or failed call stops it, said so; the
+    /// claims it did not judge stay unverified.
     async fn semantic_check(
         &self,
         claims: &mut [grounding::ClaimReport],
     ) -> grounding::SemanticSummary {
         let before = self.budget.report();
-        let mut summary = grounding::SemanticSummary::default();
-        let todo = grounding::checkable(claims);
-        for batch in todo.chunks(grounding::SEMANTIC_BATCH) {
-            let prompt = grounding::semantic_prompt(claims, batch);
-            let reply = self
-                .call(
-                    ROOT_AGENT,
-                    0,
-                    ModelRole::Sub,
-                    &[Message::user(prompt)],
-                    None,
-                    CallPurpose::SemanticCheck,
-                )
-                .await;
+        let model = self.config.sub_model.clone();
+        let plan = grounding::Judgement::plan(claims, &self.verdicts, &model);
+        let mut summary = grounding::SemanticSummary {
+            cached: plan.cached,
+            ..Default::default()
+        };
+        for batch in &plan.batches {
+            let (system, user) = grounding::judge_prompt(claims, batch);
+            let reply = self.judge(system, user).await;
             let reply = match reply {
                 Ok(r) => r,
                 Err(e) => {
@@ -619,23 +665,14 @@ impl Run {
                     break;
                 }
             };
-            for (&i, verdict) in batch
-                .iter()
-                .zip(grounding::parse_verdicts(&reply, batch.len()))
-            {
-                claims[i].verdict = verdict;
+            let verdicts = grounding::parse_verdicts(&reply, batch.len());
+            for (&i, verdict) in batch.iter().zip(verdicts) {
+                if let Some(v) = verdict {
+                    grounding::record(claims, i, v, &self.verdicts, &model);
+                }
             }
         }
-        for c in claims.iter() {
-            match c.verdict {
-                Some(grounding::Verdict::Supported) => summary.supported += 1,
-                Some(grounding::Verdict::Partly) => summary.partly += 1,
-                Some(grounding::Verdict::Unsupported) => summary.unsupported += 1,
-                Some(grounding::Verdict::Contradicted) => summary.contradicted += 1,
-                None => continue,
-            }
-            summary.checked += 1;
-        }
+        grounding::tally(claims, &mut summary);
         let after = self.budget.report();
         summary.calls = after.calls - before.calls;
         summary.input_tokens = after.input_tokens - before.input_tokens;
@@ -645,6 +682,24 @@ impl Run {
             _ => None,
         };
         summary
+    }
+
+    /// One call of the judge: its instructions and a batch of claims, with
+    /// the reply schema asked for (a server that does not honour it is read
+    /// tolerantly).
+    async fn judge(&self, system: String, user: String) -> Result<String, CallError> {
+        let messages = [Message::system(system), Message::user(user)];
+        let site = CallSite {
+            agent: ROOT_AGENT,
+            depth: 0,
+            role: ModelRole::Sub,
+            purpose: CallPurpose::SemanticCheck,
+            iteration: 0,
+        };
+        let schema = Some(grounding::judge_schema());
+        self.request_model(site, &messages, 0, CallOpts::default(), schema)
+            .await
+            .map(|r| r.text)
     }
 
     fn emit_verification(&self, report: &VerificationReport) {

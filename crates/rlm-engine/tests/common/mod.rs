@@ -135,3 +135,45 @@ pub fn event_types(records: &[TraceRecord]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Requests of the entailment judge (one per answer with passages).
+pub fn judge() -> Matcher {
+    Matcher::system_contains("You check claims against passages")
+}
+
+/// A judge reply giving `labels` to claims 1, 2, … in order.
+pub fn verdicts(labels: &[&str]) -> String {
+    let items: Vec<serde_json::Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, v)| serde_json::json!({"claim": i + 1, "verdict": v}))
+        .collect();
+    serde_json::json!({ "verdicts": items }).to_string()
+}
+
+/// How many requests `server` got from the judge.
+pub fn judge_calls(server: &ScriptedServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.system().contains("You check claims against passages"))
+        .count()
+}
+
+/// Requests `server` got besides the judge's: the flow's own calls.
+pub fn flow_requests(server: &ScriptedServer) -> usize {
+    server.requests().len() - judge_calls(server)
+}
+
+/// For a judge request, a reply giving every claim in it `label`.
+pub fn judge_says(r: &rlm_llm::testing::ReceivedRequest, label: &str) -> Option<String> {
+    if !r.system().contains("You check claims against passages") {
+        return None;
+    }
+    let n = r
+        .last_message()
+        .lines()
+        .filter(|l| l.starts_with("Claim "))
+        .count();
+    Some(verdicts(&vec![label; n]))
+}

@@ -61,8 +61,8 @@ pub struct AskArgs {
     /// Citation policy: best_effort (report) or strict (flag unsupported citations inline) [env: RLM_CITATIONS].
     #[arg(long, value_name = "POLICY")]
     pub citations: Option<String>,
-    /// Checks of the answer: on (citations verified, claims grounded), off, or semantic (also a sub-model judges each claim against its quotes) [env: RLM_VERIFY].
-    #[arg(long, value_name = "on|off|semantic")]
+    /// Checks of the answer: on (quotes checked verbatim, and one batched sub-model call judges whether each claim's passage entails it), quotes (the verbatim check only: claims stay unverified), semantic (as on, and claims not entailed are marked in the answer), or off [env: RLM_VERIFY].
+    #[arg(long, value_name = "on|quotes|semantic|off")]
     pub verify: Option<String>,
     /// Also list the documents that match the question but back no claim (for "list every…" questions) [env: RLM_COVERAGE].
     #[arg(long)]
