@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::citations::{Citation, ClaimOrigin};
+use crate::citations::{Citation, ClaimOrigin, Source};
 use crate::text::named_enum;
 
 named_enum! {
@@ -59,6 +59,31 @@ named_enum! {
         Engine = "engine",
         /// No quote at all.
         None = "none",
+    }
+}
+
+impl Support {
+    /// In words, for the surfaces that list claims.
+    pub fn label(self) -> &'static str {
+        match self {
+            Support::Supported => "entailed by its passage",
+            Support::Related => "related: its passage does not state it",
+            Support::Contradicted => "contradicted by its passage",
+            Support::Unverified => "unverified: no verdict on its passage",
+            Support::Unsupported => "no passage found",
+        }
+    }
+}
+
+impl QuoteCheck {
+    /// In words, for the surfaces that list claims.
+    pub fn label(self) -> &'static str {
+        match self {
+            QuoteCheck::Verified => "quote verified",
+            QuoteCheck::NotFound => "the model's quote is not in its source",
+            QuoteCheck::Engine => "quote verified (attached by the engine)",
+            QuoteCheck::None => "no quote",
+        }
     }
 }
 
@@ -131,6 +156,30 @@ pub struct ClaimReport {
     /// around them in their chunks; empty when none was found.
     #[serde(skip)]
     pub(crate) passage: String,
+}
+
+impl ClaimReport {
+    /// The 1-based numbers, in `passages`, of this claim's verified
+    /// citations (a surface numbers the answer's sources, then its related
+    /// passages, and refers to them by number).
+    pub fn passage_numbers(&self, passages: &[Source]) -> Vec<usize> {
+        let mut numbers: Vec<usize> = self
+            .citations
+            .iter()
+            .filter(|c| c.status.is_valid())
+            .filter_map(|c| {
+                passages.iter().position(|s| {
+                    // Not by line: surfaces fill in the lines of the sources.
+                    c.path.as_deref() == Some(s.path.as_str())
+                        && c.chunk_id == s.chunk_id
+                        && c.quote.as_deref() == Some(s.quote.as_str())
+                })
+            })
+            .map(|i| i + 1)
+            .collect();
+        numbers.dedup();
+        numbers
+    }
 }
 
 /// The claims of an answer by outcome.

@@ -181,3 +181,18 @@ pub fn model_env(base_url: &str) -> [(&'static str, &str); 5] {
         ("RLM_SUB_MODEL", "sub-model"),
     ]
 }
+
+/// Requests of the engine's entailment judge (one per answer with passages).
+pub fn judge() -> rlm_llm::testing::Matcher {
+    rlm_llm::testing::Matcher::system_contains("You check claims against passages")
+}
+
+/// A judge reply giving `labels` to claims 1, 2, … in order.
+pub fn verdicts(labels: &[&str]) -> String {
+    let items: Vec<serde_json::Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, v)| serde_json::json!({"claim": i + 1, "verdict": v}))
+        .collect();
+    serde_json::json!({ "verdicts": items }).to_string()
+}
