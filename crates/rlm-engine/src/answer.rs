@@ -11,7 +11,7 @@ use crate::budget::UsageReport;
 pub use crate::citations::Source;
 use crate::citations::{Citation, CitationPolicy, VerificationReport};
 use crate::config::Inspector;
-use crate::grounding::{ClaimReport, Evidence, Grounded, Support};
+use crate::grounding::{ClaimReport, Evidence, Grounded, QuoteCheck, Support, Verdict};
 use crate::session::Finding;
 
 /// Identifies the trace of an answer.
@@ -187,6 +187,27 @@ impl Answer {
         })
     }
 
+    /// Each claim as the surfaces list it: its text, whether its passage
+    /// entails it and, apart, its quote check, with the numbers of its
+    /// passages in [`Answer::sources`] followed by [`Answer::related_sources`].
+    pub fn claim_summaries(&self) -> Vec<ClaimSummary> {
+        let numbered: Vec<Source> = self
+            .sources()
+            .into_iter()
+            .chain(self.related_sources())
+            .collect();
+        self.claims
+            .iter()
+            .map(|c| ClaimSummary {
+                text: c.text.clone(),
+                support: c.support,
+                quote_check: c.quote_check,
+                verdict: c.verdict,
+                passages: c.passage_numbers(&numbered),
+            })
+            .collect()
+    }
+
     fn sources_where(&self, wanted: impl Fn(Support) -> bool) -> Vec<Source> {
         distinct_sources(
             self.claims
@@ -195,6 +216,22 @@ impl Answer {
                 .flat_map(|c| c.citations.iter()),
         )
     }
+}
+
+/// A claim as the surfaces list it (see [`Answer::claim_summaries`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimSummary {
+    /// The claim as written.
+    pub text: String,
+    /// Whether its passage entails it.
+    pub support: Support,
+    /// Whether its quote is verbatim in its chunk (apart from entailment).
+    pub quote_check: QuoteCheck,
+    /// The judge's verdict, when it gave one.
+    pub verdict: Option<Verdict>,
+    /// The 1-based numbers of its passages among the answer's sources
+    /// followed by its related passages.
+    pub passages: Vec<usize>,
 }
 
 /// The valid citations of `cited` as sources, each place and quote once.

@@ -7,8 +7,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use rlm_engine::citations::CitationOrigin;
-use rlm_engine::grounding::Support;
 use rlm_engine::values::table;
 use rlm_engine::{
     Answer, AskError, AskedTurn, CancelToken, Conversation, Question as EngineQuestion,
@@ -226,56 +224,44 @@ struct Source {
 }
 
 /// The sources of the answer's supported claims (their passage entails
-/// them: the ones `rlm ask` numbers under its answer), without repeats;
-/// with no claims report (verification off), its verified citations.
+/// them: the ones `rlm ask` numbers under its answer); with no claims
+/// report (verification off), its verified citations.
 fn sources(answer: &Answer) -> Vec<Source> {
-    if answer.grounded.is_none() {
-        return distinct(answer.citations.iter());
-    }
-    passages(answer, |s| s == Support::Supported)
+    with_documents(answer, answer.sources())
 }
 
 /// The passages found for claims they do not support (related,
 /// contradicted, or not judged): listed apart, never as sources.
 fn related(answer: &Answer) -> Vec<Source> {
-    passages(answer, |s| {
-        matches!(
-            s,
-            Support::Related | Support::Contradicted | Support::Unverified
-        )
-    })
+    with_documents(answer, answer.related_sources())
 }
 
-fn passages(answer: &Answer, wanted: impl Fn(Support) -> bool) -> Vec<Source> {
-    distinct(
-        answer
-            .claims
-            .iter()
-            .filter(|c| wanted(c.support))
-            .flat_map(|c| c.citations.iter()),
-    )
-}
-
-/// The verified citations of `cited` as sources, each once.
-fn distinct<'a>(cited: impl Iterator<Item = &'a rlm_engine::Citation>) -> Vec<Source> {
-    let mut out: Vec<Source> = Vec::new();
-    for c in cited.filter(|c| c.status.is_valid()) {
-        let s = Source {
-            chunk_id: c.chunk_id.clone(),
-            doc_id: c.doc_id.clone(),
-            path: c.path.clone(),
-            line: c.line,
-            quote: c.quote.clone(),
-            origin: match c.origin {
-                CitationOrigin::Engine => "engine",
-                CitationOrigin::Model => "model",
+/// `found` as this tool lists them: with the document id of each chunk.
+fn with_documents(answer: &Answer, found: Vec<rlm_engine::Source>) -> Vec<Source> {
+    let cited: Vec<&rlm_engine::Citation> = answer
+        .claims
+        .iter()
+        .flat_map(|c| c.citations.iter())
+        .chain(&answer.citations)
+        .collect();
+    found
+        .into_iter()
+        .map(|s| Source {
+            doc_id: cited
+                .iter()
+                .find(|c| c.chunk_id.is_some() && c.chunk_id == s.chunk_id)
+                .and_then(|c| c.doc_id.clone()),
+            chunk_id: s.chunk_id,
+            path: Some(s.path),
+            line: s.line,
+            quote: Some(s.quote),
+            origin: if s.attached_by_engine {
+                "engine"
+            } else {
+                "model"
             },
-        };
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    out
+        })
+        .collect()
 }
 
 /// The line each quote starts on, where the engine did not say (a model's
@@ -286,36 +272,6 @@ fn fill_lines(store: &dyn rlm_corpus::CorpusStore, sources: &mut [Source]) {
             s.line = store.quote_line(id, quote);
         }
     }
-}
-
-/// Each claim with whether its passage entails it and, apart, whether its
-/// quote is verbatim; `passages` are the numbers (1-based) of its passages
-/// in the sources followed by the related passages.
-fn claims_json(answer: &Answer, numbered: &[&Source]) -> Vec<serde_json::Value> {
-    answer
-        .claims
-        .iter()
-        .map(|c| {
-            let passages: Vec<usize> = c
-                .citations
-                .iter()
-                .filter(|x| x.status.is_valid())
-                .filter_map(|x| {
-                    numbered
-                        .iter()
-                        .position(|s| s.chunk_id == x.chunk_id && s.quote == x.quote)
-                })
-                .map(|i| i + 1)
-                .collect();
-            json!({
-                "text": c.text,
-                "support": c.support,
-                "quote_check": c.quote_check,
-                "verdict": c.verdict,
-                "passages": passages,
-            })
-        })
-        .collect()
 }
 
 /// A numbered Markdown list of passages, from `after + 1`.
@@ -355,8 +311,7 @@ fn answer_result(
     not_saved: Option<String>,
 ) -> CallToolResult {
     let unsupported = answer.unsupported_claims();
-    let numbered: Vec<&Source> = sources.iter().chain(&related).collect();
-    let claims = claims_json(answer, &numbered);
+    let claims = answer.claim_summaries();
     let mut md = answer.answer.trim_end().to_string();
     passage_list(&mut md, "Sources", &sources, 0);
     passage_list(
@@ -367,13 +322,8 @@ fn answer_result(
     );
     if !answer.claims.is_empty() {
         md.push_str("\n\n**Claims** (entailment; quote check, apart)\n");
-        for (c, j) in answer.claims.iter().zip(&claims) {
-            let refs: String = j["passages"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|n| format!(" [{n}]"))
-                .collect();
+        for c in &claims {
+            let refs: String = c.passages.iter().map(|n| format!(" [{n}]")).collect();
             let _ = write!(
                 md,
                 "\n- {}{refs}; {}: {}",

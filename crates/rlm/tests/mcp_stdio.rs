@@ -28,6 +28,7 @@ const DOCS: &[(&str, &str)] = &[
 fn model(slow_ms: u64) -> ScriptedServer {
     ScriptedServer::spawn(
         Script::new()
+            .on(common::judge(), common::verdicts(&["entailed"]))
             .on(
                 Matcher::any_contains("REPL output"),
                 "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
@@ -332,7 +333,10 @@ fn tools_and_resources_over_stdio() {
             .unwrap()
             .starts_with(&doc_id)
     );
-    assert_eq!(s["usage"]["calls"], 2);
+    // The root's two turns and the judge's call on the claim.
+    assert_eq!(s["usage"]["calls"], 3);
+    assert_eq!(s["claims"][0]["support"], "supported", "{answer}");
+    assert_eq!(s["claims"][0]["quote_check"], "verified", "{answer}");
     let md = text_of(result);
     assert!(md.contains("**Sources**"), "{md}");
     assert!(md.contains("`docs/b_notes.txt`, line 2"), "{md}");

@@ -75,6 +75,21 @@ pub fn root() -> Matcher {
     Matcher::system_contains("You are answering a question about a collection")
 }
 
+/// Requests of the engine's entailment judge (one per answer with passages).
+pub fn judge() -> Matcher {
+    Matcher::system_contains("You check claims against passages")
+}
+
+/// A judge reply giving `labels` to claims 1, 2, … in order.
+pub fn verdicts(labels: &[&str]) -> String {
+    let items: Vec<serde_json::Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, v)| serde_json::json!({"claim": i + 1, "verdict": v}))
+        .collect();
+    serde_json::json!({ "verdicts": items }).to_string()
+}
+
 /// Finds the code with a regex, then answers citing the document.
 pub fn needle_script() -> Script {
     Script::new()

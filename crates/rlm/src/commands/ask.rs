@@ -358,19 +358,14 @@ fn print_sources(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
         &related,
         sources.len(),
     )?;
-    let numbered: Vec<Source> = sources.iter().chain(&related).cloned().collect();
     if !answer.claims.is_empty() {
         writeln!(out, "\nClaims (entailment; quote check, apart):")?;
-        for c in &answer.claims {
-            let refs: Vec<String> = c
-                .passage_numbers(&numbered)
-                .iter()
-                .map(|n| format!("[{n}]"))
-                .collect();
+        for c in answer.claim_summaries() {
+            let refs: String = c.passages.iter().map(|n| format!("[{n}]")).collect();
             let refs = if refs.is_empty() {
-                String::new()
+                refs
             } else {
-                format!(" {}", refs.join(""))
+                format!(" {refs}")
             };
             writeln!(
                 out,

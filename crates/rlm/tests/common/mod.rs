@@ -196,3 +196,21 @@ pub fn verdicts(labels: &[&str]) -> String {
         .collect();
     serde_json::json!({ "verdicts": items }).to_string()
 }
+
+/// For a judge request, a reply giving every claim in it `label`.
+pub fn judge_says(r: &rlm_llm::testing::ReceivedRequest, label: &str) -> Option<String> {
+    if !r.system().contains("You check claims against passages") {
+        return None;
+    }
+    let n = r
+        .last_message()
+        .lines()
+        .filter(|l| l.starts_with("Claim "))
+        .count();
+    Some(verdicts(&vec![label; n]))
+}
+
+/// True for requests of the engine's entailment judge.
+pub fn is_judge(r: &rlm_llm::testing::ReceivedRequest) -> bool {
+    r.system().contains("You check claims against passages")
+}

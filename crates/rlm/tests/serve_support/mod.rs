@@ -113,6 +113,10 @@ pub fn model(slow_ms: u64) -> ScriptedServer {
     ScriptedServer::spawn(
         Script::new()
             .on(
+                crate::common::judge(),
+                crate::common::verdicts(&["entailed"]),
+            )
+            .on(
                 Matcher::any_contains("REPL output"),
                 "FINAL(The secret code is 4721 [[doc:0 \"The secret code is 4721\"]])",
             )
