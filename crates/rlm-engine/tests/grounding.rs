@@ -74,11 +74,7 @@ async fn uncited_claims_get_engine_citations_or_are_marked() {
     let s = g.semantic.clone().unwrap();
     assert_eq!((s.calls, s.entailed, s.cached), (1, 1, 0));
     assert!(s.input_tokens > 0);
-    let judged = server
-        .requests()
-        .into_iter()
-        .find(|r| r.system().contains("You check claims against passages"))
-        .unwrap();
+    let judged = server.requests().into_iter().find(is_judge).unwrap();
     let asked = judged.last_message();
     assert!(
         asked.contains("Claim 1: The secret code is 4721."),
@@ -231,7 +227,7 @@ async fn a_wrong_claim_sharing_words_with_a_passage_is_related_not_supported() {
     let judged = server
         .requests()
         .into_iter()
-        .find(|r| r.system().contains("You check claims against passages"))
+        .find(is_judge)
         .expect("a judge call");
     // Both sentences had a passage by their words.
     assert!(

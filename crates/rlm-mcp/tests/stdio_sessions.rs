@@ -94,7 +94,7 @@ async fn ask_twice_in_a_session(
     let server = ScriptedServer::start(
         Script::new()
             .on(
-                Matcher::system_contains("You check claims against passages"),
+                Matcher::system_contains(rlm_engine::grounding::JUDGE_PROMPT_START),
                 r#"{"verdicts": [{"claim": 1, "verdict": "entailed"}]}"#,
             )
             .on(
@@ -197,7 +197,10 @@ async fn ask_twice_in_a_session(
     let judged = server
         .requests()
         .iter()
-        .filter(|r| r.system().contains("You check claims against passages"))
+        .filter(|r| {
+            r.system()
+                .contains(rlm_engine::grounding::JUDGE_PROMPT_START)
+        })
         .count();
     assert_eq!(judged, 1);
     let second: Vec<_> = server

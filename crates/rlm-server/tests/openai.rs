@@ -14,16 +14,13 @@ use common::root;
 /// Finds the code with a regex, then answers citing the document; as the
 /// judge, finds the claim entailed by its passage.
 fn needle_script() -> Script {
-    needle_script_judged("entailed")
+    needle_script_judged(common::verdicts(&["entailed"]))
 }
 
-/// [`needle_script`] whose judge gives the claim `verdict`.
-fn needle_script_judged(verdict: &str) -> Script {
+/// [`needle_script`] whose judge replies `verdicts`.
+fn needle_script_judged(verdicts: String) -> Script {
     Script::new()
-        .on(
-            common::judge(),
-            Reply::text(common::verdicts(&[verdict])).with_usage(100, 5),
-        )
+        .on(common::judge(), Reply::text(verdicts).with_usage(100, 5))
         .on(
             root().and(Matcher::any_contains("REPL output")),
             Reply::text("FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])")
@@ -169,8 +166,12 @@ async fn a_completion_answers_the_last_user_message_with_sources_and_real_usage(
 /// its quote check is reported apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_passage_not_judged_to_entail_its_claim_is_related_not_a_source() {
-    for (verdict, support) in [("not_entailed", "related"), ("maybe", "unverified")] {
-        let s = start(needle_script_judged(verdict)).await;
+    let malformed = r#"{"verdicts": [{"claim": 1, "verdict": "maybe"}]}"#.to_string();
+    for (verdicts, support) in [
+        (common::verdicts(&["not_entailed"]), "related"),
+        (malformed, "unverified"),
+    ] {
+        let s = start(needle_script_judged(verdicts)).await;
         let (status, v) = post(
             &s,
             json!({"model": "rlm", "messages": [{"role": "user", "content": "What is the secret code?"}]}),

@@ -599,7 +599,7 @@ fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
         server
             .requests()
             .iter()
-            .filter(|r| r.system().contains("You check claims against passages"))
+            .filter(|r| common::is_judge(r))
             .count(),
         2
     );

@@ -26,6 +26,7 @@ pub use cache::VerdictCache;
 pub use coverage::coverage;
 pub use ledger::{Evidence, EvidenceKind, Ledger, evidence_of};
 pub use report::{ClaimReport, Coverage, Grounded, QuoteCheck, SemanticSummary, Support, Verdict};
+pub use semantic::{JUDGE_PROMPT_START, judge_reply, judged_claims};
 pub(crate) use semantic::{
     Judgement, flag_by_verdict, judge_prompt, judge_schema, parse_verdicts, record, settle, tally,
 };

@@ -14,6 +14,29 @@ use super::support::strip_markers;
 /// Claims the judge reads in one call.
 pub(crate) const SEMANTIC_BATCH: usize = 15;
 
+/// How the judge's instructions (its system message) start: scripted
+/// models in tests and benchmarks know its requests by it.
+pub const JUDGE_PROMPT_START: &str = "You check claims against passages";
+
+/// A reply of the judge giving `verdicts[i]` to claim `i + 1`, shaped as its
+/// schema asks (what a scripted model answers).
+pub fn judge_reply(verdicts: &[Verdict]) -> String {
+    let items: Vec<Value> = verdicts
+        .iter()
+        .enumerate()
+        .map(|(i, v)| json!({"claim": i + 1, "verdict": v}))
+        .collect();
+    json!({ "verdicts": items }).to_string()
+}
+
+/// How many claims a judge request's user message lists.
+pub fn judged_claims(user_message: &str) -> usize {
+    user_message
+        .lines()
+        .filter(|l| l.starts_with("Claim "))
+        .count()
+}
+
 /// The calls the judge makes for an answer.
 #[derive(Debug, Default)]
 pub(crate) struct Judgement {
@@ -55,9 +78,10 @@ impl Judgement {
 }
 
 /// A claim as the judge reads it (and the cache remembers it): its text
-/// without citation markers.
+/// without citation markers, whitespace collapsed.
 fn judged_text(c: &ClaimReport) -> String {
-    strip_markers(&c.text).trim().to_string()
+    let text = strip_markers(&c.text);
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The judge's request for `batch` (indexes into `claims`): the
@@ -276,6 +300,19 @@ mod tests {
             verdict,
             passage: passage.into(),
         }
+    }
+
+    #[test]
+    fn scripted_judges_read_and_answer_as_the_engine_does() {
+        assert!(crate::prompts::SEMANTIC_CHECK.starts_with(JUDGE_PROMPT_START));
+        let claims = vec![claim("A.", "pa", None), claim("B.", "", None)];
+        let (_, user) = judge_prompt(&claims, &[0, 1]);
+        assert_eq!(judged_claims(&user), 2);
+        let reply = judge_reply(&[Verdict::Entailed, Verdict::NotAClaim]);
+        assert_eq!(
+            parse_verdicts(&reply, 2),
+            [Some(Verdict::Entailed), Some(Verdict::NotAClaim)]
+        );
     }
 
     #[test]

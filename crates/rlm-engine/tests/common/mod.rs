@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rlm_corpus::{IndexOptions, Store};
+use rlm_engine::grounding::{JUDGE_PROMPT_START, judge_reply, judged_claims};
 use rlm_engine::{
     Answer, AskRequest, BudgetConfig, Corpus, Engine, EngineConfig, Trace, TraceRecord,
 };
@@ -138,26 +139,28 @@ pub fn event_types(records: &[TraceRecord]) -> Vec<String> {
 
 /// Requests of the entailment judge (one per answer with passages).
 pub fn judge() -> Matcher {
-    Matcher::system_contains("You check claims against passages")
+    Matcher::system_contains(JUDGE_PROMPT_START)
 }
 
-/// A judge reply giving `labels` to claims 1, 2, … in order.
+/// True for a request of the entailment judge.
+pub fn is_judge(r: &rlm_llm::testing::ReceivedRequest) -> bool {
+    r.system().contains(JUDGE_PROMPT_START)
+}
+
+/// A judge reply giving `labels` (`entailed`, `not_entailed`, …) to claims
+/// 1, 2, … in order.
 pub fn verdicts(labels: &[&str]) -> String {
-    let items: Vec<serde_json::Value> = labels
-        .iter()
-        .enumerate()
-        .map(|(i, v)| serde_json::json!({"claim": i + 1, "verdict": v}))
-        .collect();
-    serde_json::json!({ "verdicts": items }).to_string()
+    judge_reply(
+        &labels
+            .iter()
+            .map(|l| serde_json::from_value(serde_json::json!(l)).unwrap())
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// How many requests `server` got from the judge.
 pub fn judge_calls(server: &ScriptedServer) -> usize {
-    server
-        .requests()
-        .iter()
-        .filter(|r| r.system().contains("You check claims against passages"))
-        .count()
+    server.requests().iter().filter(|r| is_judge(r)).count()
 }
 
 /// Requests `server` got besides the judge's: the flow's own calls.
@@ -167,13 +170,5 @@ pub fn flow_requests(server: &ScriptedServer) -> usize {
 
 /// For a judge request, a reply giving every claim in it `label`.
 pub fn judge_says(r: &rlm_llm::testing::ReceivedRequest, label: &str) -> Option<String> {
-    if !r.system().contains("You check claims against passages") {
-        return None;
-    }
-    let n = r
-        .last_message()
-        .lines()
-        .filter(|l| l.starts_with("Claim "))
-        .count();
-    Some(verdicts(&vec![label; n]))
+    is_judge(r).then(|| verdicts(&vec![label; judged_claims(r.last_message())]))
 }

@@ -77,17 +77,17 @@ pub fn root() -> Matcher {
 
 /// Requests of the engine's entailment judge (one per answer with passages).
 pub fn judge() -> Matcher {
-    Matcher::system_contains("You check claims against passages")
+    Matcher::system_contains(rlm_engine::grounding::JUDGE_PROMPT_START)
 }
 
-/// A judge reply giving `labels` to claims 1, 2, … in order.
+/// A judge reply giving `labels` (`entailed`, `not_entailed`, …) to claims
+/// 1, 2, … in order.
 pub fn verdicts(labels: &[&str]) -> String {
-    let items: Vec<serde_json::Value> = labels
+    let parsed: Vec<rlm_engine::grounding::Verdict> = labels
         .iter()
-        .enumerate()
-        .map(|(i, v)| serde_json::json!({"claim": i + 1, "verdict": v}))
+        .map(|l| serde_json::from_value(serde_json::json!(l)).unwrap())
         .collect();
-    serde_json::json!({ "verdicts": items }).to_string()
+    rlm_engine::grounding::judge_reply(&parsed)
 }
 
 /// Finds the code with a regex, then answers citing the document.

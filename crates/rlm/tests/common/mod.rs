@@ -184,33 +184,27 @@ pub fn model_env(base_url: &str) -> [(&'static str, &str); 5] {
 
 /// Requests of the engine's entailment judge (one per answer with passages).
 pub fn judge() -> rlm_llm::testing::Matcher {
-    rlm_llm::testing::Matcher::system_contains("You check claims against passages")
+    rlm_llm::testing::Matcher::system_contains(rlm_engine::grounding::JUDGE_PROMPT_START)
 }
 
-/// A judge reply giving `labels` to claims 1, 2, … in order.
+/// True for a request of the engine's entailment judge.
+pub fn is_judge(r: &rlm_llm::testing::ReceivedRequest) -> bool {
+    r.system()
+        .contains(rlm_engine::grounding::JUDGE_PROMPT_START)
+}
+
+/// A judge reply giving `labels` (`entailed`, `not_entailed`, …) to claims
+/// 1, 2, … in order.
 pub fn verdicts(labels: &[&str]) -> String {
-    let items: Vec<serde_json::Value> = labels
+    let parsed: Vec<rlm_engine::grounding::Verdict> = labels
         .iter()
-        .enumerate()
-        .map(|(i, v)| serde_json::json!({"claim": i + 1, "verdict": v}))
+        .map(|l| serde_json::from_value(serde_json::json!(l)).unwrap())
         .collect();
-    serde_json::json!({ "verdicts": items }).to_string()
+    rlm_engine::grounding::judge_reply(&parsed)
 }
 
 /// For a judge request, a reply giving every claim in it `label`.
 pub fn judge_says(r: &rlm_llm::testing::ReceivedRequest, label: &str) -> Option<String> {
-    if !r.system().contains("You check claims against passages") {
-        return None;
-    }
-    let n = r
-        .last_message()
-        .lines()
-        .filter(|l| l.starts_with("Claim "))
-        .count();
-    Some(verdicts(&vec![label; n]))
-}
-
-/// True for requests of the engine's entailment judge.
-pub fn is_judge(r: &rlm_llm::testing::ReceivedRequest) -> bool {
-    r.system().contains("You check claims against passages")
+    let n = rlm_engine::grounding::judged_claims(r.last_message());
+    is_judge(r).then(|| verdicts(&vec![label; n]))
 }
