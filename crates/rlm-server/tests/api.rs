@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script};
 use rlm_server::Limits;
 use serde_json::{Value, json};
@@ -116,7 +117,7 @@ async fn a_run_streams_every_step_then_its_verified_answer_and_survives_a_restar
 /// verdicts are cached for the server's runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_shows_entailment_and_the_quote_check_apart() {
-    let script = needle_script().on(common::judge(), common::verdicts(&["not_entailed"]));
+    let script = needle_script().on(common::judge(), judge_reply(&[Verdict::NotEntailed]));
     let h = Harness::start(script, Limits::default()).await;
     for _ in 0..2 {
         let (status, started) = h

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
 use rlm_server::Limits;
 use serde_json::{Value, json};
@@ -14,7 +15,7 @@ use common::root;
 /// Finds the code with a regex, then answers citing the document; as the
 /// judge, finds the claim entailed by its passage.
 fn needle_script() -> Script {
-    needle_script_judged(common::verdicts(&["entailed"]))
+    needle_script_judged(judge_reply(&[Verdict::Entailed]))
 }
 
 /// [`needle_script`] whose judge replies `verdicts`.
@@ -168,7 +169,7 @@ async fn a_completion_answers_the_last_user_message_with_sources_and_real_usage(
 async fn a_passage_not_judged_to_entail_its_claim_is_related_not_a_source() {
     let malformed = r#"{"verdicts": [{"claim": 1, "verdict": "maybe"}]}"#.to_string();
     for (verdicts, support) in [
-        (common::verdicts(&["not_entailed"]), "related"),
+        (judge_reply(&[Verdict::NotEntailed]), "related"),
         (malformed, "unverified"),
     ] {
         let s = start(needle_script_judged(verdicts)).await;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer, TEST_API_KEY};
 
 use crate::common;
@@ -527,7 +528,7 @@ fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
                 root(),
                 "FINAL(The secret code is 4721. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]]. The vault opens at midnight on Sundays.)",
             )
-            .on(common::judge(), common::verdicts(&["entailed", "not_entailed"])),
+            .on(common::judge(), judge_reply(&[Verdict::Entailed, Verdict::NotEntailed])),
     );
     let o = ask(&f, &server, &["q?", "--store", "store"]);
     assert!(o.status.success(), "{}", stderr(&o));

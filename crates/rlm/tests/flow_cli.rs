@@ -50,7 +50,7 @@ impl Fixture {
 fn model() -> Script {
     Script::new().respond_with(|r| {
         // As the judge: every claim entailed by its passage.
-        if let Some(verdicts) = common::judge_says(r, "entailed") {
+        if let Some(verdicts) = common::judge_says(r, rlm_engine::grounding::Verdict::Entailed) {
             return Some(Reply::text(verdicts));
         }
         let p = r.last_message();

@@ -9,6 +9,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
 use serde_json::{Value, json};
 
@@ -28,7 +29,7 @@ const DOCS: &[(&str, &str)] = &[
 fn model(slow_ms: u64) -> ScriptedServer {
     ScriptedServer::spawn(
         Script::new()
-            .on(common::judge(), common::verdicts(&["entailed"]))
+            .on(common::judge(), judge_reply(&[Verdict::Entailed]))
             .on(
                 Matcher::any_contains("REPL output"),
                 "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",

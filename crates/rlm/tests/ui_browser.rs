@@ -7,6 +7,7 @@
 //! `RLM_REQUIRE_BROWSER=1` (CI), where they fail. `scripts/install-browser`
 //! installs both. One browser serves every test (they take turns).
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Fault, Matcher, Reply, Script, ScriptedServer};
 use serde_json::{Value, json};
 
@@ -40,7 +41,7 @@ fn needle_script(times: usize) -> Script {
         );
     }
     Script::new()
-        .on(common::judge(), common::verdicts(&["entailed"; 4]))
+        .on(common::judge(), judge_reply(&[Verdict::Entailed; 4]))
         .on_sequence(root(), replies)
         .otherwise(Reply::text("FINAL(The office moves in May.)"))
 }
@@ -309,7 +310,7 @@ fn hostile_markdown_runs_no_script_and_unsupported_claims_are_marked() {
     );
     // The judge finds every claim with a passage entailed by it.
     let script = Script::new()
-        .on(common::judge(), common::verdicts(&["entailed"; 15]))
+        .on(common::judge(), judge_reply(&[Verdict::Entailed; 15]))
         .on_last_contains(
             "zebras",
             Reply::text("FINAL(Zebras migrate north every autumn.)"),
@@ -419,7 +420,7 @@ fn a_passage_that_does_not_state_its_claim_is_related_and_not_green() {
     let script = Script::new()
         .on(
             common::judge(),
-            common::verdicts(&["entailed", "not_entailed"]),
+            judge_reply(&[Verdict::Entailed, Verdict::NotEntailed]),
         )
         .otherwise(Reply::text(
             "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]]. The office moves in June [[doc:0 \"The office moves in May\"]].)",

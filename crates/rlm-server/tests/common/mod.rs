@@ -80,16 +80,6 @@ pub fn judge() -> Matcher {
     Matcher::system_contains(rlm_engine::grounding::JUDGE_PROMPT_START)
 }
 
-/// A judge reply giving `labels` (`entailed`, `not_entailed`, …) to claims
-/// 1, 2, … in order.
-pub fn verdicts(labels: &[&str]) -> String {
-    let parsed: Vec<rlm_engine::grounding::Verdict> = labels
-        .iter()
-        .map(|l| serde_json::from_value(serde_json::json!(l)).unwrap())
-        .collect();
-    rlm_engine::grounding::judge_reply(&parsed)
-}
-
 /// Finds the code with a regex, then answers citing the document.
 pub fn needle_script() -> Script {
     Script::new()

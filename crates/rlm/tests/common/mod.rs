@@ -193,18 +193,11 @@ pub fn is_judge(r: &rlm_llm::testing::ReceivedRequest) -> bool {
         .contains(rlm_engine::grounding::JUDGE_PROMPT_START)
 }
 
-/// A judge reply giving `labels` (`entailed`, `not_entailed`, …) to claims
-/// 1, 2, … in order.
-pub fn verdicts(labels: &[&str]) -> String {
-    let parsed: Vec<rlm_engine::grounding::Verdict> = labels
-        .iter()
-        .map(|l| serde_json::from_value(serde_json::json!(l)).unwrap())
-        .collect();
-    rlm_engine::grounding::judge_reply(&parsed)
-}
-
-/// For a judge request, a reply giving every claim in it `label`.
-pub fn judge_says(r: &rlm_llm::testing::ReceivedRequest, label: &str) -> Option<String> {
+/// For a judge request, a reply giving every claim in it `verdict`.
+pub fn judge_says(
+    r: &rlm_llm::testing::ReceivedRequest,
+    verdict: rlm_engine::grounding::Verdict,
+) -> Option<String> {
     let n = rlm_engine::grounding::judged_claims(r.last_message());
-    is_judge(r).then(|| verdicts(&vec![label; n]))
+    is_judge(r).then(|| rlm_engine::grounding::judge_reply(&vec![verdict; n]))
 }
