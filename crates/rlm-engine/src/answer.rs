@@ -11,7 +11,7 @@ use crate::budget::UsageReport;
 pub use crate::citations::Source;
 use crate::citations::{Citation, CitationPolicy, VerificationReport};
 use crate::config::Inspector;
-use crate::grounding::{ClaimReport, Evidence, Grounded};
+use crate::grounding::{ClaimReport, Evidence, Grounded, QuoteCheck, Support, Verdict};
 use crate::session::Finding;
 
 /// Identifies the trace of an answer.
@@ -42,11 +42,13 @@ pub struct Answer {
     pub trace: TraceInfo,
     /// Findings added during this run (the session keeps them).
     pub findings: Vec<Finding>,
-    /// The answer's claims, each with the citations that back it (the
-    /// model's, or one the engine attached) and whether it is supported.
+    /// The answer's claims, each with its citations (the model's, and one
+    /// the engine attached), whether its passage entails it (`support`)
+    /// and, apart, whether its quote is verbatim (`quote_check`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<ClaimReport>,
-    /// Claims supported out of claims made; `None` when verification is off.
+    /// The claims by outcome (supported, related, unverified…); `None` when
+    /// verification is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grounded: Option<Grounded>,
     /// The evidence ledger: what the run's agents saw.
@@ -159,46 +161,105 @@ pub struct RouteDecision {
 
 impl Answer {
     /// The claims no passage found supports, as written (what every surface
-    /// lists under the answer).
+    /// lists under the answer). Claims with a passage that does not entail
+    /// them are [`Answer::related_sources`]' claims, not these.
     pub fn unsupported_claims(&self) -> Vec<&str> {
         self.claims
             .iter()
-            .filter(|c| c.support == crate::grounding::Support::Unsupported)
+            .filter(|c| c.support == Support::Unsupported)
             .map(|c| c.text.as_str())
             .collect()
     }
 
-    /// The valid citations of the supported claims, in answer order, each
+    /// The sources of the supported claims (those their passage entails):
+    /// each claim's citations whose quote verified, in answer order, each
     /// place and quote once. Without a claims report (grounding off), the
     /// valid citations of the answer as written.
     pub fn sources(&self) -> Vec<Source> {
-        let claimed: Vec<&Citation> = if self.grounded.is_some() {
+        if self.grounded.is_none() {
+            return distinct_sources(self.citations.iter());
+        }
+        self.sources_where(|s| s == Support::Supported)
+    }
+
+    /// The passages found for claims they do not support: not judged to
+    /// entail their claim (related), contradicting it, or not judged at all
+    /// (unverified). Surfaces show them as related, never as support.
+    pub fn related_sources(&self) -> Vec<Source> {
+        self.sources_where(|s| {
+            matches!(
+                s,
+                Support::Related | Support::Contradicted | Support::Unverified
+            )
+        })
+    }
+
+    /// Each claim as the surfaces list it: its text, whether its passage
+    /// entails it and, apart, its quote check, with the numbers of its
+    /// passages in [`Answer::sources`] followed by [`Answer::related_sources`].
+    pub fn claim_summaries(&self) -> Vec<ClaimSummary> {
+        let numbered: Vec<Source> = self
+            .sources()
+            .into_iter()
+            .chain(self.related_sources())
+            .collect();
+        self.claims
+            .iter()
+            .map(|c| ClaimSummary {
+                text: c.text.clone(),
+                support: c.support,
+                quote_check: c.quote_check,
+                verdict: c.verdict,
+                passages: c.passage_numbers(&numbered),
+            })
+            .collect()
+    }
+
+    fn sources_where(&self, wanted: impl Fn(Support) -> bool) -> Vec<Source> {
+        distinct_sources(
             self.claims
                 .iter()
-                .filter(|c| c.support == crate::grounding::Support::Supported)
-                .flat_map(|c| c.citations.iter())
-                .collect()
-        } else {
-            self.citations.iter().collect()
-        };
-        let mut sources: Vec<Source> = Vec::new();
-        for c in claimed.into_iter().filter(|c| c.status.is_valid()) {
-            let source = Source {
-                path: c.path.clone().unwrap_or_else(|| "?".into()),
-                line: c.line,
-                chunk_id: c.chunk_id.clone(),
-                quote: c.quote.clone().unwrap_or_default(),
-                attached_by_engine: c.origin == crate::citations::CitationOrigin::Engine,
-            };
-            if !sources
-                .iter()
-                .any(|s| s.path == source.path && s.line == source.line && s.quote == source.quote)
-            {
-                sources.push(source);
-            }
-        }
-        sources
+                .filter(|c| wanted(c.support))
+                .flat_map(|c| c.citations.iter()),
+        )
     }
+}
+
+/// A claim as the surfaces list it (see [`Answer::claim_summaries`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimSummary {
+    /// The claim as written.
+    pub text: String,
+    /// Whether its passage entails it.
+    pub support: Support,
+    /// Whether its quote is verbatim in its chunk (apart from entailment).
+    pub quote_check: QuoteCheck,
+    /// The judge's verdict, when it gave one.
+    pub verdict: Option<Verdict>,
+    /// The 1-based numbers of its passages among the answer's sources
+    /// followed by its related passages.
+    pub passages: Vec<usize>,
+}
+
+/// The valid citations of `cited` as sources, each place and quote once.
+fn distinct_sources<'a>(cited: impl Iterator<Item = &'a Citation>) -> Vec<Source> {
+    let mut sources: Vec<Source> = Vec::new();
+    for c in cited.filter(|c| c.status.is_valid()) {
+        let source = Source {
+            path: c.path.clone().unwrap_or_else(|| "?".into()),
+            line: c.line,
+            chunk_id: c.chunk_id.clone(),
+            quote: c.quote.clone().unwrap_or_default(),
+            attached_by_engine: c.origin == crate::citations::CitationOrigin::Engine,
+        };
+        if !sources
+            .iter()
+            .any(|s| s.path == source.path && s.line == source.line && s.quote == source.quote)
+        {
+            sources.push(source);
+        }
+    }
+    sources
 }
 
 /// What the question asks, normalized once and frozen for the whole run.

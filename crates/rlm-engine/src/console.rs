@@ -109,6 +109,7 @@ impl ReplConsole {
             pool,
             config,
             no_model: Some(reason),
+            verdicts: Default::default(),
         };
         Self::start(parts, corpus, Arc::new(Trace::new())).await
     }

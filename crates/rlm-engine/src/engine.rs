@@ -13,6 +13,7 @@ use crate::answer::{Answer, EngineError};
 use crate::config::EngineConfig;
 use crate::corpus::Corpus;
 use crate::flows;
+use crate::grounding::VerdictCache;
 use crate::request::AskRequest;
 use crate::run::{Run, RunParts};
 
@@ -22,6 +23,9 @@ pub struct Engine {
     llm: Arc<dyn ChatModel>,
     pool: WorkerPool,
     config: EngineConfig,
+    /// The entailment judge's verdicts, shared by every run (and by the
+    /// engines [`Engine::with_config`] makes).
+    verdicts: Arc<VerdictCache>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -35,7 +39,12 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine over a model client and a sandbox pool.
     pub fn new(llm: Arc<dyn ChatModel>, pool: WorkerPool, config: EngineConfig) -> Self {
-        Engine { llm, pool, config }
+        Engine {
+            llm,
+            pool,
+            config,
+            verdicts: Arc::new(VerdictCache::default()),
+        }
     }
 
     /// The settings.
@@ -50,6 +59,7 @@ impl Engine {
             llm: self.llm.clone(),
             pool: self.pool.clone(),
             config,
+            verdicts: self.verdicts.clone(),
         }
     }
 
@@ -79,6 +89,7 @@ impl Engine {
             pool: self.pool.clone(),
             config: self.config.clone(),
             no_model,
+            verdicts: self.verdicts.clone(),
         }
     }
 }

@@ -56,8 +56,8 @@ mod typed_answer;
 pub mod values;
 
 pub use answer::{
-    Answer, EngineError, ExpansionReport, FileSummary, FlowReport, Intent, RetrievalReport,
-    RouteDecision, Source, TraceInfo,
+    Answer, ClaimSummary, EngineError, ExpansionReport, FileSummary, FlowReport, Intent,
+    RetrievalReport, RouteDecision, Source, TraceInfo,
 };
 pub use ask::{AskError, AskedTurn, Conversation, Question, SessionTurn, ask_in_session};
 pub use blocking::off_runtime;

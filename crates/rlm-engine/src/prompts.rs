@@ -32,7 +32,7 @@ pub const NOTE_STUCK: &str = include_str!("../prompts/note_stuck.md");
 /// Added to a turn's outputs after several turns that only printed counts:
 /// where the question's words fall in the corpus.
 pub const NOTE_COUNTS: &str = include_str!("../prompts/note_counts.md");
-/// The opt-in semantic check of claims against their quotes.
+/// The entailment judge: does each claim's passage state it.
 pub const SEMANTIC_CHECK: &str = include_str!("../prompts/semantic_check.md");
 /// The last turn after the same reply several times in a row.
 pub const FINAL_AFTER_REPEATS: &str = include_str!("../prompts/final_after_repeats.md");

@@ -51,6 +51,8 @@ pub(crate) struct RunParts {
     pub(crate) config: EngineConfig,
     /// Why model calls are impossible (`rlm repl` without a model), if they are.
     pub(crate) no_model: Option<String>,
+    /// The entailment judge's verdicts, shared by the engine's runs.
+    pub(crate) verdicts: Arc<grounding::VerdictCache>,
 }
 
 /// State shared by every agent and step of one question.
@@ -70,6 +72,8 @@ pub(crate) struct Run {
     pub(crate) ledger: Ledger,
     /// Why model calls are impossible (`rlm repl` without a model), if they are.
     pub(crate) no_model: Option<String>,
+    /// The entailment judge's verdicts, shared by the engine's runs.
+    verdicts: Arc<grounding::VerdictCache>,
     call_slots: Semaphore,
     /// An endpoint's refusal of structured replies was noted in the trace.
     schema_refusal_noted: AtomicBool,
@@ -157,6 +161,7 @@ impl Run {
             sub_results: Mutex::new(Vec::new()),
             ledger: Ledger::default(),
             no_model: parts.no_model,
+            verdicts: parts.verdicts,
             id: new_run_id(),
             question: req.question.clone(),
             answer_schema: req.answer_schema.clone(),
@@ -607,8 +612,8 @@ impl Run {
         Err(reason)
     }
 
-    /// Verification under the citation policy, grounding (and the opt-in
-    /// semantic check), `run_finished`, the answer.
+    /// Verification under the citation policy, grounding and the
+    /// entailment judge, `run_finished`, the answer.
     pub(crate) async fn finish(&self, done: Finished) -> Answer {
         let Finished {
             mut text,
@@ -635,10 +640,16 @@ impl Run {
             }
             None => (Vec::new(), None),
         };
-        if self.config.semantic_check
+        if self.config.judge_claims
             && let Some(g) = grounded.as_mut()
         {
             g.semantic = Some(self.semantic_check(&mut claims).await);
+            grounding::settle(&mut claims, g);
+        }
+        if self.config.semantic_check
+            && let Some(g) = grounded.as_ref()
+            && g.semantic.is_some()
+        {
             let strict = report
                 .as_ref()
                 .map_or(self.config.citation_policy, |r| r.citation_policy)
@@ -733,28 +744,25 @@ impl Run {
         first
     }
 
-    /// The semantic check: batched sub-model calls judging each claim that
-    /// has a verified quote; its usage is measured apart (it stays in the
-    /// run's budget). A refused or failed call stops the check, said so.
+    /// The entailment judge: the cache's verdicts, then batched sub-model
+    /// calls (fifteen claims per call) judging each
+    /// claim against its passage. Its usage is measured apart (it stays in
+    /// the run's budget). A refused or failed call stops it, said so; the
+    /// claims it did not judge stay unverified.
     async fn semantic_check(
         &self,
         claims: &mut [grounding::ClaimReport],
     ) -> grounding::SemanticSummary {
         let before = self.budget.report();
-        let mut summary = grounding::SemanticSummary::default();
-        let todo = grounding::checkable(claims);
-        for batch in todo.chunks(grounding::SEMANTIC_BATCH) {
-            let prompt = grounding::semantic_prompt(claims, batch);
-            let reply = self
-                .call(
-                    ROOT_AGENT,
-                    0,
-                    ModelRole::Sub,
-                    &[Message::user(prompt)],
-                    None,
-                    CallPurpose::SemanticCheck,
-                )
-                .await;
+        let model = self.config.sub_model.clone();
+        let plan = grounding::Judgement::plan(claims, &self.verdicts, &model);
+        let mut summary = grounding::SemanticSummary {
+            cached: plan.cached,
+            ..Default::default()
+        };
+        for batch in &plan.batches {
+            let (system, user) = grounding::judge_prompt(claims, batch);
+            let reply = self.judge(system, user).await;
             let reply = match reply {
                 Ok(r) => r,
                 Err(e) => {
@@ -762,23 +770,14 @@ impl Run {
                     break;
                 }
             };
-            for (&i, verdict) in batch
-                .iter()
-                .zip(grounding::parse_verdicts(&reply, batch.len()))
-            {
-                claims[i].verdict = verdict;
+            let verdicts = grounding::parse_verdicts(&reply, batch.len());
+            for (&i, verdict) in batch.iter().zip(verdicts) {
+                if let Some(v) = verdict {
+                    grounding::record(claims, i, v, &self.verdicts, &model);
+                }
             }
         }
-        for c in claims.iter() {
-            match c.verdict {
-                Some(grounding::Verdict::Supported) => summary.supported += 1,
-                Some(grounding::Verdict::Partly) => summary.partly += 1,
-                Some(grounding::Verdict::Unsupported) => summary.unsupported += 1,
-                Some(grounding::Verdict::Contradicted) => summary.contradicted += 1,
-                None => continue,
-            }
-            summary.checked += 1;
-        }
+        grounding::tally(claims, &mut summary);
         let after = self.budget.report();
         summary.calls = after.calls - before.calls;
         summary.input_tokens = after.input_tokens - before.input_tokens;
@@ -788,6 +787,29 @@ impl Run {
             _ => None,
         };
         summary
+    }
+
+    /// One call of the judge: its instructions and a batch of claims, with
+    /// the reply schema asked for (a server that does not honour it is read
+    /// tolerantly).
+    async fn judge(&self, system: String, user: String) -> Result<String, CallError> {
+        let messages = [Message::system(system), Message::user(user)];
+        let opts = CallOpts {
+            schema: Some(grounding::judge_schema()),
+            ..CallOpts::default()
+        };
+        self.call_model(
+            ROOT_AGENT,
+            0,
+            ModelRole::Sub,
+            &messages,
+            0,
+            opts,
+            CallPurpose::SemanticCheck,
+            0,
+        )
+        .await
+        .map(|r| r.text)
     }
 
     fn emit_verification(&self, report: &VerificationReport) {

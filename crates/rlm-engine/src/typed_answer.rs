@@ -99,6 +99,7 @@ fn leaves(value: &Value, path: String, f: &mut impl FnMut(String, &str)) {
 mod tests {
     use super::*;
     use crate::citations::{CitationKind, CitationOrigin, CitationStatus, ClaimOrigin};
+    use crate::grounding::QuoteCheck;
     use serde_json::json;
 
     fn cite(quote: &str) -> Citation {
@@ -128,8 +129,10 @@ mod tests {
             end: text.len(),
             citations: vec![cite(quote)],
             support,
+            quote_check: QuoteCheck::Verified,
             origin: ClaimOrigin::Model,
             verdict: None,
+            passage: String::new(),
         }
     }
 

@@ -13,13 +13,17 @@ use rlm_llm::testing::{Fault, Reply, Script, ScriptedServer};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn needle_found_by_regex_then_final() {
     let ts = needle_store();
-    let server = ScriptedServer::start(Script::new().on_sequence(
-        root(),
-        [
-            repl("import re\nm = re.findall(r\"secret code is (\\d+)\", context)\nprint(m)"),
-            "The code is in document 1.\nFINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])".to_string(),
-        ],
-    ))
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(
+                root(),
+                [
+                    repl("import re\nm = re.findall(r\"secret code is (\\d+)\", context)\nprint(m)"),
+                    "The code is in document 1.\nFINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])".to_string(),
+                ],
+            )
+            .on(judge(), verdicts(&["entailed"])),
+    )
     .await;
     let engine = engine(&server, config()).await;
     let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
@@ -37,11 +41,19 @@ async fn needle_found_by_regex_then_final() {
             .map(|p| p.ends_with("b_notes.txt")),
         Some(true)
     );
-    assert_eq!(answer.usage.calls, 2);
+    // The root's two turns, and the judge's one call on the claim.
+    assert_eq!(answer.usage.calls, 3);
     assert_eq!(answer.usage.by_depth.len(), 1);
 
     let reqs = server.requests();
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(judge_calls(&server), 1);
+    assert_eq!(
+        answer.grounded.as_ref().map(|g| g.supported),
+        Some(1),
+        "{:?}",
+        answer.claims
+    );
     // The system prompt carries the document index (it depends on the
     // corpus only, so every question over the corpus shares it as a prefix).
     let system = &reqs[0].messages[0].content;
@@ -402,13 +414,17 @@ async fn prose_answer_then_apologies_gets_a_last_turn_showing_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_prose_statement_of_a_fact_seen_is_the_answer() {
     let ts = needle_store();
-    let server = ScriptedServer::start(Script::new().on_sequence(
-        root(),
-        [
-            repl("print(search('secret code'))"),
-            "The secret code in the meeting notes is 4721.".to_string(),
-        ],
-    ))
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(
+                root(),
+                [
+                    repl("print(search('secret code'))"),
+                    "The secret code in the meeting notes is 4721.".to_string(),
+                ],
+            )
+            .on(judge(), verdicts(&["entailed"])),
+    )
     .await;
     let e = engine(&server, config()).await;
     let (answer, trace) = ask(&e, &ts, "What is the secret code?").await;
@@ -417,7 +433,9 @@ async fn a_prose_statement_of_a_fact_seen_is_the_answer() {
         "The secret code in the meeting notes is 4721."
     );
     assert!(!answer.partial, "{:?}", answer.partial_reason);
-    assert_eq!(server.requests().len(), 2);
+    // Two turns of the root, then the judge.
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(judge_calls(&server), 1);
     assert!(
         trace
             .iter()
@@ -443,8 +461,10 @@ async fn a_prose_statement_of_a_fact_seen_is_the_answer() {
     let e = engine(&server, config()).await;
     let (answer, trace) = ask(&e, &ts, "What is the secret code?").await;
     assert_eq!(answer.answer, "The secret code is 4721.");
+    // The judge has no verdict scripted: its call fails, claims stay unverified.
+    assert_eq!(judge_calls(&server), 1);
     assert_eq!(
-        server.requests().len(),
+        server.requests().len() - judge_calls(&server),
         4,
         "the plan and the copied output were nudged, then the last turn"
     );

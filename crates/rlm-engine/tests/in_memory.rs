@@ -32,14 +32,18 @@ fn corpus() -> Arc<Corpus> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_question_over_texts_in_memory_is_answered_with_spans_of_those_texts() {
     let corpus = corpus();
-    let server = ScriptedServer::start(Script::new().on_sequence(
-        root(),
-        [
-            // search() runs on the in-memory full-text index.
-            repl("hits = search('secret code', 3)\nprint(hits[0]['path'], hits[0]['chunk_id'])\nprint(context[:80])"),
-            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]].)".to_string(),
-        ],
-    ))
+    let server = ScriptedServer::start(
+        Script::new()
+            .on_sequence(
+                root(),
+                [
+                    // search() runs on the in-memory full-text index.
+                    repl("hits = search('secret code', 3)\nprint(hits[0]['path'], hits[0]['chunk_id'])\nprint(context[:80])"),
+                    "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]].)".to_string(),
+                ],
+            )
+            .on(judge(), verdicts(&["entailed"])),
+    )
     .await;
     let engine = engine(&server, config()).await;
     let mut trace_path = std::env::temp_dir();

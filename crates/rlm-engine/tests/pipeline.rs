@@ -557,8 +557,10 @@ async fn rlm_switch_off_gives_exactly_the_rag_answer() {
     assert!(rag.answer.contains("[[chunk:"));
     assert_eq!(rag.usage.calls, 1);
     assert!(steps(&trace, "route")[0].contains("RLM not enabled"));
-    // One answer call each, nothing else.
-    assert_eq!(server.request_count(), 2);
+    // One answer call each, nothing else but the judge's call on its
+    // claims (not answered here: they stay unverified).
+    assert_eq!(common::flow_requests(&server), 2);
+    assert_eq!(common::judge_calls(&server), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -784,7 +786,7 @@ async fn rag_reply_that_is_not_an_answer_is_sent_back_once() {
     let mut req = AskRequest::new("Which skills does Alexis have?");
     req.flow = Flow::Rag;
     let (answer, _) = run(&e, &ts, req).await;
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(common::flow_requests(&server), 2);
     let retry = &server.requests()[1];
     assert!(
         retry.last_message().contains("only citation markers"),
@@ -849,9 +851,13 @@ fn always(text: &'static str) -> Script {
 }
 
 /// A model that says `first`, then, shown the second look, answers with the
-/// first excerpt shown (and its marker when `cite`).
+/// first excerpt shown (and its marker when `cite`); as the judge, it finds
+/// every claim entailed.
 fn looks_again(first: &'static str, cite: bool) -> Script {
     Script::new().respond_with(move |r| {
+        if let Some(verdicts) = common::judge_says(r, "entailed") {
+            return Some(Reply::text(verdicts));
+        }
         let last = r.last_message();
         if !last.contains("Read them again") {
             return Some(Reply::text(first));
@@ -877,7 +883,7 @@ async fn rag_abstention_or_unbacked_answer_gets_one_second_look_at_the_best_sent
     // Small models say "the passages do not answer" while one of them does:
     // the excerpts sharing most of the question's words are shown once.
     let (answer, trace, server) = ask_rag(WHERE, looks_again(ABSTAINS, true)).await;
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(common::flow_requests(&server), 2);
     let look = server.requests()[1].last_message().to_string();
     assert!(
         look.starts_with("Your reply says the passages do not answer"),
@@ -895,14 +901,14 @@ async fn rag_abstention_or_unbacked_answer_gets_one_second_look_at_the_best_sent
 
     // A second abstention is the answer; nothing is partial.
     let (answer, _, server) = ask_rag(WHERE, always(ABSTAINS)).await;
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(common::flow_requests(&server), 2);
     assert!(!answer.partial);
     assert_eq!(answer.answer, ABSTAINS);
 
     // An answer no passage backs (from memory, or a guess) gets the second
     // look too; it is replaced only by an answer a passage backs.
     let (answer, trace, server) = ask_rag(WHERE, looks_again(FROM_MEMORY, false)).await;
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(common::flow_requests(&server), 2);
     let look = server.requests()[1].last_message().to_string();
     assert!(
         look.starts_with("No sentence of the passages states"),
@@ -915,15 +921,15 @@ async fn rag_abstention_or_unbacked_answer_gets_one_second_look_at_the_best_sent
     ));
     assert!(answer.answer.contains("Madrid"), "{}", answer.answer);
     let (answer, _, server) = ask_rag(WHERE, always(FROM_MEMORY)).await;
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(common::flow_requests(&server), 2);
     assert_eq!(answer.answer, FROM_MEMORY);
     assert_eq!(answer.grounded.as_ref().map(|g| g.supported), Some(0));
 
     // An answer a passage backs needs no second look.
     let (_, _, server) = ask_rag(WHERE, always("Alexis Torres is based in Madrid, Spain.")).await;
-    assert_eq!(server.request_count(), 1);
+    assert_eq!(common::flow_requests(&server), 1);
 
     // No sentence shares the question's words: no second look.
     let (_, _, server) = ask_rag("Which hobbies does Kevin Zyxwvut enjoy?", always(ABSTAINS)).await;
-    assert_eq!(server.request_count(), 1);
+    assert_eq!(common::flow_requests(&server), 1);
 }

@@ -7,8 +7,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use rlm_engine::citations::CitationOrigin;
-use rlm_engine::grounding::Support;
 use rlm_engine::values::table;
 use rlm_engine::{
     Answer, AskError, AskedTurn, CancelToken, Conversation, Question as EngineQuestion,
@@ -199,21 +197,23 @@ pub(super) async fn run(
     }
 }
 
-/// The tool result of `answer`, its sources' lines looked up in `store`.
+/// The tool result of `answer`, its passages' lines looked up in `store`.
 pub(super) async fn answer_with_sources(
     answer: &Answer,
     store: &Arc<dyn rlm_corpus::CorpusStore>,
     not_saved: Option<String>,
 ) -> CallToolResult {
-    let mut found = sources(answer);
+    let found = (sources(answer), related(answer));
     let store = store.clone();
-    let found = tokio::task::spawn_blocking(move || {
+    let (found, near) = tokio::task::spawn_blocking(move || {
+        let (mut found, mut near) = found;
         fill_lines(store.as_ref(), &mut found);
-        found
+        fill_lines(store.as_ref(), &mut near);
+        (found, near)
     })
     .await
-    .unwrap_or_else(|_| sources(answer));
-    answer_result(answer, found, not_saved)
+    .unwrap_or_else(|_| (sources(answer), related(answer)));
+    answer_result(answer, found, near, not_saved)
 }
 
 /// A tool result with `isError` and one message.
@@ -221,7 +221,7 @@ pub(super) fn tool_error(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
-/// One source of an answer: a verified quote of a chunk.
+/// One passage of an answer: a verified quote of a chunk.
 #[derive(Debug, Serialize, PartialEq)]
 struct Source {
     chunk_id: Option<String>,
@@ -233,39 +233,45 @@ struct Source {
     origin: &'static str,
 }
 
-/// The sources of the answer's supported claims (the ones `rlm ask`
-/// numbers under its answer), without repeats; with no claims report
-/// (verification off), its verified citations.
+/// The sources of the answer's supported claims (their passage entails
+/// them: the ones `rlm ask` numbers under its answer); with no claims
+/// report (verification off), its verified citations.
 fn sources(answer: &Answer) -> Vec<Source> {
-    let claimed: Vec<&rlm_engine::Citation> = answer
+    with_documents(answer, answer.sources())
+}
+
+/// The passages found for claims they do not support (related,
+/// contradicted, or not judged): listed apart, never as sources.
+fn related(answer: &Answer) -> Vec<Source> {
+    with_documents(answer, answer.related_sources())
+}
+
+/// `found` as this tool lists them: with the document id of each chunk.
+fn with_documents(answer: &Answer, found: Vec<rlm_engine::Source>) -> Vec<Source> {
+    let cited: Vec<&rlm_engine::Citation> = answer
         .claims
         .iter()
-        .filter(|c| c.support == Support::Supported)
         .flat_map(|c| c.citations.iter())
+        .chain(&answer.citations)
         .collect();
-    let cited: Vec<&rlm_engine::Citation> = if answer.claims.is_empty() {
-        answer.citations.iter().collect()
-    } else {
-        claimed
-    };
-    let mut out: Vec<Source> = Vec::new();
-    for c in cited.into_iter().filter(|c| c.status.is_valid()) {
-        let s = Source {
-            chunk_id: c.chunk_id.clone(),
-            doc_id: c.doc_id.clone(),
-            path: c.path.clone(),
-            line: c.line,
-            quote: c.quote.clone(),
-            origin: match c.origin {
-                CitationOrigin::Engine => "engine",
-                CitationOrigin::Model => "model",
+    found
+        .into_iter()
+        .map(|s| Source {
+            doc_id: cited
+                .iter()
+                .find(|c| c.chunk_id.is_some() && c.chunk_id == s.chunk_id)
+                .and_then(|c| c.doc_id.clone()),
+            chunk_id: s.chunk_id,
+            path: Some(s.path),
+            line: s.line,
+            quote: Some(s.quote),
+            origin: if s.attached_by_engine {
+                "engine"
+            } else {
+                "model"
             },
-        };
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    out
+        })
+        .collect()
 }
 
 /// The line each quote starts on, where the engine did not say (a model's
@@ -278,35 +284,62 @@ fn fill_lines(store: &dyn rlm_corpus::CorpusStore, sources: &mut [Source]) {
     }
 }
 
+/// A numbered Markdown list of passages, from `after + 1`.
+fn passage_list(md: &mut String, title: &str, passages: &[Source], after: usize) {
+    if passages.is_empty() {
+        return;
+    }
+    let _ = write!(md, "\n\n**{title}**\n");
+    for (i, s) in passages.iter().enumerate() {
+        let place = match (s.line, &s.chunk_id) {
+            (Some(line), _) => format!("line {line}"),
+            (None, Some(id)) => format!("chunk {id}"),
+            (None, None) => "?".into(),
+        };
+        let _ = write!(
+            md,
+            "\n{}. `{}`, {place} (chunk `{}`): \"{}\"{}",
+            after + i + 1,
+            s.path.as_deref().unwrap_or("?"),
+            s.chunk_id.as_deref().unwrap_or("?"),
+            s.quote.as_deref().unwrap_or_default().replace('\n', " "),
+            if s.origin == "engine" {
+                " (attached by the engine)"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
 /// The answer as a tool result: the Markdown an agent reads, and the same
 /// as structured content.
 fn answer_result(
     answer: &Answer,
     sources: Vec<Source>,
+    related: Vec<Source>,
     not_saved: Option<String>,
 ) -> CallToolResult {
     let unsupported = answer.unsupported_claims();
+    let claims = answer.claim_summaries();
     let mut md = answer.answer.trim_end().to_string();
-    if !sources.is_empty() {
-        md.push_str("\n\n**Sources**\n");
-        for (i, s) in sources.iter().enumerate() {
-            let place = match (s.line, &s.chunk_id) {
-                (Some(line), _) => format!("line {line}"),
-                (None, Some(id)) => format!("chunk {id}"),
-                (None, None) => "?".into(),
-            };
+    passage_list(&mut md, "Sources", &sources, 0);
+    passage_list(
+        &mut md,
+        "Related passages (found, but not judged to state their claim; not sources)",
+        &related,
+        sources.len(),
+    );
+    if !answer.claims.is_empty() {
+        md.push_str("\n\n**Claims** (entailment; quote check, apart)\n");
+        for c in &claims {
+            let refs: String = c.passages.iter().map(|n| format!(" [{n}]")).collect();
             let _ = write!(
                 md,
-                "\n{}. `{}`, {place} (chunk `{}`): \"{}\"{}",
-                i + 1,
-                s.path.as_deref().unwrap_or("?"),
-                s.chunk_id.as_deref().unwrap_or("?"),
-                s.quote.as_deref().unwrap_or_default().replace('\n', " "),
-                if s.origin == "engine" {
-                    " (attached by the engine)"
-                } else {
-                    ""
-                }
+                "\n- {}{refs}; {}: {}",
+                c.support.label(),
+                c.quote_check.label(),
+                c.text.trim().replace('\n', " ")
             );
         }
     }
@@ -319,8 +352,8 @@ fn answer_result(
     if let Some(g) = &answer.grounded {
         let _ = write!(
             md,
-            "\n\nGrounded: {} of {} claims supported ({} by a citation the engine attached).",
-            g.supported, g.claims, g.engine_attached
+            "\n\nGrounded: {} of {} claims supported ({} by a citation the engine attached); {} related, {} contradicted, {} unverified.",
+            g.supported, g.claims, g.engine_attached, g.related, g.contradicted, g.unverified
         );
     }
     if answer.partial {
@@ -355,6 +388,8 @@ fn answer_result(
         "partial": answer.partial,
         "partial_reason": answer.partial_reason,
         "sources": sources,
+        "related_sources": related,
+        "claims": claims,
         "unsupported_claims": unsupported,
         "grounded": answer.grounded,
         "usage": answer.usage,
@@ -530,5 +565,44 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(sources_json(&answer), json!([]));
+    }
+
+    /// A claim with a passage but no verdict (or one that is not entailed)
+    /// lists its passage as related, never as a source; the claims show
+    /// entailment and the quote check apart.
+    #[test]
+    fn passages_of_claims_not_entailed_are_related_not_sources() {
+        let cite = json!({"marker": "", "answer_offset": 0, "kind": "chunk", "id": "c-0",
+            "quote": "The secret code is 4721.", "chunk_id": "c-0", "doc_id": "c",
+            "doc_index": 0, "path": "b.txt", "byte_start": 0, "byte_end": 24,
+            "status": "verified", "detail": null, "origin": "engine"});
+        let claim = |support: &str| {
+            json!({"text": "The code is 4721.", "start": 0, "end": 17, "citations": [cite],
+                "support": support, "quote_check": "engine", "origin": "engine"})
+        };
+        for (support, found, near) in [("unverified", 0, 1), ("related", 0, 1), ("supported", 1, 0)]
+        {
+            let answer: Answer = serde_json::from_value(json!({
+                "answer": "The code is 4721.", "partial": false, "partial_reason": null,
+                "citations": [], "verification": null,
+                "usage": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0,
+                          "cost_usd": null, "estimated": false, "wall_ms": 0, "by_depth": []},
+                "trace": {"id": "r", "events": 0}, "findings": [],
+                "claims": [claim(support)],
+                "grounded": {"claims": 1, "supported": found, "engine_attached": found}
+            }))
+            .unwrap();
+            let result = answer_result(&answer, sources(&answer), related(&answer), None);
+            let s = result.structured_content.unwrap();
+            assert_eq!(s["sources"].as_array().unwrap().len(), found, "{support}");
+            assert_eq!(
+                s["related_sources"].as_array().unwrap().len(),
+                near,
+                "{support}"
+            );
+            assert_eq!(s["claims"][0]["support"], support);
+            assert_eq!(s["claims"][0]["quote_check"], "engine");
+            assert_eq!(s["claims"][0]["passages"], json!([1]));
+        }
     }
 }

@@ -94,6 +94,10 @@ async fn ask_twice_in_a_session(
     let server = ScriptedServer::start(
         Script::new()
             .on(
+                Matcher::system_contains(rlm_engine::grounding::JUDGE_PROMPT_START),
+                r#"{"verdicts": [{"claim": 1, "verdict": "entailed"}]}"#,
+            )
+            .on(
                 Matcher::any_contains("REPL output"),
                 "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
             )
@@ -174,7 +178,31 @@ async fn ask_twice_in_a_session(
             result["structuredContent"]["session_not_saved"],
             Value::Null
         );
+        // The claim: entailed by its passage, and its quote verified, apart.
+        let claim = &result["structuredContent"]["claims"][0];
+        assert_eq!(claim["support"], "supported", "{r}");
+        assert_eq!(claim["quote_check"], "verified", "{r}");
+        assert_eq!(claim["passages"], json!([1]), "{r}");
+        assert_eq!(
+            result["structuredContent"]["sources"][0]["quote"],
+            "The secret code is 4721"
+        );
+        let md = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            md.contains("- entailed by its passage [1]; quote verified: The secret code is 4721"),
+            "{md}"
+        );
     }
+    // The second answer's verdict came from the engine's cache.
+    let judged = server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.system()
+                .contains(rlm_engine::grounding::JUDGE_PROMPT_START)
+        })
+        .count();
+    assert_eq!(judged, 1);
     let second: Vec<_> = server
         .requests()
         .into_iter()

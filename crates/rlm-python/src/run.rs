@@ -200,7 +200,9 @@ impl Engine {
                 .map(|AskedTurn { answer: a, .. }| {
                     let mut sources = a.sources();
                     corpus.fill_source_lines(&mut sources);
-                    result_json(&a, &sources, &task.trace, &root, &sub)
+                    let mut related = a.related_sources();
+                    corpus.fill_source_lines(&mut related);
+                    result_json(&a, (&sources, &related), &task.trace, &root, &sub)
                 })
                 .map_err(|e| e.to_string());
             *lock(&task.outcome) = Some(outcome);
@@ -364,11 +366,12 @@ fn record_json(r: &TraceRecord) -> String {
     })
 }
 
-/// The answer with what the Python side shows of it: the checked sources
-/// (with their lines) and the usage of each model (from the run's trace).
+/// The answer with what the Python side shows of it: the sources of its
+/// supported claims and apart its related passages (with their lines), and
+/// the usage of each model (from the run's trace).
 fn result_json(
     answer: &Answer,
-    sources: &[Source],
+    (sources, related): (&[Source], &[Source]),
     trace: &Trace,
     root_model: &str,
     sub_model: &str,
@@ -409,6 +412,7 @@ fn result_json(
     json!({
         "answer": answer,
         "sources": sources,
+        "related_sources": related,
         "model_usage": models,
         "root_model": root_model,
         "sub_model": sub_model,

@@ -599,6 +599,10 @@ impl App {
                     RunStatus::Done
                 };
                 let mut value = serde_json::to_value(&answer).unwrap_or(Value::Null);
+                // As `rlm ask --json` has them: the sources of the supported
+                // claims, and apart the related passages (never sources).
+                value["sources"] = serde_json::json!(answer.sources());
+                value["related_sources"] = serde_json::json!(answer.related_sources());
                 if omitted > 0 {
                     value["findings_omitted"] = omitted.into();
                 }

@@ -301,11 +301,15 @@ fn turn(question: String, answer: String) -> Turn {
     }
 }
 
-/// The reply's Markdown: the answer, a partial answer's reason, and the
-/// numbered checked sources.
+/// The reply's Markdown: the answer, a partial answer's reason, the
+/// numbered sources (the passages that entail the answer's claims), then
+/// the related passages (found, but not judged to state their claim: never
+/// sources), and how many claims each kind of passage backs.
 pub(crate) fn answer_markdown(answer: &Answer) -> String {
     let sources = answer.sources();
-    let mut out = with_reference_numbers(answer, &sources);
+    let related = answer.related_sources();
+    let numbered: Vec<rlm_engine::Source> = sources.iter().chain(&related).cloned().collect();
+    let mut out = with_reference_numbers(answer, &numbered);
     out.truncate(out.trim_end().len());
     if answer.partial {
         let why = answer
@@ -314,31 +318,63 @@ pub(crate) fn answer_markdown(answer: &Answer) -> String {
             .unwrap_or("a budget ran out");
         out.push_str(&format!("\n\n*Partial answer: {why}.*"));
     }
-    if !sources.is_empty() {
-        out.push_str("\n\n**Sources**\n");
-        for (i, s) in sources.iter().enumerate() {
-            let place = match (s.line, &s.chunk_id) {
-                (Some(line), _) => format!(", line {line}"),
-                (None, Some(id)) => format!(", chunk {id}"),
-                (None, None) => String::new(),
-            };
-            let quote: String = s.quote.split_whitespace().collect::<Vec<_>>().join(" ");
-            out.push_str(&format!(
-                "{}. `{}`{place}: \"{}\"\n",
-                i + 1,
-                s.path.replace('`', "'"),
-                quote.replace('"', "'")
-            ));
-        }
+    passage_list(&mut out, "**Sources**", &sources, 0);
+    passage_list(
+        &mut out,
+        "**Related passages** (found, but not judged to state their claim; not sources)",
+        &related,
+        sources.len(),
+    );
+    if let Some(g) = &answer.grounded
+        && g.claims > 0
+    {
+        out.push_str(&format!(
+            "\n\n*{} of {} claims entailed by their passage; {} related, {} contradicted, {} unverified, {} without a passage.*\n",
+            g.supported, g.claims, g.related, g.contradicted, g.unverified, g.unsupported
+        ));
     }
     out
 }
 
+/// A numbered Markdown list of passages under `title`, from `after + 1`.
+fn passage_list(out: &mut String, title: &str, passages: &[rlm_engine::Source], after: usize) {
+    if passages.is_empty() {
+        return;
+    }
+    out.push_str(&format!("\n\n{title}\n"));
+    for (i, s) in passages.iter().enumerate() {
+        let place = match (s.line, &s.chunk_id) {
+            (Some(line), _) => format!(", line {line}"),
+            (None, Some(id)) => format!(", chunk {id}"),
+            (None, None) => String::new(),
+        };
+        let quote: String = s.quote.split_whitespace().collect::<Vec<_>>().join(" ");
+        out.push_str(&format!(
+            "{}. `{}`{place}: \"{}\"\n",
+            after + i + 1,
+            s.path.replace('`', "'"),
+            quote.replace('"', "'")
+        ));
+    }
+}
+
+/// What the reply carries beyond OpenAI's fields (`rlm`): each claim with
+/// whether its passage entails it and, apart, its quote check, numbered
+/// into the sources and related passages of the Markdown.
+fn grounding_json(answer: &Answer) -> Value {
+    json!({
+        "claims": answer.claim_summaries(),
+        "sources": answer.sources(),
+        "related_sources": answer.related_sources(),
+        "grounded": answer.grounded,
+    })
+}
+
 /// The answer with each citation marker the model wrote (`[[doc:1 "…"]]`)
-/// replaced by the number of its source (`[1]`) in the list below it, and
-/// markers that point to no checked source removed: chat apps render the
-/// text, and a raw marker means nothing to a reader.
-fn with_reference_numbers(answer: &Answer, sources: &[rlm_engine::Source]) -> String {
+/// replaced by the number of its passage (`[1]`) in the lists below it,
+/// and markers that point to no checked passage removed: chat apps render
+/// the text, and a raw marker means nothing to a reader.
+fn with_reference_numbers(answer: &Answer, passages: &[rlm_engine::Source]) -> String {
     let mut text = answer.answer.clone();
     let mut markers: Vec<_> = answer.citations.iter().collect();
     markers.sort_by_key(|c| std::cmp::Reverse(c.answer_offset));
@@ -348,7 +384,7 @@ fn with_reference_numbers(answer: &Answer, sources: &[rlm_engine::Source]) -> St
             continue;
         }
         let number = c.status.is_valid().then(|| {
-            sources.iter().position(|s| {
+            passages.iter().position(|s| {
                 Some(&s.path) == c.path.as_ref() && Some(&s.quote) == c.quote.as_ref()
             })
         });
@@ -456,6 +492,7 @@ pub(crate) async fn chat_completions(
                 "finish_reason": finish_reason(&answer),
             }],
             "usage": usage_json(&answer),
+            "rlm": grounding_json(&answer),
         });
         let mut body = body;
         if let Some(data) = answer.data.as_ref().filter(|_| typed) {
@@ -487,6 +524,7 @@ pub(crate) async fn chat_completions(
             Ok((answer, content)) => {
                 events.push(chunk(json!({"content": content}), None));
                 let mut last = chunk(json!({}), Some(finish_reason(&answer)));
+                last["rlm"] = grounding_json(&answer);
                 if include_usage {
                     last["usage"] = Value::Null;
                 }

@@ -260,7 +260,11 @@ fn schemas() -> Value {
             "usage": {"type": "object", "properties": {"calls": {"type": "integer"}, "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}, "cached_input_tokens": {"type": "integer"}, "cost_usd": {"type": ["number", "null"]}, "wall_ms": {"type": "integer"}, "by_depth": {"type": "array"}}},
             "trace": {"type": "object"}, "findings": {"type": "array"},
             "findings_omitted": {"type": "integer", "description": "Findings beyond what a session turn keeps, left out"},
-            "file_summaries": {"type": "array"}, "flow_report": {"type": "object"}
+            "file_summaries": {"type": "array"}, "flow_report": {"type": "object"},
+            "claims": {"type": "array", "description": "Each claim: text, support (supported: its passage entails it; related: a passage was found that the judge did not find states it; contradicted; unverified: no usable verdict; unsupported: no passage), quote_check apart (verified, not_found, engine, none), verdict, citations"},
+            "grounded": {"type": ["object", "null"], "description": "Claims by outcome: claims, supported, engine_attached, related, contradicted, unverified, unsupported; semantic: the judge's verdicts, calls and tokens"},
+            "sources": {"type": "array", "description": "The passages of the supported claims: {path, line, chunk_id, quote, attached_by_engine}"},
+            "related_sources": {"type": "array", "description": "Passages found for claims they do not support (related, contradicted, unverified): never sources"}
         }},
         "Citation": {"type": "object", "properties": {
             "marker": {"type": "string"}, "id": {"type": "string"}, "quote": {"type": ["string", "null"]},
@@ -330,7 +334,7 @@ fn openai_paths() -> serde_json::Map<String, Value> {
             "post": {
                 "tags": ["openai"],
                 "operationId": "createChatCompletion",
-                "summary": "OpenAI-compatible chat completion: the last user message is the question, earlier user/assistant messages the conversation; the answer with its checked sources as Markdown; stream: true sends chat.completion.chunk events and [DONE]. Errors in OpenAI's shape: {\"error\": {\"message\", \"type\", \"param\", \"code\"}}",
+                "summary": "OpenAI-compatible chat completion: the last user message is the question, earlier user/assistant messages the conversation; the answer with its sources (passages that entail its claims) and related passages as Markdown, and in `rlm` each claim's entailment and quote check apart; stream: true sends chat.completion.chunk events and [DONE]. Errors in OpenAI's shape: {\"error\": {\"message\", \"type\", \"param\", \"code\"}}",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["model", "messages"], "properties": {
                     "model": {"enum": ["rlm", "rlm-repl", "rlm-pipeline", "rlm-rag", "rlm-auto"]},
                     "messages": {"type": "array", "minItems": 1, "items": {"type": "object", "required": ["role"], "properties": {"role": {"enum": ["system", "developer", "user", "assistant", "tool"]}, "content": {"type": ["string", "array", "null"]}}}},

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script};
 use rlm_server::Limits;
 use serde_json::{Value, json};
@@ -108,6 +109,45 @@ async fn a_run_streams_every_step_then_its_verified_answer_and_survives_a_restar
     let (status, cancel) = h.delete(&format!("/api/runs/{id}")).await;
     assert_eq!(status, 409, "{cancel}");
     h.shutdown().await;
+}
+
+/// The answer JSON says, apart, whether each claim's passage entails it and
+/// whether its quote is verbatim; a verbatim quote the judge does not find
+/// states its claim is a related passage, never a source. The judge's
+/// verdicts are cached for the server's runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_shows_entailment_and_the_quote_check_apart() {
+    let script = needle_script().on(common::judge(), judge_reply(&[Verdict::NotEntailed]));
+    let h = Harness::start(script, Limits::default()).await;
+    for _ in 0..2 {
+        let (status, started) = h
+            .post("/api/runs", json!({"question": "What is the secret code?"}))
+            .await;
+        assert_eq!(status, 202, "{started}");
+        let id = started["id"].as_str().unwrap().to_string();
+        let events = h.events(&id, None).await;
+        let answer = &events.last().unwrap().2["answer"];
+        let claim = &answer["claims"][0];
+        assert_eq!(claim["support"], "related", "{answer}");
+        assert_eq!(claim["verdict"], "not_entailed", "{answer}");
+        assert_eq!(claim["quote_check"], "verified", "{answer}");
+        assert_eq!(answer["sources"], json!([]), "{answer}");
+        assert_eq!(
+            answer["related_sources"][0]["quote"],
+            "The secret code is 4721"
+        );
+        assert_eq!(answer["grounded"]["related"], 1, "{answer}");
+    }
+    let judged = h
+        .model
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.system()
+                .contains(rlm_engine::grounding::JUDGE_PROMPT_START)
+        })
+        .count();
+    assert_eq!(judged, 1, "the second answer's verdict came from the cache");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
 use rlm_server::Limits;
 use serde_json::{Value, json};
@@ -11,9 +12,16 @@ use serde_json::{Value, json};
 use crate::common;
 use common::root;
 
-/// Finds the code with a regex, then answers citing the document.
+/// Finds the code with a regex, then answers citing the document; as the
+/// judge, finds the claim entailed by its passage.
 fn needle_script() -> Script {
+    needle_script_judged(judge_reply(&[Verdict::Entailed]))
+}
+
+/// [`needle_script`] whose judge replies `verdicts`.
+fn needle_script_judged(verdicts: String) -> Script {
     Script::new()
+        .on(common::judge(), Reply::text(verdicts).with_usage(100, 5))
         .on(
             root().and(Matcher::any_contains("REPL output")),
             Reply::text("FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])")
@@ -128,12 +136,23 @@ async fn a_completion_answers_the_last_user_message_with_sources_and_real_usage(
     assert!(!content.contains("[[doc:"), "{content}");
     assert!(
         content.contains("1. `docs/b_notes.txt`, chunk ")
-            && content.ends_with(": \"The secret code is 4721\"\n"),
+            && content.contains(": \"The secret code is 4721\"\n"),
         "{content}"
     );
-    assert_eq!(v["usage"]["prompt_tokens"], 1700);
-    assert_eq!(v["usage"]["completion_tokens"], 70);
-    assert_eq!(v["usage"]["total_tokens"], 1770);
+    assert!(
+        content.ends_with("*1 of 1 claims entailed by their passage; 0 related, 0 contradicted, 0 unverified, 0 without a passage.*\n"),
+        "{content}"
+    );
+    // Beyond OpenAI's fields: each claim's entailment and quote check, apart.
+    let claim = &v["rlm"]["claims"][0];
+    assert_eq!(claim["support"], "supported", "{v}");
+    assert_eq!(claim["quote_check"], "verified", "{v}");
+    assert_eq!(claim["passages"], json!([1]), "{v}");
+    assert_eq!(v["rlm"]["sources"][0]["quote"], "The secret code is 4721");
+    // The run's usage, the judge's call included.
+    assert_eq!(v["usage"]["prompt_tokens"], 1800);
+    assert_eq!(v["usage"]["completion_tokens"], 75);
+    assert_eq!(v["usage"]["total_tokens"], 1875);
     // The earlier turn reached the model as conversation, the system
     // message did not replace the server's instructions.
     let first = &s.model.requests()[0];
@@ -141,6 +160,37 @@ async fn a_completion_answers_the_last_user_message_with_sources_and_real_usage(
     assert!(all.contains("Where is the office moving?"), "{all}");
     assert!(all.contains("To the fourth floor."), "{all}");
     assert!(!all.contains("You are helpful."), "{all}");
+}
+
+/// A claim whose passage the judge does not find states it (or gives no
+/// usable verdict on) shows its passage as related, never under Sources;
+/// its quote check is reported apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passage_not_judged_to_entail_its_claim_is_related_not_a_source() {
+    let malformed = r#"{"verdicts": [{"claim": 1, "verdict": "maybe"}]}"#.to_string();
+    for (verdicts, support) in [
+        (judge_reply(&[Verdict::NotEntailed]), "related"),
+        (malformed, "unverified"),
+    ] {
+        let s = start(needle_script_judged(verdicts)).await;
+        let (status, v) = post(
+            &s,
+            json!({"model": "rlm", "messages": [{"role": "user", "content": "What is the secret code?"}]}),
+        )
+        .await;
+        assert_eq!(status, 200, "{v}");
+        let content = v["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(!content.contains("**Sources**"), "{content}");
+        assert!(
+            content.starts_with("The secret code is 4721 [1]\n\n**Related passages** (found, but not judged to state their claim; not sources)\n1. `docs/b_notes.txt`"),
+            "{content}"
+        );
+        let claim = &v["rlm"]["claims"][0];
+        assert_eq!(claim["support"], support, "{v}");
+        assert_eq!(claim["quote_check"], "verified", "{v}");
+        assert_eq!(v["rlm"]["sources"], json!([]), "{v}");
+        assert_eq!(v["rlm"]["related_sources"].as_array().unwrap().len(), 1);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,7 +247,12 @@ async fn a_streamed_completion_sends_chunks_usage_and_done() {
     assert_eq!(finish, [&json!("stop")]);
     let usage = chunks.last().unwrap();
     assert_eq!(usage["choices"], json!([]));
-    assert_eq!(usage["usage"]["total_tokens"], 1770);
+    assert_eq!(usage["usage"]["total_tokens"], 1875);
+    let last = chunks
+        .iter()
+        .find(|c| !c["choices"][0]["finish_reason"].is_null())
+        .unwrap();
+    assert_eq!(last["rlm"]["claims"][0]["support"], "supported");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

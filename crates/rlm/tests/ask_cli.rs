@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer, TEST_API_KEY};
 
 use crate::common;
@@ -199,7 +200,7 @@ fn plain_text_output_lists_citations() {
         "{out}"
     );
     assert!(
-        out.contains("Citations: 2 (1 supported, 1 unsupported)"),
+        out.contains("Citations: 2 (1 quote verified, 1 not verified)"),
         "{out}"
     );
     assert!(out.contains("[QUOTE NOT FOUND]"), "{out}");
@@ -622,10 +623,14 @@ fn ask_replays_a_recording_and_streams_the_replies() {
 #[test]
 fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
     let f = Fixture::new();
-    let server = ScriptedServer::spawn(Script::new().on(
-        root(),
-        "FINAL(The secret code is 4721. The vault opens at midnight on Sundays.)",
-    ));
+    let server = ScriptedServer::spawn(
+        Script::new()
+            .on(
+                root(),
+                "FINAL(The secret code is 4721. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]]. The vault opens at midnight on Sundays.)",
+            )
+            .on(common::judge(), judge_reply(&[Verdict::Entailed, Verdict::NotEntailed])),
+    );
     let o = ask(&f, &server, &["q?", "--store", "store"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
@@ -635,6 +640,19 @@ fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
         ),
         "{out}"
     );
+    // A verbatim quote that does not state its claim: related, not a source.
+    assert!(
+        out.contains("Related passages (found, but not judged to state their claim; not sources):\n  [2] docs/a_intro.txt, chunk "),
+        "{out}"
+    );
+    // Each claim: entailment, and the quote check apart.
+    for line in [
+        "  - entailed by its passage [1]; quote verified (attached by the engine): The secret code is 4721.",
+        "  - related: its passage does not state it [2]; quote verified: The office move happened in 1999",
+        "  - no passage found; no quote: The vault opens at midnight on Sundays.",
+    ] {
+        assert!(out.contains(line), "{line}\n{out}");
+    }
     assert!(
         out.contains(
             "Not supported by any passage found:\n  - The vault opens at midnight on Sundays."
@@ -642,7 +660,70 @@ fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
         "{out}"
     );
     assert!(
-        out.contains("Grounded: 1 of 2 claims supported (1 by a citation the engine attached)"),
+        out.contains("Grounded: 1 of 3 claims supported (1 by a citation the engine attached); 1 related, 0 contradicted, 0 unverified, 1 without a passage"),
+        "{out}"
+    );
+    // The claim without a passage got no verdict (the judge said nothing of it).
+    assert!(
+        out.contains("Entailment check: 2 claims judged (1 entailed, 1 not entailed, 0 contradicted, 0 not claims), 0 from the cache; 1 calls"),
+        "{out}"
+    );
+
+    // --json: the same, each claim's support and quote check apart.
+    let o = ask(&f, &server, &["q?", "--store", "store", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let claims = v["claims"].as_array().unwrap();
+    let pairs: Vec<(&str, &str)> = claims
+        .iter()
+        .map(|c| {
+            (
+                c["support"].as_str().unwrap(),
+                c["quote_check"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("supported", "engine"),
+            ("related", "verified"),
+            ("unsupported", "none")
+        ]
+    );
+    assert_eq!(v["sources"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        v["related_sources"][0]["quote"],
+        "This memo describes the office move"
+    );
+    // Each `rlm ask` is a process of its own: the judge was asked again.
+    assert_eq!(
+        server
+            .requests()
+            .iter()
+            .filter(|r| common::is_judge(r))
+            .count(),
+        2
+    );
+}
+
+/// A judge that gives no usable verdict leaves claims unverified: the text
+/// output lists no source.
+#[test]
+fn without_a_verdict_the_text_output_lists_no_source() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(
+        Script::new()
+            .on(root(), "FINAL(The secret code is 4721.)")
+            .on(common::judge(), "It all looks right to me."),
+    );
+    let o = ask(&f, &server, &["q?", "--store", "store"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("Sources:"), "{out}");
+    assert!(out.contains("Related passages"), "{out}");
+    assert!(
+        out.contains("  - unverified: no verdict on its passage [1]; quote verified (attached by the engine): The secret code is 4721."),
         "{out}"
     );
 }

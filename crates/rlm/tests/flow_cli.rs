@@ -49,6 +49,10 @@ impl Fixture {
 /// and answers that cite the first passage they are shown.
 fn model() -> Script {
     Script::new().respond_with(|r| {
+        // As the judge: every claim entailed by its passage.
+        if let Some(verdicts) = common::judge_says(r, rlm_engine::grounding::Verdict::Entailed) {
+            return Some(Reply::text(verdicts));
+        }
         let p = r.last_message();
         let cite_first = |open: &str| {
             let part = p.split(open).nth(1)?;

@@ -9,6 +9,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
 use serde_json::{Value, json};
 
@@ -28,6 +29,7 @@ const DOCS: &[(&str, &str)] = &[
 fn model(slow_ms: u64) -> ScriptedServer {
     ScriptedServer::spawn(
         Script::new()
+            .on(common::judge(), judge_reply(&[Verdict::Entailed]))
             .on(
                 Matcher::any_contains("REPL output"),
                 "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
@@ -332,7 +334,10 @@ fn tools_and_resources_over_stdio() {
             .unwrap()
             .starts_with(&doc_id)
     );
-    assert_eq!(s["usage"]["calls"], 2);
+    // The root's two turns and the judge's call on the claim.
+    assert_eq!(s["usage"]["calls"], 3);
+    assert_eq!(s["claims"][0]["support"], "supported", "{answer}");
+    assert_eq!(s["claims"][0]["quote_check"], "verified", "{answer}");
     let md = text_of(result);
     assert!(md.contains("**Sources**"), "{md}");
     assert!(md.contains("`docs/b_notes.txt`, line 2"), "{md}");

@@ -367,7 +367,13 @@ fn rlm_ask_answers_and_verifies_citations_over_a_postgres_store() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let last = server.requests().last().unwrap().body.to_string();
+    let last = server
+        .requests()
+        .into_iter()
+        .rfind(|r| !common::is_judge(r))
+        .unwrap()
+        .body
+        .to_string();
     assert!(last.contains("Which code is secret?"), "{last}");
     assert_eq!(
         db.scalar("SELECT count(*) FROM rlm_turns WHERE session = 's1'")

@@ -7,6 +7,7 @@
 //! `RLM_REQUIRE_BROWSER=1` (CI), where they fail. `scripts/install-browser`
 //! installs both. One browser serves every test (they take turns).
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Fault, Matcher, Reply, Script, ScriptedServer};
 use serde_json::{Value, json};
 
@@ -40,6 +41,7 @@ fn needle_script(times: usize) -> Script {
         );
     }
     Script::new()
+        .on(common::judge(), judge_reply(&[Verdict::Entailed; 4]))
         .on_sequence(root(), replies)
         .otherwise(Reply::text("FINAL(The office moves in May.)"))
 }
@@ -306,7 +308,9 @@ fn hostile_markdown_runs_no_script_and_unsupported_claims_are_marked() {
         "<b onmouseover=\"window.__pwned='hover'\">bold</b> <form action=\"https://example.com\"><input name=q></form>\n\n",
         "| item | value |\n|---|---|\n| code | 4721 |\n)"
     );
+    // The judge finds every claim with a passage entailed by it.
     let script = Script::new()
+        .on(common::judge(), judge_reply(&[Verdict::Entailed; 15]))
         .on_last_contains(
             "zebras",
             Reply::text("FINAL(Zebras migrate north every autumn.)"),
@@ -403,6 +407,77 @@ fn hostile_markdown_runs_no_script_and_unsupported_claims_are_marked() {
     // Raw HTML never became elements: no handler was even refused by the CSP.
     let errors = b.console_errors();
     assert!(errors.is_empty(), "{errors:#?}");
+    let errors = b.console_errors();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+/// The quote check and entailment are shown apart: a verbatim quote whose
+/// passage the judge does not find states its claim is a related passage,
+/// listed apart, never green; its claim is marked in the text.
+#[test]
+fn a_passage_that_does_not_state_its_claim_is_related_and_not_green() {
+    browser_or_skip!(b);
+    let script = Script::new()
+        .on(
+            common::judge(),
+            judge_reply(&[Verdict::Entailed, Verdict::NotEntailed]),
+        )
+        .otherwise(Reply::text(
+            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]]. The office moves in June [[doc:0 \"The office moves in May\"]].)",
+        ));
+    let setup = serve(script, &[]);
+    b.viewport(1440, 900);
+    b.color_scheme("light");
+    open(b, &setup.server, "/#/");
+    ask(b, QUESTION);
+    b.wait_text(".msg.answer .md", "June");
+    let sources = b.text(".msg.answer .sources:not(.related)");
+    assert!(
+        sources.contains("b_notes.txt")
+            && sources.contains("quote verified")
+            && sources.contains("entails its claim"),
+        "{sources}"
+    );
+    let related = b.text(".msg.answer .sources.related");
+    assert!(
+        related.contains("a.txt")
+            && related.contains("quote verified")
+            && related.contains("related: does not state its claim"),
+        "{related}"
+    );
+    assert!(!sources.contains("a.txt"), "{sources}");
+    // Green for the source that passes both checks only.
+    let color = |selector: &str| {
+        b.js(
+            "return getComputedStyle(document.querySelector(arguments[0])).color;",
+            json!([selector]),
+        )
+    };
+    let green = color(".msg.answer .sources:not(.related) .cit-status");
+    assert_ne!(color(".msg.answer .sources.related .cit-status"), green);
+    assert_eq!(
+        color(".msg.answer .cite[data-support=\"supported\"]"),
+        green
+    );
+    assert_ne!(color(".msg.answer .cite[data-support=\"related\"]"), green);
+    // The claim is marked in the text and listed.
+    assert_eq!(
+        b.text(".msg.answer .badge-unsupported[data-support=\"related\"]"),
+        "not entailed"
+    );
+    assert!(
+        b.text(".msg.answer .unsupported-list")
+            .contains("The office moves in June"),
+        "{}",
+        b.text(".msg.answer")
+    );
+    assert!(
+        b.text(".msg.answer .stats")
+            .contains("1 verified source · 1 related passage"),
+        "{}",
+        b.text(".msg.answer .stats")
+    );
+    b.screenshot("related-passage-1440x900");
     let errors = b.console_errors();
     assert!(errors.is_empty(), "{errors:#?}");
 }

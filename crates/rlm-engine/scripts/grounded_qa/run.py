@@ -3,7 +3,7 @@
 with the real `rlm` binary and scores the answers (Python 3.11, standard
 library only).
 
-    run.py ask SET STORE OUT [--rlm BIN] [--verify on|semantic] [--wall 300]
+    run.py ask SET STORE OUT [--rlm BIN] [--verify on|quotes|semantic|off] [--wall 300]
                [--limit N] [--only ID,...]
     run.py report OUT [--set SET] [--store STORE] [--json FILE]
 
@@ -45,9 +45,10 @@ Metrics (per question, then over the pass):
   not taken from the engine's status. Verified model quotes are checked the
   way the engine's verifier promises (case folded, whitespace collapsed).
 - cost: model calls, input and output tokens, wall seconds (from the answer's
-  usage); with --verify semantic, the semantic check's own calls and tokens
-  (grounded.semantic) and its seconds (the latency of its model calls in the
-  trace, purpose "semantic_check"/"semantic").
+  usage); with the entailment judge (--verify on, the default, or semantic),
+  its own calls and tokens (grounded.semantic), the verdicts it gave and
+  took from the cache, and its seconds (the latency of its model calls in
+  the trace, purpose "semantic_check").
 """
 
 import argparse
@@ -233,6 +234,8 @@ def score(q, answer, store, trace_path):
         "partial_reason": answer.get("partial_reason"),
         "claims": grounded.get("claims"),
         "supported_claims": grounded.get("supported"),
+        "related_claims": grounded.get("related"),
+        "unverified_claims": grounded.get("unverified"),
         "engine_attached_claims": grounded.get("engine_attached"),
         "citations": per,
         "calls": usage.get("calls"),
@@ -342,7 +345,7 @@ def report(args):
             "questions": len(sem),
             "checked_claims": sum(r["semantic"].get("checked", 0) for r in sem),
             "verdicts": {v: sum(r["semantic"].get(v, 0) for r in sem)
-                         for v in ("supported", "partly", "unsupported", "contradicted")},
+                         for v in ("entailed", "not_entailed", "contradicted", "not_claims", "no_verdict", "cached")},
             "calls": sum(r["semantic"].get("calls", 0) for r in sem),
             "input_tokens": sum(r["semantic"].get("input_tokens", 0) for r in sem),
             "output_tokens": sum(r["semantic"].get("output_tokens", 0) for r in sem),
@@ -371,10 +374,12 @@ def report(args):
     ]
     if sem:
         s = summary["semantic"]
-        lines.append(f"| semantic check: claims judged / calls / in+out tokens / seconds | "
-                     f"{s['checked_claims']} / {s['calls']} / {s['input_tokens']:,}+{s['output_tokens']:,} / {s['seconds']} s |")
-        lines.append(f"| semantic verdicts (supported/partly/unsupported/contradicted) | "
-                     f"{s['verdicts']['supported']}/{s['verdicts']['partly']}/{s['verdicts']['unsupported']}/{s['verdicts']['contradicted']} |")
+        v = s["verdicts"]
+        lines.append(f"| entailment judge: claims judged / calls / calls per answer / in+out tokens / seconds | "
+                     f"{s['checked_claims']} / {s['calls']} / {s['calls'] / s['questions']:.2f} / "
+                     f"{s['input_tokens']:,}+{s['output_tokens']:,} / {s['seconds']} s |")
+        lines.append(f"| judge verdicts (entailed/not entailed/contradicted/not claims/no verdict; from the cache) | "
+                     f"{v['entailed']}/{v['not_entailed']}/{v['contradicted']}/{v['not_claims']}/{v['no_verdict']}; {v['cached']} |")
     print("\n".join(lines))
     if summary["invalid_engine_quotes"]:
         print("\nengine quotes NOT verbatim in their chunk:")
@@ -393,7 +398,7 @@ def main():
     a.add_argument("store")
     a.add_argument("out")
     a.add_argument("--rlm", default="rlm")
-    a.add_argument("--verify", default="on", choices=["on", "semantic", "off"])
+    a.add_argument("--verify", default="on", choices=["on", "quotes", "semantic", "off"])
     a.add_argument("--wall", type=int, default=300)
     a.add_argument("--limit", type=int, default=0)
     a.add_argument("--only", default="")

@@ -8,7 +8,7 @@ accuracy is therefore 100% by construction and measures nothing about a
 model; what its runs measure is the engine: whether the engine attaches a
 verified citation to a correct short answer, whether that citation points at
 the gold passage, whether the quotes the engine attaches are verbatim, and
-what `--verify semantic` costs.
+what the entailment judge (`--verify on`, the default) costs.
 
 Policy, per question (the root agent's turns):
 
@@ -30,10 +30,9 @@ an earlier pass (DIR/answers/ID.json, written by run.py), returned as plain
 text to every request: with the `rag` flow (one answer call) this re-grounds
 another model's answers with the current engine, without the model.
 
-Semantic check requests (the prompt of `--verify semantic`) get a lexical
-verdict per claim: "supported" when every word of the claim (lower case,
-letters and digits) occurs in its quotes, "partly" when at least half do,
-else "unsupported".
+Entailment judge requests (its system prompt) get a lexical verdict per
+claim: "entailed" when every word of the claim (lower case, letters and
+digits) occurs in its passage, else "not_entailed".
 
 Usage:
     python3 scripted_model.py QUESTIONS.jsonl [--policy plain|cited] [--port 0]
@@ -54,7 +53,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SEMANTIC_MARK = "Check whether each claim below is supported by the quotes"
+JUDGE_MARK = "You check claims against passages"
 QUESTION_RE = re.compile(r"^Question: (.*)$", re.M)
 HIT_RE = re.compile(r"^HIT (\S+)\n(.*?)\n---$", re.S | re.M)
 
@@ -98,7 +97,7 @@ class Policy:
     def reply(self, body):
         messages = body.get("messages") or []
         last = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
-        if SEMANTIC_MARK in last:
+        if any(JUDGE_MARK in (m.get("content") or "") for m in messages if m.get("role") == "system"):
             return self.semantic(last), "semantic"
         q = self.gold_for(messages)
         answer = q["answers"][0] if q else "I do not know."
@@ -149,16 +148,10 @@ class Policy:
     def semantic(self, prompt):
         verdicts = []
         for n, block in enumerate(re.split(r"^Claim \d+: ", prompt, flags=re.M)[1:], start=1):
-            claim, _, rest = block.partition("\n")
-            quotes = " ".join(re.findall(r'^\s*Quote: "(.*)"\s*$', rest, flags=re.M))
-            cw, qw = words(claim), set(words(quotes))
-            have = sum(1 for w in cw if w in qw)
-            if cw and have == len(cw):
-                v = "supported"
-            elif cw and have * 2 >= len(cw):
-                v = "partly"
-            else:
-                v = "unsupported"
+            # The claim's line, then its "Passage N: ..." lines.
+            claim, _, passage = block.partition("\n")
+            cw, pw = words(claim), set(words(passage))
+            v = "entailed" if cw and all(w in pw for w in cw) else "not_entailed"
             verdicts.append({"claim": n, "verdict": v})
         return json.dumps({"verdicts": verdicts})
 

@@ -27,8 +27,15 @@ pub struct EngineConfig {
     pub citation_policy: CitationPolicy,
     /// Run citation verification. `RLM_VERIFY` (`off` turns it off), default true.
     pub verify_citations: bool,
-    /// After verification, a sub-model judges each claim against its
-    /// quotes (`RLM_VERIFY=semantic`, `--verify semantic`), default off.
+    /// After verification, a sub-model judges whether each claim's passage
+    /// entails it (one batched call per answer); without it claims with a
+    /// passage stay unverified. `RLM_VERIFY` `on` (default) or `semantic`;
+    /// `quotes` and `off` turn it off.
+    #[serde(default = "default_judge_claims")]
+    pub judge_claims: bool,
+    /// Also mark in the answer text the claims the judge found not entailed
+    /// or contradicted (dropped under the strict policy). `RLM_VERIFY=semantic`,
+    /// default off.
     #[serde(default)]
     pub semantic_check: bool,
     /// End each REPL turn's reply at the end of its first code block (a stop
@@ -80,6 +87,7 @@ impl Default for EngineConfig {
             context_shape: ContextShape::String,
             citation_policy: CitationPolicy::BestEffort,
             verify_citations: true,
+            judge_claims: true,
             semantic_check: false,
             coverage: false,
             stop_after_code: None,
@@ -129,6 +137,10 @@ impl std::str::FromStr for TurnFormat {
             }
         }
     }
+}
+
+fn default_judge_claims() -> bool {
+    true
 }
 
 fn default_max_replies_without_code() -> u32 {
@@ -203,16 +215,20 @@ impl FromSettings for EngineConfig {
     }
 }
 
-/// How answers are checked: `off`, `on` (citations verified, claims
-/// grounded) or `semantic` (and a sub-model judges each claim against its
-/// quotes).
+/// How answers are checked: `off`, `quotes` (citations verified, claims
+/// given passages, no judge: claims are then unverified, never supported),
+/// `on` (and a sub-model judges whether each passage entails its claim) or
+/// `semantic` (and the claims it does not find entailed are marked in the
+/// answer text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyMode {
     /// No checks.
     Off,
-    /// Citations verified and claims grounded.
+    /// Citations verified, claims given passages; no judge call.
+    Quotes,
+    /// As `Quotes`, plus the entailment judge.
     On,
-    /// As `On`, plus the semantic check.
+    /// As `On`, and the answer text marked by the verdicts.
     Semantic,
 }
 
@@ -220,6 +236,7 @@ impl VerifyMode {
     /// Sets the checks of `config` to this mode.
     pub fn apply(self, config: &mut EngineConfig) {
         config.verify_citations = self != VerifyMode::Off;
+        config.judge_claims = matches!(self, VerifyMode::On | VerifyMode::Semantic);
         config.semantic_check = self == VerifyMode::Semantic;
     }
 }
@@ -231,9 +248,11 @@ impl std::str::FromStr for VerifyMode {
             "on" | "true" | "yes" | "1" => Ok(VerifyMode::On),
             "off" | "false" | "no" | "0" => Ok(VerifyMode::Off),
             "semantic" => Ok(VerifyMode::Semantic),
-            other => {
-                Err(format!("{other:?} is not a verification mode; use on, off or semantic").into())
-            }
+            "quotes" => Ok(VerifyMode::Quotes),
+            other => Err(format!(
+                "{other:?} is not a verification mode; use on, quotes, semantic or off"
+            )
+            .into()),
         }
     }
 }

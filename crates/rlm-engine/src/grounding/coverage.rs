@@ -10,11 +10,13 @@ use crate::corpus::Corpus;
 /// Full-text hits looked at for coverage.
 const COVERAGE_HITS: usize = 100;
 
-/// The documents matching `question` that no supported claim cites.
+/// The documents matching `question` that no claim's passage comes from
+/// (entailing or not: what the answer may have missed, not what it got
+/// right).
 pub fn coverage(question: &str, claims: &[ClaimReport], corpus: &Corpus) -> Coverage {
     let cited: HashSet<usize> = claims
         .iter()
-        .filter(|c| c.support == Support::Supported)
+        .filter(|c| c.support != Support::Unsupported)
         .flat_map(|c| c.citations.iter())
         .filter(|c| c.status == CitationStatus::Verified)
         .filter_map(|c| c.doc_index)

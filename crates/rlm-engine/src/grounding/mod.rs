@@ -1,25 +1,34 @@
 //! Grounding: what a run's agents actually saw (the evidence ledger), and,
 //! once the answer is committed, the support of each of its claims.
 //!
-//! A claim (a sentence, list item or table row of the answer) is supported
-//! when a citation of the model verified (its quote is in the cited chunk),
-//! or else when the engine finds a passage that backs it: first among the
-//! chunks in the ledger, then by a full-text search for the claim. The
-//! engine's citation quotes the chunk verbatim (a sentence holding every
-//! number of the claim and most of its words) with the chunk's span, and
-//! says it was the engine's. Claims nothing backs are marked unsupported.
+//! A claim (a sentence, list item or table row of the answer) gets a
+//! candidate passage: the model's citations whose quote verified (the quote
+//! is in the cited chunk), or else a passage the engine finds by the claim's
+//! words, first among the chunks in the ledger, then by a full-text search
+//! for the claim. The engine's citation quotes the chunk verbatim (a
+//! sentence holding every number of the claim and most of its words) with
+//! the chunk's span, and says it was the engine's. Shared words only find
+//! the passage: a claim is supported when the entailment judge (one batched
+//! model call per answer, see [`semantic`]) finds that the passage states
+//! it; otherwise the passage is related, or the claim unverified when no
+//! usable verdict came. The quote check (is the quote verbatim) is reported
+//! apart, as [`QuoteCheck`]. Claims with no passage are unsupported.
 
+mod cache;
 mod coverage;
 mod ledger;
+mod passage;
 mod report;
 mod semantic;
 mod support;
 
+pub use cache::VerdictCache;
 pub use coverage::coverage;
 pub use ledger::{Evidence, EvidenceKind, Ledger, evidence_of};
-pub use report::{ClaimReport, Coverage, Grounded, SemanticSummary, Support, Verdict};
+pub use report::{ClaimReport, Coverage, Grounded, QuoteCheck, SemanticSummary, Support, Verdict};
+pub use semantic::{JUDGE_PROMPT_START, judge_reply, judged_claims};
 pub(crate) use semantic::{
-    SEMANTIC_BATCH, checkable, flag_by_verdict, parse_verdicts, semantic_prompt,
+    Judgement, flag_by_verdict, judge_prompt, judge_schema, parse_verdicts, record, settle, tally,
 };
 pub(crate) use support::{backs_a_claim, question_sentences, states_a_fact_of};
 
@@ -31,8 +40,10 @@ use support::{
     without_source_refs,
 };
 
-/// The claims of `answer` and their support, from the model's verified
-/// citations, the ledger, then the corpus.
+/// The claims of `answer` and their candidate passages: the model's
+/// verified citations, else a passage the engine finds in the ledger, then
+/// the corpus. A claim with a passage is `unverified` until the judge
+/// gives its verdict ([`settle`]); one without is `unsupported`.
 pub fn ground(
     answer: &str,
     question: &str,
@@ -42,7 +53,6 @@ pub fn ground(
 ) -> (Vec<ClaimReport>, Grounded) {
     let ledger_chunks = ledger.chunks(corpus);
     let mut reports = Vec::new();
-    let mut grounded = Grounded::default();
     for c in claims::claims(answer) {
         if c.structural {
             continue;
@@ -54,31 +64,35 @@ pub fn ground(
             .filter(|x| x.answer_offset >= c.start && x.answer_offset < c.end)
             .cloned()
             .collect();
+        let verified: Vec<&Citation> = own
+            .iter()
+            .filter(|x| x.status == CitationStatus::Verified)
+            .collect();
         // Source references in prose ("the passage from chunk:ab12-0 says",
         // a path, a malformed marker) name where the model read the claim,
         // not what it says: they are no terms to match, and the chunks they
         // name are looked at first.
         let (claim_text, named) = without_source_refs(&strip_markers(&text), corpus);
         let (numbers, words) = claim_terms(&claim_text);
-        if numbers.is_empty()
-            && words.is_empty()
-            && !own.iter().any(|x| x.status == CitationStatus::Verified)
-        {
+        if numbers.is_empty() && words.is_empty() && verified.is_empty() {
             // Punctuation, a stray `]]`, "see [[chunk:ID]]": nothing to back.
             continue;
         }
-        grounded.claims += 1;
-        if own.iter().any(|x| x.status == CitationStatus::Verified) {
-            grounded.supported += 1;
-            reports.push(ClaimReport {
-                text,
-                start: c.start,
-                end: c.end,
-                citations: own,
-                support: Support::Supported,
-                origin: ClaimOrigin::Model,
-                verdict: None,
-            });
+        let mut report = ClaimReport {
+            text,
+            start: c.start,
+            end: c.end,
+            citations: Vec::new(),
+            support: Support::Unverified,
+            quote_check: QuoteCheck::Verified,
+            origin: ClaimOrigin::Model,
+            verdict: None,
+            passage: String::new(),
+        };
+        if !verified.is_empty() {
+            report.passage = passage::passage_of(&verified, corpus);
+            report.citations = own;
+            reports.push(report);
             continue;
         }
         // A one-word answer ("Tromso") is searched with the question's words.
@@ -98,26 +112,27 @@ pub fn ground(
                 cite.line = line_of(corpus, chunk.doc_index, cite.byte_start);
                 cite
             });
-        let mut citations = own;
-        let (support, origin) = match attached {
-            Some(cite) => {
-                citations.push(cite);
-                grounded.supported += 1;
-                grounded.engine_attached += 1;
-                (Support::Supported, ClaimOrigin::Engine)
-            }
-            None => (Support::Unsupported, ClaimOrigin::Unbacked),
+        report.quote_check = match (own.is_empty(), &attached) {
+            (false, _) => QuoteCheck::NotFound,
+            (true, Some(_)) => QuoteCheck::Engine,
+            (true, None) => QuoteCheck::None,
         };
-        reports.push(ClaimReport {
-            text,
-            start: c.start,
-            end: c.end,
-            citations,
-            support,
-            origin,
-            verdict: None,
-        });
+        report.citations = own;
+        match attached {
+            Some(cite) => {
+                report.passage = passage::passage_of(&[&cite], corpus);
+                report.citations.push(cite);
+                report.origin = ClaimOrigin::Engine;
+            }
+            None => {
+                report.support = Support::Unsupported;
+                report.origin = ClaimOrigin::Unbacked;
+            }
+        }
+        reports.push(report);
     }
+    let mut grounded = Grounded::default();
+    grounded.recount(&reports);
     (reports, grounded)
 }
 
@@ -154,7 +169,9 @@ mod tests {
         // the event note although no search for the claim as typed finds it
         // (a quote is a phrase query, an id or a path holds no word of it).
         assert_eq!(grounded.claims, 3, "{claims:#?}");
-        assert_eq!(grounded.supported, 3, "{claims:#?}");
+        // Passages found, not judged yet.
+        assert_eq!(grounded.unverified, 3, "{claims:#?}");
+        assert_eq!(grounded.supported, 0, "{claims:#?}");
         for c in &claims {
             let cite = c
                 .citations
@@ -177,6 +194,6 @@ mod tests {
             format!("The passage chunk:{id} says the replica was of the Eiffel Tower in Paris.");
         let report = crate::citations::verify(&wrong, &corpus);
         let (_, grounded) = ground(&wrong, "", &report, &Ledger::default(), &corpus);
-        assert_eq!((grounded.claims, grounded.supported), (1, 0));
+        assert_eq!((grounded.claims, grounded.unsupported), (1, 1));
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::{TraceEvent, TraceRecord};
+use super::{CallPurpose, TraceEvent, TraceRecord};
 
 /// Converts a trace to the reference library's (`rlm`, alexzhang13/rlm)
 /// `RLMLogger` JSONL format: one `metadata` line, then one `iteration` line per
@@ -41,6 +41,8 @@ struct LoggerExport {
     pending_calls: Vec<Value>,
     /// Prompts of the root's sub-calls under way, by agent id.
     subcall_prompts: HashMap<String, String>,
+    /// A call of the entailment judge is under way (no turn of the root).
+    judging: bool,
 }
 
 impl LoggerExport {
@@ -54,6 +56,7 @@ impl LoggerExport {
             current: None,
             pending_calls: Vec::new(),
             subcall_prompts: HashMap::new(),
+            judging: false,
         }
     }
 
@@ -78,6 +81,20 @@ impl LoggerExport {
 
     /// Takes in one record (only the root agent's turns make lines).
     fn record(&mut self, r: &TraceRecord) {
+        // The judge's calls on the answer's claims are no turns of the root.
+        match &r.event {
+            TraceEvent::LlmRequest { purpose, .. } if *purpose == CallPurpose::SemanticCheck => {
+                self.judging = true;
+                return;
+            }
+            TraceEvent::LlmResponse { agent, .. } | TraceEvent::LlmError { agent, .. }
+                if self.judging && agent == "0" =>
+            {
+                self.judging = false;
+                return;
+            }
+            _ => {}
+        }
         match &r.event {
             TraceEvent::RunStarted {
                 root_model, budget, ..
@@ -191,8 +208,32 @@ mod tests {
 
     #[test]
     fn export_matches_reference_shape() {
+        // The judge's call after the run is no turn of the root.
+        let judge = [
+            TraceEvent::LlmRequest {
+                agent: "0".into(),
+                depth: 0,
+                iteration: 0,
+                model: "s".into(),
+                purpose: CallPurpose::SemanticCheck,
+                message_count: 2,
+                new_messages: Vec::new(),
+            },
+            TraceEvent::LlmResponse {
+                agent: "0".into(),
+                depth: 0,
+                model: "s".into(),
+                text: "{\"verdicts\": []}".into(),
+                input_tokens: 1,
+                output_tokens: 1,
+                cached_input_tokens: 0,
+                cost_usd: None,
+                latency_ms: 1,
+            },
+        ];
         let recs: Vec<TraceRecord> = sample()
             .into_iter()
+            .chain(judge)
             .enumerate()
             .map(|(i, event)| TraceRecord {
                 seq: i as u64,

@@ -65,7 +65,7 @@ pub enum CallPurpose {
     Merge,
     /// `rag`: the one answer call.
     Answer,
-    /// The opt-in semantic check: does each claim's quote support it.
+    /// The entailment judge: does each claim's passage state it.
     SemanticCheck,
     /// The answer put into the user's schema (a typed answer).
     TypedAnswer,

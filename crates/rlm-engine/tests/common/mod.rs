@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rlm_corpus::{IndexOptions, Store};
+use rlm_engine::grounding::{JUDGE_PROMPT_START, judge_reply, judged_claims};
 use rlm_engine::{
     Answer, AskRequest, BudgetConfig, Corpus, Engine, EngineConfig, Trace, TraceRecord,
 };
@@ -138,4 +139,40 @@ pub fn event_types(records: &[TraceRecord]) -> Vec<String> {
                 .to_string()
         })
         .collect()
+}
+
+/// Requests of the entailment judge (one per answer with passages).
+pub fn judge() -> Matcher {
+    Matcher::system_contains(JUDGE_PROMPT_START)
+}
+
+/// True for a request of the entailment judge.
+pub fn is_judge(r: &rlm_llm::testing::ReceivedRequest) -> bool {
+    r.system().contains(JUDGE_PROMPT_START)
+}
+
+/// A judge reply giving `labels` (`entailed`, `not_entailed`, …) to claims
+/// 1, 2, … in order.
+pub fn verdicts(labels: &[&str]) -> String {
+    judge_reply(
+        &labels
+            .iter()
+            .map(|l| serde_json::from_value(serde_json::json!(l)).unwrap())
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// How many requests `server` got from the judge.
+pub fn judge_calls(server: &ScriptedServer) -> usize {
+    server.requests().iter().filter(|r| is_judge(r)).count()
+}
+
+/// Requests `server` got besides the judge's: the flow's own calls.
+pub fn flow_requests(server: &ScriptedServer) -> usize {
+    server.requests().len() - judge_calls(server)
+}
+
+/// For a judge request, a reply giving every claim in it `label`.
+pub fn judge_says(r: &rlm_llm::testing::ReceivedRequest, label: &str) -> Option<String> {
+    is_judge(r).then(|| verdicts(&vec![label; judged_claims(r.last_message())]))
 }

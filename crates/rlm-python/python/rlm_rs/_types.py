@@ -54,8 +54,10 @@ class UsageSummary:
 
 @dataclass
 class Source:
-    """A checked source of the answer: the quote was found verbatim (up to
-    whitespace and case) in the cited chunk of the document at ``path``."""
+    """A passage of the answer: the quote was found verbatim (up to
+    whitespace and case) in the cited chunk of the document at ``path``.
+    In ``sources`` the passage also entails its claim (judged); in
+    ``related_sources`` it does not, or was not judged: never support."""
 
     path: str
     line: Optional[int]
@@ -75,9 +77,13 @@ class RLMChatCompletion:
 
     rlm's own: ``partial`` and ``partial_reason`` (a budget, the wall clock
     or a cancel stopped the run; the answer is a synthesis of what was
-    gathered), ``sources`` (the checked quotes behind the supported
-    claims), ``claims`` (each sentence of the answer with its citations and
-    whether a passage supports it), ``grounded`` (claims supported / made),
+    gathered), ``sources`` (the verified quotes of the passages that entail
+    the answer's claims), ``related_sources`` (passages found for claims
+    they were not judged to state: never support), ``claims`` (each
+    sentence of the answer with its citations, ``support``: supported,
+    related, contradicted, unverified or unsupported, and apart
+    ``quote_check``: whether its quote is verbatim), ``grounded`` (the
+    claims by outcome),
     ``citations`` (the citations written in the answer, each verified),
     ``usage`` (calls, tokens, cost, the engine's wall time, per depth),
     ``run_id``, ``findings``, and ``raw`` (the engine's whole answer as a
@@ -94,6 +100,7 @@ class RLMChatCompletion:
     partial: bool
     partial_reason: Optional[str]
     sources: List[Source]
+    related_sources: List[Source]
     claims: List[Dict[str, Any]]
     grounded: Optional[Dict[str, Any]]
     citations: List[Dict[str, Any]]
@@ -138,6 +145,7 @@ class RLMChatCompletion:
             partial=bool(answer["partial"]),
             partial_reason=answer.get("partial_reason"),
             sources=[Source(**s) for s in result.get("sources", [])],
+            related_sources=[Source(**s) for s in result.get("related_sources", [])],
             claims=answer.get("claims", []),
             grounded=answer.get("grounded"),
             citations=answer.get("citations", []),

@@ -75,6 +75,11 @@ pub fn root() -> Matcher {
     Matcher::system_contains("You are answering a question about a collection")
 }
 
+/// Requests of the engine's entailment judge (one per answer with passages).
+pub fn judge() -> Matcher {
+    Matcher::system_contains(rlm_engine::grounding::JUDGE_PROMPT_START)
+}
+
 /// Finds the code with a regex, then answers citing the document.
 pub fn needle_script() -> Script {
     Script::new()

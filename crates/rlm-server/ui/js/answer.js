@@ -1,6 +1,10 @@
 // An answer as the user reads it: sanitized Markdown with numbered source
-// markers, the sources under it, unsupported claims marked, a preview of a
-// source on hover or focus, and the source viewer.
+// markers, the sources under it (the passages that entail its claims) and
+// apart the related passages (found, but not judged to state their claim),
+// claims without support marked, a preview of a source on hover or focus,
+// and the source viewer. Two checks are shown apart: the quote check (is
+// the quote verbatim in its passage) and entailment (does the passage
+// state the claim); only a passage that passes both is shown in green.
 
 import { $, el, byteToIndex, openDialog, short, plural } from "./util.js";
 import { api } from "./api.js";
@@ -23,6 +27,27 @@ export const STATUS_TEXT = {
 };
 const STATUS_ICON = { verified: "✓", id_only: "?", unchecked: "?" };
 export function statusIcon(s) { return STATUS_ICON[s] || "✗"; }
+function statusLabel(s) { return statusIcon(s) + " " + (s === "verified" ? "quote verified" : s.replace(/_/g, " ")); }
+
+// Entailment, per claim `support` (apart from the quote check).
+export const SUPPORT_TEXT = {
+  supported: "entails its claim",
+  related: "related: does not state its claim",
+  contradicted: "contradicts its claim",
+  unverified: "unverified: not checked whether it states its claim",
+  unsupported: "no passage found",
+};
+const CLAIM_BADGE = {
+  unsupported: ["unsupported", "No passage of the documents supports this"],
+  related: ["not entailed", "A passage was found, but it was not judged to state this"],
+  contradicted: ["contradicted", "Its passage states something that conflicts with this"],
+  unverified: ["unverified", "A passage was found, but whether it states this could not be checked"],
+};
+// A claim backed by several passages takes the best outcome.
+const SUPPORT_RANK = { supported: 4, contradicted: 3, related: 2, unverified: 1, unsupported: 0 };
+/** True when a source may be shown as support: its quote verified and (when
+ * the answer was grounded) its passage judged to entail its claim. */
+export function entails(s) { return s.status === "verified" && (s.support === undefined || s.support === "supported"); }
 
 // ---------- Markdown ----------
 
@@ -121,7 +146,7 @@ export function analyse(ans) {
       if (c.origin === "engine") edits.push({ start: e, end: e, prio: 1, cit: c });
     }
     const marks = /[\p{L}\p{N}]/u.test(String(claim.text || "").replace(MARKER_RE, ""));
-    if (marks && (claim.support === "unsupported" || claim.verdict === "unsupported" || claim.verdict === "contradicted")) {
+    if (marks && CLAIM_BADGE[claim.support]) {
       let s = at.get(claim.start);
       // Past the Markdown that starts a line (list, quote, table), before
       // the pipe that ends a table row, so the structure stays intact.
@@ -157,6 +182,19 @@ export function analyse(ans) {
     }
     ed.n = src.n;
   }
+  // Each source's entailment: the best support of the claims it backs
+  // (none when the answer was not grounded).
+  if (ans.grounded) {
+    const best = new Map();
+    for (const claim of claims) {
+      for (const c of claim.citations || []) {
+        if (c.status !== "verified") continue;
+        const k = sourceKey(c), prev = best.get(k);
+        if (prev === undefined || SUPPORT_RANK[claim.support] > SUPPORT_RANK[prev]) best.set(k, claim.support);
+      }
+    }
+    for (const src of sources) src.support = best.get(sourceKey(src)) || "unsupported";
+  }
   let out = "";
   let pos = 0;
   for (const ed of edits) {
@@ -176,7 +214,9 @@ export function plainAnswer(ans) {
   const { marked: m, sources } = analyse(ans);
   let text = m.replace(TOKENS, (_, n) => (n ? "[" + n + "]" : ""));
   if (sources.length) {
-    text += "\n\nSources:\n" + sources.map((s) => "[" + s.n + "] " + place(s) + (s.quote ? " “" + s.quote + "”" : "") + (s.status === "verified" ? "" : " (" + (s.status || "unchecked") + ")")).join("\n");
+    text += "\n\nSources:\n" + sources.map((s) => "[" + s.n + "] " + place(s) + (s.quote ? " “" + s.quote + "”" : "")
+      + (s.status === "verified" ? "" : " (" + (s.status || "unchecked") + ")")
+      + (s.support && s.support !== "supported" ? " (" + SUPPORT_TEXT[s.support] + ")" : "")).join("\n");
   }
   return text;
 }
@@ -196,18 +236,25 @@ export function renderAnswer(ans, opts) {
   for (const e of body.querySelectorAll("pre, table")) e.setAttribute("tabindex", "0");
   const box = el("div", { class: "answer-body" }, body);
 
-  const verified = sources.filter((s) => s.status === "verified");
+  const verified = sources.filter(entails);
+  const related = sources.filter((s) => !entails(s) && s.status === "verified");
   if (!verified.length) {
     const n = sources.length;
     box.appendChild(el("div", { class: "warn-box", role: "note" },
       el("strong", { text: "⚠ No verified sources. " }),
-      n ? "None of this answer's " + plural(n, "citation") + " could be checked against the documents; treat it as unsupported."
-        : "The answer cites no passage of the documents; check it before relying on it."));
+      related.length ? "Passages were found, but none was judged to state this answer's claims; treat it as unsupported."
+        : n ? "None of this answer's " + plural(n, "citation") + " could be checked against the documents; treat it as unsupported."
+          : "The answer cites no passage of the documents; check it before relying on it."));
   }
-  if (sources.length) {
-    const list = el("ol", { class: "sources", "aria-label": "Sources" });
-    for (const s of sources) list.appendChild(sourceItem(s, opts));
-    box.appendChild(el("h3", { class: "sources-title", text: "Sources" }));
+  const lists = [
+    ["Sources", sources.filter((s) => !related.includes(s))],
+    ["Related passages (found, but not judged to state their claim)", related],
+  ];
+  for (const [title, items] of lists) {
+    if (!items.length) continue;
+    const list = el("ol", { class: "sources" + (title === "Sources" ? "" : " related"), "aria-label": title });
+    for (const s of items) list.appendChild(sourceItem(s, opts));
+    box.appendChild(el("h3", { class: "sources-title", text: title }));
     box.appendChild(list);
   }
   const cov = ans.grounded && ans.grounded.coverage;
@@ -218,15 +265,20 @@ export function renderAnswer(ans, opts) {
     if (cov.uncited.length > 20) list.appendChild(el("li", { text: "… and " + (cov.uncited.length - 20) + " more" }));
     box.appendChild(list);
   }
-  if (unsupported.length) {
-    box.appendChild(el("h3", { class: "sources-title unsupported-title", text: "Not supported by any passage found" }));
+  const groups = [
+    ["Not supported by any passage found", unsupported.filter(({ claim }) => claim.support === "unsupported")],
+    ["Not stated by the passage found", unsupported.filter(({ claim }) => claim.support !== "unsupported")],
+  ];
+  for (const [title, flagged] of groups) {
     const items = [];
-    for (const { claim } of unsupported) {
+    for (const { claim } of flagged) {
       const li = el("li", null, inlineMarkdown(stripMarkers(claim.text)));
       if (!li.textContent.trim()) continue; // nothing left once sanitized (raw HTML)
-      if (claim.verdict === "contradicted") li.append(" (contradicted by its source)");
+      if (claim.support !== "unsupported") li.append(" (" + SUPPORT_TEXT[claim.support].replace(/ its claim$/, " it") + ")");
       items.push(li);
     }
+    if (!items.length) continue;
+    box.appendChild(el("h3", { class: "sources-title unsupported-title", text: title }));
     // A long list (a partial answer's gathered output) shows its first lines.
     box.appendChild(el("ul", { class: "unsupported-list" }, ...items.slice(0, 8)));
     if (items.length > 8) {
@@ -234,7 +286,7 @@ export function renderAnswer(ans, opts) {
         el("ul", { class: "unsupported-list" }, ...items.slice(8))));
     }
   }
-  return { node: box, sources, verified: verified.length, unsupported: unsupported.length };
+  return { node: box, sources, verified: verified.length, related: related.length, unsupported: unsupported.length };
 }
 
 // A claim's text without its markers and the Markdown that starts its line.
@@ -250,14 +302,22 @@ function inlineMarkdown(text) {
   return P.sanitize(window.marked.parseInline(text), { RETURN_DOM_FRAGMENT: true, ALLOWED_TAGS: ["strong", "em", "code", "a", "del", "b", "i"], ALLOWED_ATTR: ["href"], ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i });
 }
 
+/** The entailment of a source, as a badge (nothing when not grounded). */
+function supportBadge(s) {
+  if (!s.support) return "";
+  return el("span", { class: "entail", dataset: { support: s.support }, text: (s.support === "supported" ? "✓ " : "") + SUPPORT_TEXT[s.support] });
+}
+
 function sourceItem(s, opts) {
   const status = s.status || "unchecked";
-  const li = el("li", { class: "source", dataset: { n: s.n, status } });
+  const li = el("li", { class: "source", value: String(s.n), dataset: Object.assign({ n: s.n, status }, s.support ? { support: s.support } : {}) });
   const open = el("button", { type: "button", class: "source-open", "aria-label": "Open source " + s.n + ": " + place(s) },
     el("span", { class: "path", text: place(s) }));
   open.addEventListener("click", () => openSource(s, opts));
   li.appendChild(open);
-  li.appendChild(el("span", { class: "cit-status", dataset: { status }, text: statusIcon(status) + " " + (status === "verified" ? "verified" : status.replace(/_/g, " ")) }));
+  li.appendChild(el("span", { class: "cit-status", dataset: { status }, text: statusLabel(status) }));
+  const badge = supportBadge(s);
+  if (badge) li.appendChild(badge);
   if (s.origin === "engine") li.appendChild(el("span", { class: "muted small", text: " found by the engine" }));
   if (s.quote) li.appendChild(el("blockquote", { class: "quote", text: "“" + short(s.quote, 400) + "”" }));
   if (status !== "verified" && s.detail) li.appendChild(el("div", { class: "muted small", text: s.detail }));
@@ -282,7 +342,7 @@ function replaceTokens(root, sources, unsupported) {
     if (pos < data.length) frag.appendChild(document.createTextNode(data.slice(pos)));
     node.replaceWith(frag);
   }
-  for (const { k } of unsupported) {
+  for (const { k, claim } of unsupported) {
     const s = root.querySelector('[data-claim-start="' + k + '"]');
     const e = root.querySelector('[data-claim-end="' + k + '"]');
     if (s && e) {
@@ -302,7 +362,8 @@ function replaceTokens(root, sources, unsupported) {
         n.replaceWith(wrap);
         wrap.appendChild(n);
       }
-      if (inside.length) e.after(el("span", { class: "badge-unsupported", title: "No passage of the documents supports this", text: "unsupported" }));
+      const [label, title] = CLAIM_BADGE[claim.support] || CLAIM_BADGE.unsupported;
+      if (inside.length) e.after(el("span", { class: "badge-unsupported", dataset: { support: claim.support }, title, text: label }));
     }
     if (s) s.remove();
     if (e) e.remove();
@@ -313,8 +374,9 @@ function markerButton(s) {
   if (!s) return document.createTextNode("");
   const status = s.status || "unchecked";
   const b = el("button", {
-    type: "button", class: "cite", dataset: { n: s.n, status },
-    "aria-label": "Source " + s.n + " (" + (status === "verified" ? "verified" : "not verified") + "): " + place(s),
+    type: "button", class: "cite", dataset: Object.assign({ n: s.n, status }, s.support ? { support: s.support } : {}),
+    "aria-label": "Source " + s.n + " (" + (status === "verified" ? "quote verified" : "quote not verified")
+      + (s.support ? "; " + SUPPORT_TEXT[s.support] : "") + "): " + place(s),
   }, String(s.n));
   b.addEventListener("click", () => openSource(s));
   b.addEventListener("mouseenter", () => showTip(b, s));
@@ -332,6 +394,7 @@ function showTip(anchor, s) {
   tip.replaceChildren(
     el("div", { class: "tip-path", text: s.n + ". " + place(s) }),
     el("div", { class: "cit-status", dataset: { status }, text: statusIcon(status) + " " + (STATUS_TEXT[status] || status) }),
+    s.support ? el("div", null, supportBadge(s)) : "",
     s.quote ? el("div", { class: "tip-quote", text: "“" + short(s.quote, 300) + "”" }) : el("div", { class: "muted", text: "no quote" }),
     el("div", { class: "muted small", text: "Enter or click opens the passage" }));
   tip.hidden = false;
@@ -397,6 +460,7 @@ export async function openSource(s) {
   $("source-meta").textContent = s.chunk_id ? "loading passage " + s.chunk_id + "…" : "";
   $("source-status").replaceChildren(
     el("span", { class: "cit-status", dataset: { status }, text: statusIcon(status) + " " + (STATUS_TEXT[status] || status) }),
+    supportBadge(s),
     s.origin === "engine" ? el("span", { class: "muted", text: " · found by the engine" }) : "",
     s.detail && status !== "verified" ? el("div", { class: "muted", text: s.detail }) : "");
   const pre = $("source-text");

@@ -201,7 +201,8 @@ function answerCard(ans, { question, runId, view }) {
   const foot = el("div", { class: "foot" });
   const stats = [];
   stats.push(r.verified ? plural(r.verified, "verified source") : "no verified source");
-  if (ans.grounded && typeof ans.grounded.claims === "number") stats.push(ans.grounded.supported + "/" + ans.grounded.claims + " claims supported");
+  if (r.related) stats.push(plural(r.related, "related passage"));
+  if (ans.grounded && typeof ans.grounded.claims === "number") stats.push(ans.grounded.supported + "/" + ans.grounded.claims + " claims entailed by their passage");
   const u = ans.usage;
   if (u) {
     stats.push(plural(u.calls ?? 0, "model call"));

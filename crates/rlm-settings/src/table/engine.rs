@@ -196,9 +196,9 @@ pub const VERIFY: Setting = Setting::new(
     ENGINE,
     "verify",
     Some("RLM_VERIFY"),
-    Kind::Choice(&["on", "off", "semantic"]),
+    Kind::Choice(&["on", "quotes", "semantic", "off"]),
     "on",
-    "Checks of the answer: `on` (citations verified, claims grounded), `off`, or `semantic` (also a sub-model judges each claim against its quotes).",
+    "Checks of the answer: `on` (citations' quotes checked verbatim; each claim's passage judged by the sub-model in one batched call per answer: a claim is supported only when its passage entails it), `quotes` (the verbatim check only, no judge call: claims are then unverified, never supported), `semantic` (as `on`, and claims not entailed are also marked in the answer text, dropped under the strict citation policy), or `off`.",
 )
 .flag("--verify")
 .api("verify")

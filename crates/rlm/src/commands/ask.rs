@@ -17,7 +17,7 @@ use rlm_engine::values::table;
 use rlm_engine::{
     Answer, AskedTurn, CancelToken, Conversation, Corpus, Engine, EngineSettings, Flow,
     FolderSessions, Question, QuestionSettings, ResolvedQuestion, SessionBackend, SessionTurn,
-    SettingsFile, Surface, Trace, TraceEvent, TraceRecord, ask_in_session,
+    SettingsFile, Source, Surface, Trace, TraceEvent, TraceRecord, ask_in_session,
 };
 use rlm_sandbox::{SandboxConfig, WORKER_ENV, WorkerCommand, WorkerPool};
 use serde_json::json;
@@ -64,8 +64,8 @@ pub struct AskArgs {
     /// Citation policy: best_effort (report) or strict (flag unsupported citations inline) [env: RLM_CITATIONS].
     #[arg(long, value_name = "POLICY")]
     pub citations: Option<String>,
-    /// Checks of the answer: on (citations verified, claims grounded), off, or semantic (also a sub-model judges each claim against its quotes) [env: RLM_VERIFY].
-    #[arg(long, value_name = "on|off|semantic")]
+    /// Checks of the answer: on (quotes checked verbatim, and one batched sub-model call judges whether each claim's passage entails it), quotes (the verbatim check only: claims stay unverified), semantic (as on, and claims not entailed are marked in the answer), or off [env: RLM_VERIFY].
+    #[arg(long, value_name = "on|quotes|semantic|off")]
     pub verify: Option<String>,
     /// How the agents reply each turn: structured (a JSON turn the provider constrains; sources may name only passages the run was shown), text (```repl blocks and FINAL) or auto (structured; text where the endpoint refuses the schema) [env: RLM_TURN_FORMAT].
     #[arg(long, value_name = "auto|structured|text")]
@@ -371,40 +371,39 @@ fn run_question(
     })
 }
 
-/// The answer on stdout, usage on stderr; `trace_written` is false when the
-/// trace file failed (its path is then not reported as a trace).
-/// The sources of the answer's supported claims, numbered (path, line or
-/// chunk, quote; who attached it), the claims nothing supports, and the
-/// grounded summary.
+/// The answer's passages, numbered: the sources of its supported claims
+/// (their passage entails them), then the related passages (found, but not
+/// judged to state their claim); each claim with its entailment and, apart,
+/// its quote check; the claims no passage backs; the counts.
 fn print_sources(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
     let Some(g) = &answer.grounded else {
         return Ok(());
     };
-    let sources: Vec<String> = answer
-        .sources()
-        .iter()
-        .map(|s| {
-            let place = match (s.line, &s.chunk_id) {
-                (Some(line), _) => format!("line {line}"),
-                (None, Some(id)) => format!("chunk {id}"),
-                (None, None) => "?".into(),
-            };
-            let by = if s.attached_by_engine {
-                " (attached by the engine)"
+    let sources = answer.sources();
+    let related = answer.related_sources();
+    print_passages(out, "Sources:", &sources, 0)?;
+    print_passages(
+        out,
+        "Related passages (found, but not judged to state their claim; not sources):",
+        &related,
+        sources.len(),
+    )?;
+    if !answer.claims.is_empty() {
+        writeln!(out, "\nClaims (entailment; quote check, apart):")?;
+        for c in answer.claim_summaries() {
+            let refs: String = c.passages.iter().map(|n| format!("[{n}]")).collect();
+            let refs = if refs.is_empty() {
+                refs
             } else {
-                ""
+                format!(" {refs}")
             };
-            format!(
-                "{}, {place}: \"{}\"{by}",
-                display::one_line(&s.path),
-                display::one_line(&s.quote)
-            )
-        })
-        .collect();
-    if !sources.is_empty() {
-        writeln!(out, "\nSources:")?;
-        for (i, s) in sources.iter().enumerate() {
-            writeln!(out, "  [{}] {s}", i + 1)?;
+            writeln!(
+                out,
+                "  - {}{refs}; {}: {}",
+                c.support.label(),
+                c.quote_check.label(),
+                display::one_line(c.text.trim())
+            )?;
         }
     }
     let unsupported = answer.unsupported_claims();
@@ -416,8 +415,14 @@ fn print_sources(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "\nGrounded: {} of {} claims supported ({} by a citation the engine attached)",
-        g.supported, g.claims, g.engine_attached
+        "\nGrounded: {} of {} claims supported ({} by a citation the engine attached); {} related, {} contradicted, {} unverified, {} without a passage",
+        g.supported,
+        g.claims,
+        g.engine_attached,
+        g.related,
+        g.contradicted,
+        g.unverified,
+        g.unsupported
     )?;
     if let Some(c) = &g.coverage {
         writeln!(
@@ -435,25 +440,70 @@ fn print_sources(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
     if let Some(s) = &g.semantic {
         writeln!(
             out,
-            "Semantic check: {} claims judged ({} supported, {} partly, {} unsupported, {} contradicted); {} calls, {} tokens{}",
+            "Entailment check: {} claims judged ({} entailed, {} not entailed, {} contradicted, {} not claims), {} from the cache; {} calls, {} tokens{}{}",
             s.checked,
-            s.supported,
-            s.partly,
-            s.unsupported,
+            s.entailed,
+            s.not_entailed,
             s.contradicted,
+            s.not_claims,
+            s.cached,
             s.calls,
             s.input_tokens + s.output_tokens,
-            s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default()
+            s.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default(),
+            s.stopped
+                .as_deref()
+                .map(|r| format!("; stopped: {}", display::one_line(r)))
+                .unwrap_or_default()
         )?;
     }
     Ok(())
 }
 
+/// A numbered list of passages (path, line or chunk, quote; who attached
+/// it), numbered from `after + 1`.
+fn print_passages(
+    out: &mut impl Write,
+    title: &str,
+    passages: &[Source],
+    after: usize,
+) -> anyhow::Result<()> {
+    if passages.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\n{title}")?;
+    for (i, s) in passages.iter().enumerate() {
+        let place = match (s.line, &s.chunk_id) {
+            (Some(line), _) => format!("line {line}"),
+            (None, Some(id)) => format!("chunk {id}"),
+            (None, None) => "?".into(),
+        };
+        let by = if s.attached_by_engine {
+            " (attached by the engine)"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "  [{}] {}, {place}: \"{}\"{by}",
+            after + i + 1,
+            display::one_line(&s.path),
+            display::one_line(&s.quote)
+        )?;
+    }
+    Ok(())
+}
+
+/// The answer on stdout, usage on stderr; `trace_written` is false when the
+/// trace file failed (its path is then not reported as a trace).
 fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut v = serde_json::to_value(answer)?;
         v["trace"]["path"] = json!(args.trace.as_ref().map(|p| p.display().to_string()));
+        // The passages as the text output numbers them: the sources of the
+        // supported claims, then the related passages (not sources).
+        v["sources"] = json!(answer.sources());
+        v["related_sources"] = json!(answer.related_sources());
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
@@ -480,10 +530,12 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
     if let Some(v) = &answer.verification
         && !v.citations.is_empty()
     {
+        // The quote check of the model's own markers (whether a passage
+        // states the claim is the Claims list's business).
         let ok = v.citations.iter().filter(|c| c.status.is_valid()).count();
         writeln!(
             out,
-            "\nCitations: {} ({} supported, {} unsupported)",
+            "\nCitations: {} ({} quote verified, {} not verified)",
             v.citations.len(),
             ok,
             v.failed

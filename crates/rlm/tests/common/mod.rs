@@ -181,3 +181,23 @@ pub fn model_env(base_url: &str) -> [(&'static str, &str); 5] {
         ("RLM_SUB_MODEL", "sub-model"),
     ]
 }
+
+/// Requests of the engine's entailment judge (one per answer with passages).
+pub fn judge() -> rlm_llm::testing::Matcher {
+    rlm_llm::testing::Matcher::system_contains(rlm_engine::grounding::JUDGE_PROMPT_START)
+}
+
+/// True for a request of the engine's entailment judge.
+pub fn is_judge(r: &rlm_llm::testing::ReceivedRequest) -> bool {
+    r.system()
+        .contains(rlm_engine::grounding::JUDGE_PROMPT_START)
+}
+
+/// For a judge request, a reply giving every claim in it `verdict`.
+pub fn judge_says(
+    r: &rlm_llm::testing::ReceivedRequest,
+    verdict: rlm_engine::grounding::Verdict,
+) -> Option<String> {
+    let n = rlm_engine::grounding::judged_claims(r.last_message());
+    is_judge(r).then(|| rlm_engine::grounding::judge_reply(&vec![verdict; n]))
+}

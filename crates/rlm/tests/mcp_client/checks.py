@@ -82,6 +82,10 @@ async def tools_resources_and_an_answer(client):
         "origin": "model",
     }
     assert "**Sources**" in text_of(answer)
+    # Whether the passage entails the claim, and apart the quote check.
+    assert s["claims"][0]["support"] == "supported", s["claims"]
+    assert s["claims"][0]["quote_check"] == "verified", s["claims"]
+    assert s["related_sources"] == []
     assert len(progress) >= 4, progress
     values = [v for v, _ in progress]
     assert values == sorted(values)

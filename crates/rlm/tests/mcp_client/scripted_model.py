@@ -3,6 +3,7 @@
 server (Python standard library only) that plays the same two turns as the
 Rust tests' scripted server (crates/rlm/tests/mcp_stdio.rs):
 
+  the engine's entailment judge                every claim entailed by its passage
   a request whose messages hold "REPL output"  FINAL with a quoted citation
   a last message holding "STALL"               waits --stall-secs, then a cell
   a last message holding "SUBCALL"             a cell that calls llm_query
@@ -25,12 +26,19 @@ FINAL = 'FINAL(The secret code is 4721 [[doc:1 "The secret code is 4721"]])'
 TYPED = '{"code": "4721"}'
 
 
+JUDGE = "You check claims against passages"
+
+
 def reply_for(body, stall_secs):
     messages = body.get("messages") or []
     contents = [m.get("content") or "" for m in messages]
     contents = [c if isinstance(c, str) else json.dumps(c) for c in contents]
     if contents and contents[-1].startswith("Put the answer below into one JSON document"):
         return TYPED
+    if contents and JUDGE in contents[0]:
+        claims = [line for line in contents[-1].splitlines() if line.startswith("Claim ")]
+        verdicts = [{"claim": i + 1, "verdict": "entailed"} for i in range(len(claims))]
+        return json.dumps({"verdicts": verdicts})
     if any("REPL output" in c for c in contents):
         return FINAL
     if contents and "STALL" in contents[-1]:

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use rlm_engine::grounding::{Verdict, judge_reply};
 use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer, TEST_API_KEY};
 use serde_json::Value;
 
@@ -112,6 +113,7 @@ pub fn message(v: &Value) -> &str {
 pub fn model(slow_ms: u64) -> ScriptedServer {
     ScriptedServer::spawn(
         Script::new()
+            .on(crate::common::judge(), judge_reply(&[Verdict::Entailed]))
             .on(
                 Matcher::any_contains("REPL output"),
                 "FINAL(The secret code is 4721 [[doc:0 \"The secret code is 4721\"]])",
