@@ -186,6 +186,7 @@ async fn a_typed_answer_follows_the_schema_and_keeps_each_values_citations() {
                 typed_answer_call(),
                 Reply::text(r#"{"code": "4721", "digits": 4}"#),
             )
+            .on(judge(), verdicts(&["entailed"]))
             .on(
                 root(),
                 "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]].)",
