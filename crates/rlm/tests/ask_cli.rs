@@ -443,10 +443,12 @@ fn ask_with_a_schema_prints_the_typed_answer() {
     .unwrap();
     let typed = || Matcher::any_contains("Put the answer below into one JSON document");
     let script = |s: Script| {
-        s.on(typed(), r#"{"code": "4721"}"#).on(
-            root(),
-            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
-        )
+        s.on(typed(), r#"{"code": "4721"}"#)
+            .on(common::judge(), judge_reply(&[Verdict::Entailed]))
+            .on(
+                root(),
+                "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
+            )
     };
     let server = ScriptedServer::spawn(script(Script::new()));
     let o = ask(

@@ -562,6 +562,7 @@ fn ask_with_a_response_schema_returns_the_typed_answer() {
                 Matcher::any_contains("Put the answer below into one JSON document"),
                 r#"{"code": "4721"}"#,
             )
+            .on(common::judge(), judge_reply(&[Verdict::Entailed]))
             .otherwise("FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])"),
     );
     let mut mcp = Mcp::initialized(dir.path(), &model, &[]);
