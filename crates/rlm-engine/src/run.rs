@@ -745,10 +745,10 @@ impl Run {
     }
 
     /// The entailment judge: the cache's verdicts, then batched sub-model
-    /// calls (fifteen claims per call) judging each
-    /// claim against its passage. Its usage is measured apart (it stays in
-    /// the run's budget). A refused or failed call stops it, said so; the
-    /// claims it did not judge stay unverified.
+    /// calls (fifteen claims per call) judging each claim against its
+    /// passage. Its usage is measured apart (it stays in the run's budget).
+    /// A refused or failed call stops it, said so; the claims it did not
+    /// judge stay unverified.
     async fn semantic_check(
         &self,
         claims: &mut [grounding::ClaimReport],

@@ -32,9 +32,12 @@ named_enum! {
 named_enum! {
     /// The entailment judge's verdict on a claim and its passage.
     pub enum Verdict {
-        /// The passage states the claim, all of it.
+        /// The passage states the claim, all of it. (Answers written before
+        /// the judge decided support said `supported`.)
+        #[serde(alias = "supported")]
         Entailed = "entailed",
         /// The passage does not state it (or only part of it).
+        #[serde(alias = "partly", alias = "unsupported")]
         NotEntailed = "not_entailed",
         /// The passage states something that conflicts with it.
         Contradicted = "contradicted",

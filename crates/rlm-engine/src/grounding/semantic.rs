@@ -333,6 +333,9 @@ mod tests {
         );
         let v = parse_verdicts(r#"{"verdicts": [{"claim": "2", "verdict": "partly"}]}"#, 2);
         assert_eq!(v, vec![None, Some(Verdict::NotEntailed)]);
+        // Answers saved before read back.
+        let old: Verdict = serde_json::from_str("\"partly\"").unwrap();
+        assert_eq!(old, Verdict::NotEntailed);
         // Malformed: no verdict at all.
         assert_eq!(parse_verdicts("entailed", 2), vec![None, None]);
         assert_eq!(parse_verdicts("{\"verdicts\": 3}", 1), vec![None]);
