@@ -758,6 +758,7 @@ impl Run {
         let plan = grounding::Judgement::plan(claims, &self.verdicts, &model);
         let mut summary = grounding::SemanticSummary {
             cached: plan.cached,
+            verbatim: plan.verbatim,
             ..Default::default()
         };
         for batch in &plan.batches {

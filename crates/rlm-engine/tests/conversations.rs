@@ -41,13 +41,14 @@ async fn needle_found_by_regex_then_final() {
             .map(|p| p.ends_with("b_notes.txt")),
         Some(true)
     );
-    // The root's two turns, and the judge's one call on the claim.
-    assert_eq!(answer.usage.calls, 3);
+    // The root's two turns; the claim is its passage word for word, so the
+    // judge is not asked.
+    assert_eq!(answer.usage.calls, 2);
     assert_eq!(answer.usage.by_depth.len(), 1);
 
     let reqs = server.requests();
-    assert_eq!(reqs.len(), 3);
-    assert_eq!(judge_calls(&server), 1);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(judge_calls(&server), 0);
     assert_eq!(
         answer.grounded.as_ref().map(|g| g.supported),
         Some(1),
@@ -461,9 +462,8 @@ async fn a_prose_statement_of_a_fact_seen_is_the_answer() {
     let e = engine(&server, config()).await;
     let (answer, trace) = ask(&e, &ts, "What is the secret code?").await;
     assert_eq!(answer.answer, "The secret code is 4721.");
-    // The judge has no verdict scripted: its call fails (with its schema and
-    // again without: a 400 may refuse the schema), claims stay unverified.
-    assert_eq!(judge_calls(&server), 2);
+    // The claim is its passage word for word: entailed, no judge call.
+    assert_eq!(judge_calls(&server), 0);
     assert_eq!(
         server.requests().len() - judge_calls(&server),
         4,

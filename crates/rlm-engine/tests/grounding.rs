@@ -21,7 +21,7 @@ async fn uncited_claims_get_engine_citations_or_are_marked() {
                 root(),
                 [
                     repl("for d in documents:\n    for line in d[\"text\"].splitlines():\n        if \"secret\" in line.lower():\n            print(d[\"index\"], line)"),
-                    "FINAL(The secret code is 4721. The launch is planned for March 2031.)".to_string(),
+                    "FINAL(The code is 4721. The launch is planned for March 2031.)".to_string(),
                 ],
             )
             .on(judge(), verdicts(&["entailed", "not_entailed"])),
@@ -76,10 +76,7 @@ async fn uncited_claims_get_engine_citations_or_are_marked() {
     assert!(s.input_tokens > 0);
     let judged = server.requests().into_iter().find(is_judge).unwrap();
     let asked = judged.last_message();
-    assert!(
-        asked.contains("Claim 1: The secret code is 4721."),
-        "{asked}"
-    );
+    assert!(asked.contains("Claim 1: The code is 4721."), "{asked}");
     // The passage: the quote with the text around it in its chunk.
     assert!(asked.contains("Meeting notes from Tuesday."), "{asked}");
     assert!(asked.contains("Passage 2: (none)"), "{asked}");
@@ -127,7 +124,7 @@ async fn the_semantic_check_flags_or_drops_what_its_quotes_do_not_say() {
             Script::new()
                 .on(
                     root(),
-                    "FINAL(The secret code is 4721. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]].)"
+                    "FINAL(The code is 4721. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]].)"
                         .to_string(),
                 )
                 .on(judge(), verdicts(&["entailed", "not_entailed"])),
@@ -156,7 +153,7 @@ async fn the_semantic_check_flags_or_drops_what_its_quotes_do_not_say() {
             ),
             CitationPolicy::Strict => {
                 assert!(!answer.answer.contains("1999"), "{}", answer.answer);
-                assert!(answer.answer.starts_with("The secret code is 4721."));
+                assert!(answer.answer.starts_with("The code is 4721."));
             }
         }
     }
@@ -277,8 +274,7 @@ async fn without_a_usable_verdict_claims_stay_unverified() {
     for (case, script, calls) in cases {
         let ts = needle_store();
         let server =
-            ScriptedServer::start(script.on(root(), "FINAL(The secret code is 4721.)".to_string()))
-                .await;
+            ScriptedServer::start(script.on(root(), "FINAL(The code is 4721.)".to_string())).await;
         let mut c = config();
         c.budget.max_llm_calls = calls;
         c.budget.root_reserved_calls = 0;
@@ -316,7 +312,7 @@ async fn the_quote_check_is_reported_apart_from_entailment() {
         Script::new()
             .on(
                 root(),
-                "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 9999\"]]. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]].)",
+                "FINAL(The code is 4721 [[doc:1 \"The secret code is 9999\"]]. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]].)",
             )
             .on(judge(), verdicts(&["entailed", "not_entailed"])),
     )
@@ -343,13 +339,15 @@ async fn the_quote_check_is_reported_apart_from_entailment() {
 }
 
 /// Verdicts are cached by (claim, passage, judge model) for the engine's
-/// runs: the same answer twice makes one judge call.
+/// runs: the same answer twice makes one judge call. (A claim its passage
+/// holds word for word needs no call at all: these claims say it in other
+/// words.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_answer_twice_makes_one_judge_call() {
     let ts = needle_store();
     let server = ScriptedServer::start(
         Script::new()
-            .on(root(), "FINAL(The secret code is 4721.)".to_string())
+            .on(root(), "FINAL(The code is 4721.)".to_string())
             .on(judge(), verdicts(&["entailed"])),
     )
     .await;

@@ -119,6 +119,10 @@ pub struct SemanticSummary {
     /// Verdicts taken from the cache (no call made for them).
     #[serde(default)]
     pub cached: usize,
+    /// Claims entailed without a call: their passage holds them word for
+    /// word.
+    #[serde(default)]
+    pub verbatim: usize,
     /// Model calls of the judge.
     pub calls: u32,
     /// Their input tokens.

@@ -44,6 +44,22 @@ pub(crate) struct Judgement {
     pub(crate) batches: Vec<Vec<usize>>,
     /// Verdicts taken from the cache.
     pub(crate) cached: usize,
+    /// Claims whose passage holds them word for word: entailed without a
+    /// call (a small judge gets even those wrong).
+    pub(crate) verbatim: usize,
+}
+
+/// Shortest claim (characters, normalized) taken as entailed because its
+/// passage holds it word for word: "Yes." in a passage says nothing.
+const VERBATIM_CHARS: usize = 20;
+
+/// True when `passage` holds the claim `text` word for word (case, quote
+/// marks and whitespace aside; a trailing full stop left out): the passage
+/// states it, in any language, so no judge is asked.
+fn stated_verbatim(text: &str, passage: &str) -> bool {
+    let claim = crate::citations::normalize(text);
+    let claim = claim.trim_end_matches(['.', '!', '?', ';', ',', ' ']);
+    claim.chars().count() >= VERBATIM_CHARS && crate::citations::normalize(passage).contains(claim)
 }
 
 impl Judgement {
@@ -53,12 +69,15 @@ impl Judgement {
     /// one fill the room those calls have left (the judge may find that
     /// they are no claims), never making a call of their own.
     pub(crate) fn plan(claims: &mut [ClaimReport], cache: &VerdictCache, model: &str) -> Self {
-        let mut cached = 0;
+        let (mut cached, mut verbatim) = (0, 0);
         let (mut with_passage, mut without) = (Vec::new(), Vec::new());
         for (i, c) in claims.iter_mut().enumerate() {
             if let Some(v) = cache.get(model, &judged_text(c), &c.passage) {
                 c.verdict = Some(v);
                 cached += 1;
+            } else if stated_verbatim(&judged_text(c), &c.passage) {
+                c.verdict = Some(Verdict::Entailed);
+                verbatim += 1;
             } else if c.passage.is_empty() {
                 without.push(i);
             } else {
@@ -73,6 +92,7 @@ impl Judgement {
         Judgement {
             batches: todo.chunks(SEMANTIC_BATCH).map(<[usize]>::to_vec).collect(),
             cached,
+            verbatim,
         }
     }
 }
@@ -300,6 +320,36 @@ mod tests {
             verdict,
             passage: passage.into(),
         }
+    }
+
+    #[test]
+    fn a_claim_its_passage_holds_word_for_word_needs_no_judge() {
+        let passage = "Security notes.\nThe vault access code for the Lisbon office is 8316. Do not share it.";
+        let mut claims = vec![
+            claim(
+                "The vault access code for the  Lisbon office is 8316. [[doc:1 \"code\"]]",
+                passage,
+                None,
+            ),
+            claim(
+                "Der Zugangscode für das Büro lautet 8316.",
+                "Der Zugangscode für das Büro lautet 8316!",
+                None,
+            ),
+            claim("The code is 8316.", passage, None),
+            claim("Do not share it.", passage, None),
+            claim("The vault access code is 8317 for Lisbon.", passage, None),
+        ];
+        let plan = Judgement::plan(&mut claims, &VerdictCache::default(), "judge");
+        assert_eq!(plan.verbatim, 2);
+        assert_eq!(claims[0].verdict, Some(Verdict::Entailed));
+        assert_eq!(
+            claims[1].verdict,
+            Some(Verdict::Entailed),
+            "in any language"
+        );
+        // Not held word for word, or too short to say anything: judged.
+        assert_eq!(plan.batches, vec![vec![2, 3, 4]]);
     }
 
     #[test]
