@@ -495,6 +495,29 @@ fn print_passages(
 
 /// The answer on stdout, usage on stderr; `trace_written` is false when the
 /// trace file failed (its path is then not reported as a trace).
+/// With `--schema`, the typed answer is the output (stdout stays JSON for
+/// scripts) and the prose follows on stderr; `true` when it was printed.
+/// No typed answer is an error that says why, with the prose.
+fn print_typed(out: &mut impl Write, answer: &Answer, args: &AskArgs) -> anyhow::Result<bool> {
+    let Some(data) = &answer.data else {
+        return Ok(false);
+    };
+    match &data.value {
+        Some(value) => {
+            writeln!(out, "{}", serde_json::to_string_pretty(value)?)?;
+            if !args.quiet {
+                eprintln!("{}", answer.answer.trim_end());
+            }
+            Ok(true)
+        }
+        None => bail!(
+            "no answer in the --schema shape: {}. The answer in words:\n{}",
+            data.error.as_deref().unwrap_or("unknown reason"),
+            answer.answer.trim_end()
+        ),
+    }
+}
+
 fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -507,24 +530,8 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    if let Some(data) = &answer.data {
-        // The typed answer is the output (stdout stays JSON for scripts);
-        // the prose follows on stderr. No typed answer is an error that
-        // says why, with the prose.
-        match &data.value {
-            Some(value) => {
-                writeln!(out, "{}", serde_json::to_string_pretty(value)?)?;
-                if !args.quiet {
-                    eprintln!("{}", answer.answer.trim_end());
-                }
-                return Ok(());
-            }
-            None => bail!(
-                "no answer in the --schema shape: {}. The answer in words:\n{}",
-                data.error.as_deref().unwrap_or("unknown reason"),
-                answer.answer.trim_end()
-            ),
-        }
+    if print_typed(&mut out, answer, args)? {
+        return Ok(());
     }
     writeln!(out, "{}", answer.answer.trim_end())?;
     if let Some(v) = &answer.verification
