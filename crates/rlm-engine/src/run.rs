@@ -95,6 +95,26 @@ pub(crate) struct CallOpts {
     pub(crate) schema: Option<rlm_llm::ReplySchema>,
 }
 
+/// Who makes a model call and why, for the calls that need no turn number.
+#[derive(Debug, Clone, Copy)]
+struct Site<'a> {
+    agent: &'a str,
+    depth: u32,
+    role: ModelRole,
+    purpose: CallPurpose,
+}
+
+/// Why a call whose reply must follow a schema gave no value.
+#[derive(Debug, Clone, thiserror::Error)]
+enum TypedCallError {
+    /// The call itself failed or was refused.
+    #[error(transparent)]
+    Call(CallError),
+    /// No reply followed the schema, twice (how the second failed).
+    #[error("the reply did not follow the schema, twice; the second: {0}")]
+    Schema(String),
+}
+
 /// A model call that produced no reply.
 #[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum CallError {
@@ -118,7 +138,7 @@ pub(crate) enum SubcallError {
     /// The sub-model failed after retries.
     #[error("the sub-model call failed: {0}")]
     Model(String),
-    /// The reply did not follow the schema, twice.
+    /// The reply did not follow the schema, twice (how the second failed).
     #[error("the sub-model's reply did not follow the schema, twice; the second: {0}")]
     Schema(String),
     /// The child agent's sandbox could not start.
@@ -422,49 +442,7 @@ impl Run {
             kind: "llm_query".into(),
             prompt_preview: preview(&prompt, 300),
         });
-        let opts = CallOpts {
-            model,
-            schema: schema.map(|s| rlm_llm::ReplySchema::new("llm_query", s.clone())),
-            ..CallOpts::default()
-        };
-        let mut messages = vec![Message::user(prompt.clone())];
-        let result = loop {
-            let r = self
-                .call_model(
-                    &id,
-                    depth,
-                    ModelRole::Sub,
-                    &messages,
-                    0,
-                    opts.clone(),
-                    CallPurpose::SubQuery,
-                    0,
-                )
-                .await;
-            let resp = match r {
-                Ok(resp) => resp,
-                Err(CallError::Budget(e)) => break Err(SubcallError::Budget(e)),
-                Err(CallError::Model(m)) => break Err(SubcallError::Model(m)),
-            };
-            if messages.len() == 1 {
-                self.saw(EvidenceKind::SubPrompt, &id, &prompt).await;
-            }
-            self.saw(EvidenceKind::SubAnswer, &id, &resp.text).await;
-            let Some(schema) = schema else {
-                break Ok(Value::String(resp.text));
-            };
-            match rlm_llm::schema::parse_reply(schema, &resp.text) {
-                Ok(value) => break Ok(value),
-                // One more try, told what was wrong.
-                Err(e) if messages.len() == 1 => {
-                    messages.push(Message::assistant(resp.text));
-                    messages.push(Message::user(format!(
-                        "That reply cannot be used: {e}. Reply again with only the JSON document the schema asks for."
-                    )));
-                }
-                Err(e) => break Err(SubcallError::Schema(e.to_string())),
-            }
-        };
+        let result = self.sub_reply(&id, depth, &prompt, model, schema).await;
         let recorded = result.as_ref().map(|v| match v {
             Value::String(s) => s.clone(),
             other => other.to_string(),
@@ -472,6 +450,103 @@ impl Run {
         let recorded = recorded.map_err(Clone::clone);
         self.finish_subcall(&id, parent, depth, &prompt, &recorded, started);
         result
+    }
+
+    /// The reply of a sub-call: its text, or with `schema` the value that
+    /// follows it. What the sub-model was given and answered goes to the
+    /// ledger.
+    async fn sub_reply(
+        &self,
+        id: &str,
+        depth: u32,
+        prompt: &str,
+        model: Option<String>,
+        schema: Option<&Value>,
+    ) -> Result<Value, SubcallError> {
+        let site = Site {
+            agent: id,
+            depth,
+            role: ModelRole::Sub,
+            purpose: CallPurpose::SubQuery,
+        };
+        let opts = CallOpts {
+            model,
+            ..CallOpts::default()
+        };
+        let messages = vec![Message::user(prompt.to_string())];
+        let value = match schema {
+            None => self
+                .call_model(
+                    site.agent,
+                    depth,
+                    site.role,
+                    &messages,
+                    0,
+                    opts,
+                    site.purpose,
+                    0,
+                )
+                .await
+                .map(|r| Value::String(r.text))
+                .map_err(TypedCallError::Call),
+            Some(schema) => {
+                self.call_following(site, messages, opts, "llm_query", schema)
+                    .await
+            }
+        };
+        let value = value.map_err(|e| match e {
+            TypedCallError::Call(CallError::Budget(e)) => SubcallError::Budget(e),
+            TypedCallError::Call(CallError::Model(m)) => SubcallError::Model(m),
+            TypedCallError::Schema(m) => SubcallError::Schema(m),
+        })?;
+        self.saw(EvidenceKind::SubPrompt, id, prompt).await;
+        let text = match &value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        self.saw(EvidenceKind::SubAnswer, id, &text).await;
+        Ok(value)
+    }
+
+    /// A call whose reply must follow `schema` (sent as `name`): the
+    /// provider constrains it where it can; the reply is validated all the
+    /// same, and one that does not follow is asked for once more with what
+    /// was wrong.
+    async fn call_following(
+        &self,
+        site: Site<'_>,
+        mut messages: Vec<Message>,
+        mut opts: CallOpts,
+        name: &str,
+        schema: &Value,
+    ) -> Result<Value, TypedCallError> {
+        opts.schema = Some(rlm_llm::ReplySchema::new(name, schema.clone()));
+        let first = messages.len();
+        loop {
+            let reply = self
+                .call_model(
+                    site.agent,
+                    site.depth,
+                    site.role,
+                    &messages,
+                    0,
+                    opts.clone(),
+                    site.purpose,
+                    0,
+                )
+                .await
+                .map_err(TypedCallError::Call)?;
+            match rlm_llm::schema::parse_reply(schema, &reply.text) {
+                Ok(value) => return Ok(value),
+                Err(e) if messages.len() == first => {
+                    messages.push(Message::assistant(reply.text));
+                    messages.push(Message::user(format!(
+                        "That reply cannot be used: {e}. Reply again with only the JSON document the schema asks for."
+                    )));
+                }
+                Err(e) => return Err(TypedCallError::Schema(e.to_string())),
+            }
+        }
     }
 
     /// The answer in the schema the question asked for, if it asked: one
@@ -485,54 +560,30 @@ impl Run {
     ) -> Option<crate::TypedAnswer> {
         let schema = self.answer_schema.as_ref()?;
         let plain = citations::without_markers(text);
-        let mut messages = vec![Message::user(crate::typed_answer::prompt(
+        let messages = vec![Message::user(crate::typed_answer::prompt(
             &self.question,
             &plain,
         ))];
-        let opts = CallOpts {
-            schema: Some(rlm_llm::ReplySchema::new("answer", schema.clone())),
-            ..CallOpts::default()
+        let site = Site {
+            agent: ROOT_AGENT,
+            depth: 0,
+            role: ModelRole::Sub,
+            purpose: CallPurpose::TypedAnswer,
         };
-        let error = loop {
-            let reply = self
-                .call_model(
-                    ROOT_AGENT,
-                    0,
-                    ModelRole::Sub,
-                    &messages,
-                    0,
-                    opts.clone(),
-                    CallPurpose::TypedAnswer,
-                    0,
-                )
-                .await;
-            let text = match reply {
-                Ok(r) => r.text,
-                Err(e) => break e.to_string(),
-            };
-            match rlm_llm::schema::parse_reply(schema, &text) {
-                Ok(value) => {
-                    return Some(crate::TypedAnswer {
-                        citations: crate::typed_answer::field_citations(&value, claims),
-                        value: Some(value),
-                        error: None,
-                    });
-                }
-                Err(e) if messages.len() == 1 => {
-                    messages.push(Message::assistant(text));
-                    messages.push(Message::user(format!(
-                        "That reply cannot be used: {e}. Reply again with only the JSON document the schema asks for."
-                    )));
-                }
-                Err(e) => {
-                    break format!("the reply did not follow the schema, twice; the second: {e}");
-                }
-            }
-        };
-        Some(crate::TypedAnswer {
-            value: None,
-            citations: Vec::new(),
-            error: Some(error),
+        let typed = self
+            .call_following(site, messages, CallOpts::default(), "answer", schema)
+            .await;
+        Some(match typed {
+            Ok(value) => crate::TypedAnswer {
+                citations: crate::typed_answer::field_citations(&value, claims),
+                value: Some(value),
+                error: None,
+            },
+            Err(e) => crate::TypedAnswer {
+                value: None,
+                citations: Vec::new(),
+                error: Some(e.to_string()),
+            },
         })
     }
 
