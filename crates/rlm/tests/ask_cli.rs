@@ -629,7 +629,7 @@ fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
         Script::new()
             .on(
                 root(),
-                "FINAL(The secret code is 4721. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]]. The vault opens at midnight on Sundays.)",
+                "FINAL(The code is 4721. The office move happened in 1999 [[doc:0 \"This memo describes the office move\"]]. The vault opens at midnight on Sundays.)",
             )
             .on(common::judge(), judge_reply(&[Verdict::Entailed, Verdict::NotEntailed])),
     );
@@ -649,7 +649,7 @@ fn plain_text_output_numbers_the_sources_and_names_unsupported_claims() {
     );
     // Each claim: entailment, and the quote check apart.
     for line in [
-        "  - entailed by its passage [1]; quote verified (attached by the engine): The secret code is 4721.",
+        "  - entailed by its passage [1]; quote verified (attached by the engine): The code is 4721.",
         "  - related: its passage does not state it [2]; quote verified: The office move happened in 1999",
         "  - no passage found; no quote: The vault opens at midnight on Sundays.",
     ] {
@@ -716,7 +716,7 @@ fn without_a_verdict_the_text_output_lists_no_source() {
     let f = Fixture::new();
     let server = ScriptedServer::spawn(
         Script::new()
-            .on(root(), "FINAL(The secret code is 4721.)")
+            .on(root(), "FINAL(The code is 4721.)")
             .on(common::judge(), "It all looks right to me."),
     );
     let o = ask(&f, &server, &["q?", "--store", "store"]);
@@ -725,7 +725,7 @@ fn without_a_verdict_the_text_output_lists_no_source() {
     assert!(!out.contains("Sources:"), "{out}");
     assert!(out.contains("Related passages"), "{out}");
     assert!(
-        out.contains("  - unverified: no verdict on its passage [1]; quote verified (attached by the engine): The secret code is 4721."),
+        out.contains("  - unverified: no verdict on its passage [1]; quote verified (attached by the engine): The code is 4721."),
         "{out}"
     );
 }
