@@ -334,8 +334,9 @@ fn tools_and_resources_over_stdio() {
             .unwrap()
             .starts_with(&doc_id)
     );
-    // The root's two turns and the judge's call on the claim.
-    assert_eq!(s["usage"]["calls"], 3);
+    // The root's two turns; the claim is its passage word for word, so the
+    // judge is not asked.
+    assert_eq!(s["usage"]["calls"], 2);
     assert_eq!(s["claims"][0]["support"], "supported", "{answer}");
     assert_eq!(s["claims"][0]["quote_check"], "verified", "{answer}");
     let md = text_of(result);

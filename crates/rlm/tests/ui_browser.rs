@@ -423,7 +423,7 @@ fn a_passage_that_does_not_state_its_claim_is_related_and_not_green() {
             judge_reply(&[Verdict::Entailed, Verdict::NotEntailed]),
         )
         .otherwise(Reply::text(
-            "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]]. The office moves in June [[doc:0 \"The office moves in May\"]].)",
+            "FINAL(The code is 4721 [[doc:1 \"The secret code is 4721\"]]. The office moves in June [[doc:0 \"The office moves in May\"]].)",
         ));
     let setup = serve(script, &[]);
     b.viewport(1440, 900);
