@@ -99,7 +99,8 @@ async fn ask_twice_in_a_session(
             )
             .on(
                 Matcher::any_contains("REPL output"),
-                "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])",
+                // In other words than its passage, so the judge is asked.
+                "FINAL(The code is 4721 [[doc:1 \"The secret code is 4721\"]])",
             )
             .otherwise("```repl\nprint(context[:200])\n```"),
     )
@@ -189,7 +190,7 @@ async fn ask_twice_in_a_session(
         );
         let md = result["content"][0]["text"].as_str().unwrap();
         assert!(
-            md.contains("- entailed by its passage [1]; quote verified: The secret code is 4721"),
+            md.contains("- entailed by its passage [1]; quote verified: The code is 4721"),
             "{md}"
         );
     }

@@ -117,7 +117,17 @@ async fn a_run_streams_every_step_then_its_verified_answer_and_survives_a_restar
 /// verdicts are cached for the server's runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_shows_entailment_and_the_quote_check_apart() {
-    let script = needle_script().on(common::judge(), judge_reply(&[Verdict::NotEntailed]));
+    // The claim in other words than its passage, so the judge is asked.
+    let script = Script::new()
+        .on(common::judge(), judge_reply(&[Verdict::NotEntailed]))
+        .on(
+            common::root().and(Matcher::any_contains("REPL output")),
+            "FINAL(The code is 4721 [[doc:1 \"The secret code is 4721\"]])",
+        )
+        .on(
+            common::root(),
+            "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\n```",
+        );
     let h = Harness::start(script, Limits::default()).await;
     for _ in 0..2 {
         let (status, started) = h
@@ -239,11 +249,10 @@ async fn the_rlm_switch_off_answers_with_rag() {
                 .contains(rlm_engine::grounding::JUDGE_PROMPT_START)
         })
         .count();
-    // The unanswered judge request is sent once more without its schema (a
-    // 400 may refuse the schema).
+    // The claim is its passage word for word: no judge call.
     assert_eq!(
         (h.model.request_count() - judged, judged),
-        (1, 2),
+        (1, 0),
         "rag is one model call"
     );
     h.shutdown().await;

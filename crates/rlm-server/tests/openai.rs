@@ -24,7 +24,8 @@ fn needle_script_judged(verdicts: String) -> Script {
         .on(common::judge(), Reply::text(verdicts).with_usage(100, 5))
         .on(
             root().and(Matcher::any_contains("REPL output")),
-            Reply::text("FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])")
+            // In other words than its passage, so the judge is asked.
+            Reply::text("FINAL(The code is 4721 [[doc:1 \"The secret code is 4721\"]])")
                 .with_usage(900, 30),
         )
         .on(
@@ -130,7 +131,7 @@ async fn a_completion_answers_the_last_user_message_with_sources_and_real_usage(
     let content = choice["message"]["content"].as_str().unwrap();
     // The model's marker became a reference number into the checked sources.
     assert!(
-        content.starts_with("The secret code is 4721 [1]\n\n**Sources**\n"),
+        content.starts_with("The code is 4721 [1]\n\n**Sources**\n"),
         "{content}"
     );
     assert!(!content.contains("[[doc:"), "{content}");
@@ -182,7 +183,7 @@ async fn a_passage_not_judged_to_entail_its_claim_is_related_not_a_source() {
         let content = v["choices"][0]["message"]["content"].as_str().unwrap();
         assert!(!content.contains("**Sources**"), "{content}");
         assert!(
-            content.starts_with("The secret code is 4721 [1]\n\n**Related passages** (found, but not judged to state their claim; not sources)\n1. `docs/b_notes.txt`"),
+            content.starts_with("The code is 4721 [1]\n\n**Related passages** (found, but not judged to state their claim; not sources)\n1. `docs/b_notes.txt`"),
             "{content}"
         );
         let claim = &v["rlm"]["claims"][0];
@@ -237,7 +238,7 @@ async fn a_streamed_completion_sends_chunks_usage_and_done() {
         .iter()
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
         .collect();
-    assert!(content.starts_with("The secret code is 4721"), "{content}");
+    assert!(content.starts_with("The code is 4721"), "{content}");
     assert!(content.contains("**Sources**"), "{content}");
     let finish: Vec<&Value> = chunks
         .iter()
