@@ -186,6 +186,7 @@ def score(q, proto, answer, trace_path):
         "engine_output": [name for name, rx in ENGINE_OUTPUT.items() if rx.search(text)],
         "calls": usage.get("calls"),
         "run_s": (usage.get("wall_ms") or 0) / 1000.0,
+        "support": dict(Counter(c.get("support") for c in answer.get("claims") or [])),
         "supported_claims": claims,
     }
 
