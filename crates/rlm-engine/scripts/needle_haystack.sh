@@ -16,40 +16,7 @@ set -euo pipefail
 out=${1:?usage: needle_haystack.sh OUT_DIR [rlm]}
 rlm=${2:-rlm}
 mkdir -p "$out"
-python3 - "$out" <<'PY'
-import glob, json, os, sys
-out = sys.argv[1]
-texts = [open(f, encoding='utf-8', errors='replace').read()
-         for f in sorted(glob.glob('/usr/share/vim/vim*/doc/usr_*.txt'))]
-texts = [t for t in texts if len(t) > 12000]
-if not texts:
-    sys.exit('no Vim manual under /usr/share/vim (apt-get install vim-runtime)')
-facts = [
-    ("The night-shift supervisor's parking permit number is 58213.",
-     "What is the night-shift supervisor's parking permit number?", "58213"),
-    ("In 2019 the archivist Marguerite Okafor moved to the city of Tromso.",
-     "Which city did Marguerite Okafor move to in 2019?", "Tromso"),
-    ("The backup generator in building C is serviced by Halvorsen Electric.",
-     "Which company services the backup generator in building C?", "Halvorsen"),
-    ("The secret ingredient in the staff canteen's chili is smoked paprika.",
-     "What is the secret ingredient in the staff canteen's chili?", "paprika"),
-    ("The quarterly budget review meeting takes place in room 4B-217.",
-     "In which room does the quarterly budget review meeting take place?", "4B-217"),
-]
-for name, ndocs in (('h30k', 3), ('h300k', 30)):
-    d = os.path.join(out, name)
-    os.makedirs(d, exist_ok=True)
-    docs = [texts[i % len(texts)][:10000] for i in range(ndocs)]
-    for k, (fact, _, _) in enumerate(facts):
-        i = (k * ndocs) // len(facts) if ndocs > 3 else k % ndocs
-        t = docs[i]
-        # Spread the facts through each document, on a line of their own.
-        cut = t.rfind('\n', 0, max(1, len(t) * (k + 1) // (len(facts) + 1)))
-        docs[i] = t[:cut] + '\n' + fact + '\n' + t[cut:]
-    for i, t in enumerate(docs):
-        open(os.path.join(d, f'chapter_{i:02d}.txt'), 'w').write(t)
-json.dump([[q, a] for _, q, a in facts], open(os.path.join(out, 'questions.json'), 'w'))
-PY
+python3 "$(dirname "$0")/needle_set.py" "$out"
 export RLM_PROVIDER=${RLM_PROVIDER:-openai}
 if [ "$RLM_PROVIDER" != local ]; then
   export RLM_BASE_URL=${RLM_BASE_URL:-http://127.0.0.1:8088/v1}

@@ -25,6 +25,13 @@ Policy, per question (the root agent's turns):
   other    any later root turn commits the same answer; a sub-call, a
            synthesis or any other request gets the answer as plain text.
 
+Structured turns (a request with `response_format` or tools, or whose prompt
+gives the structured reply format): the same policy as JSON turns, turn 1
+{"thought", "step": {"code": ...}}, later turns and the extraction call
+{"thought", "step": {"answer": [{"text": <gold answer>, "source": ...}]}},
+the source (--policy cited) `chunk:ID` of the first printed hit holding the
+answer and the line of it that does, else null.
+
 --replay DIR replaces the gold answer by the answer a real model committed in
 an earlier pass (DIR/answers/ID.json, written by run.py), returned as plain
 text to every request: with the `rag` flow (one answer call) this re-grounds
@@ -56,6 +63,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 JUDGE_MARK = "You check claims against passages"
 QUESTION_RE = re.compile(r"^Question: (.*)$", re.M)
 HIT_RE = re.compile(r"^HIT (\S+)\n(.*?)\n---$", re.S | re.M)
+
+
+SEARCH_CODE = (
+    "hits = search(%s, k=5)\n"
+    "for h in hits:\n"
+    "    print(\"HIT \" + h[\"chunk_id\"])\n"
+    "    print(h[\"text\"])\n"
+    "    print(\"---\")"
+)
+
+
+def wants_structured(body):
+    """Whether the request asks for a structured turn: a schema sent as
+    `response_format` or a tool, or the structured protocol's reply format
+    in the prompt (an engine that sends this endpoint no schema)."""
+    if body.get("response_format") or body.get("tools"):
+        return True
+    return any('"step"' in (m.get("content") or "") for m in body.get("messages") or [])
 
 
 def words(text):
@@ -106,19 +131,16 @@ class Policy:
         system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
         is_root = system.startswith("You are answering a question about a collection of documents")
         turns = sum(1 for m in messages if m.get("role") == "assistant")
+        structured = wants_structured(body)
+        if structured and q is not None and (not is_root or turns > 0):
+            return self.structured_answer(q, messages), "final"
         if not is_root or q is None:
             return answer, "other"
         if turns == 0:
-            code = (
-                "```repl\n"
-                f"hits = search({json.dumps(q['question'])}, k=5)\n"
-                "for h in hits:\n"
-                "    print(\"HIT \" + h[\"chunk_id\"])\n"
-                "    print(h[\"text\"])\n"
-                "    print(\"---\")\n"
-                "```"
-            )
-            return code, "search"
+            code = SEARCH_CODE % json.dumps(q["question"])
+            if structured:
+                return json.dumps({"thought": "Search for the question.", "step": {"code": code}}), "search"
+            return "```repl\n" + code + "\n```", "search"
         final = answer
         if self.policy == "cited":
             seen = "\n".join(m.get("content") or "" for m in messages if m.get("role") == "user")
@@ -135,6 +157,24 @@ class Policy:
                     final = f'{answer} [[chunk:{chunk_id} "{quote}"]]'
                     break
         return "```repl\nFINAL(" + json.dumps(final) + ")\n```", "final"
+
+    def structured_answer(self, q, messages):
+        """A structured answer turn: the gold answer, with (--policy cited)
+        the line of the first printed hit that holds it as its source."""
+        answer = q["answers"][0]
+        source = None
+        if self.policy == "cited":
+            seen = "\n".join(m.get("content") or "" for m in messages if m.get("role") == "user")
+            for chunk_id, text in HIT_RE.findall(seen):
+                sent = sentence_with(text, answer)
+                if sent:
+                    # A quote is at most 300 characters: the line of the
+                    # sentence that holds the answer.
+                    line = next(l for l in sent.splitlines() if answer.lower() in l.lower())
+                    source = {"ref": f"chunk:{chunk_id}", "quote": line.strip()[:300]}
+                    break
+        step = {"answer": [{"text": answer, "source": source}]}
+        return json.dumps({"thought": "The search printed the answer.", "step": step})
 
     def replayed(self, q):
         if q is None:
