@@ -116,11 +116,7 @@ pub(super) fn line_of(corpus: &Corpus, index: usize, at: Option<u64>) -> Option<
 }
 
 pub(super) fn strip_markers(text: &str) -> String {
-    let mut out = text.to_string();
-    for m in crate::citations::extract_citations(text).iter().rev() {
-        out.replace_range(m.offset..m.offset + m.marker.len(), " ");
-    }
-    out
+    crate::citations::without_markers(text)
 }
 
 /// `text` without the references to sources it holds (chunk ids, with or
