@@ -304,7 +304,7 @@ pub fn normalize(s: &str) -> String {
 
 /// The checkable pieces of a quote: split at ellipses, normalized, pieces
 /// shorter than [`MIN_QUOTE_CHARS`] dropped.
-fn quote_pieces(quote: &str) -> Vec<String> {
+pub(crate) fn quote_pieces(quote: &str) -> Vec<String> {
     quote
         .split("...")
         .flat_map(|p| p.split('…'))
@@ -317,7 +317,8 @@ fn quote_pieces(quote: &str) -> Vec<String> {
         .collect()
 }
 
-fn contains_all(haystack_norm: &str, pieces: &[String]) -> bool {
+/// True when every piece is in the (normalized) text.
+pub(crate) fn contains_all(haystack_norm: &str, pieces: &[String]) -> bool {
     pieces.iter().all(|p| haystack_norm.contains(p.as_str()))
 }
 

@@ -96,6 +96,16 @@ pub fn next_step(structured: bool, first: bool) -> &'static str {
     }
 }
 
+/// How the notes and nudges tell the model to commit its answer, in the
+/// turn protocol it is held to.
+pub fn commit_how(structured: bool) -> &'static str {
+    if structured {
+        "reply with the answer step: each statement with its source (the ref and the passage's exact words)"
+    } else {
+        "write FINAL(your answer) on its own line, with citation markers for the sources you found"
+    }
+}
+
 /// Fills `{{name}}` placeholders. Every placeholder in the template must be
 /// given (a missing one is a programming error caught by tests), and values
 /// are inserted verbatim (a value containing `{{x}}` is not expanded again).
@@ -240,8 +250,13 @@ mod tests {
             placeholders(FINAL_FROM_PROSE),
             ["count", "earlier", "question"]
         );
-        assert_eq!(placeholders(FINAL_AFTER_REPEATS), ["count", "question"]);
-        assert!(placeholders(NOTE_STUCK).is_empty());
+        assert_eq!(
+            placeholders(FINAL_AFTER_REPEATS),
+            ["count", "commit", "question"]
+        );
+        assert_eq!(placeholders(NOTE_STUCK), ["commit"]);
+        assert_eq!(placeholders(NOTE_COUNTS), ["count", "windows", "commit"]);
+        assert_eq!(placeholders(NUDGE_REPEAT), ["count", "commit", "question"]);
     }
 
     #[test]

@@ -132,6 +132,85 @@ async fn a_structured_turn_runs_code_then_commits_an_answer_with_the_models_own_
     assert!(reqs[1].last_message().contains("4721"), "the cell ran");
 }
 
+/// The `citations` steps that anchored a source, as their JSON.
+fn anchorings(trace: &[rlm_engine::TraceRecord]) -> Vec<Value> {
+    trace
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::FlowStep { step, data, .. } if step == "citations" => {
+                data.get("anchored").cloned()
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_naming_the_wrong_document_or_drifting_from_its_quote_is_anchored() {
+    let ts = needle_store();
+    let needle = needle_ref();
+    let statements = json!([
+        // The quote is verbatim, but from document 1, not 0.
+        {"text": "The code is 4721.", "source": {"ref": "doc:0", "quote": "The secret code is 4721."}},
+        // The quote starts verbatim, then goes on in the model's words.
+        {"text": "It must be kept safe.", "source": {"ref": &needle,
+            "quote": "The secret code is 4721. Keep it safe from the visitors"}},
+    ]);
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            code("print(search(\"secret code\", 3)[0][\"text\"])"),
+            turn(json!({"answer": statements})),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(!answer.partial, "{answer:?}");
+    assert_eq!(answer.citations.len(), 2, "{:?}", answer.citations);
+    let doc = rlm_corpus::document_id("docs/b_notes.txt");
+    for c in &answer.citations {
+        assert_eq!(c.status, CitationStatus::Verified, "{c:?}");
+        assert_eq!(c.origin, CitationOrigin::Model, "{c:?}");
+        assert_eq!(c.doc_id.as_deref(), Some(doc.as_str()), "{c:?}");
+    }
+    assert_eq!(
+        answer.citations[1].quote.as_deref(),
+        Some("The secret code is 4721. Keep it safe"),
+        "only the verbatim words stay a quote"
+    );
+    let steps = anchorings(&trace);
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    let repairs = steps[0].as_array().unwrap();
+    assert_eq!(repairs[0]["moved"]["from"], "doc:0", "{repairs:?}");
+    assert_eq!(repairs[0]["moved"]["to"], needle.as_str(), "{repairs:?}");
+    assert_eq!(
+        repairs[1]["cut"]["quote"],
+        "The secret code is 4721. Keep it safe from the visitors"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_quote_nothing_the_run_saw_holds_stays_unverified() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [answer(
+            "The code is 9999.",
+            Some((
+                "doc:1",
+                "The vault combination is 9999, written on the wall",
+            )),
+        )],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert_eq!(answer.citations.len(), 1, "{:?}", answer.citations);
+    assert_eq!(answer.citations[0].status, CitationStatus::QuoteNotFound);
+    assert!(anchorings(&trace).is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_text_protocol_sends_no_schema() {
     let ts = needle_store();

@@ -14,6 +14,7 @@
 //! usable verdict came. The quote check (is the quote verbatim) is reported
 //! apart, as [`QuoteCheck`]. Claims with no passage are unsupported.
 
+mod anchor;
 mod cache;
 mod coverage;
 mod ledger;
@@ -22,6 +23,7 @@ mod report;
 mod semantic;
 mod support;
 
+pub(crate) use anchor::{Repair, repair};
 pub use cache::VerdictCache;
 pub use coverage::coverage;
 pub use ledger::{Evidence, EvidenceKind, Ledger, evidence_of};

@@ -19,6 +19,7 @@ use super::host::{AgentHost, BoxFut, caps};
 use super::inspection::{
     CORPUS_OVERVIEW, SUB_INSPECTION, input_sizes, interpreter_spec, root_inspection,
 };
+use super::sources;
 use super::structured::{self, Steps, Turn};
 use super::synthesis::{Outcome, material_from_ctx};
 use super::turns::{Commit, LastTurn, LoopState, Next, Stop};
@@ -581,7 +582,7 @@ impl Agent {
     /// and decides what comes next; the arms carry it out. Always returns an
     /// outcome.
     async fn run(mut self, max_turns: u32) -> Outcome {
-        let mut state = LoopState::new(max_turns);
+        let mut state = LoopState::new(max_turns, self.structured);
         let mut next = self.step(&mut state).await;
         loop {
             next = match next {
@@ -630,7 +631,7 @@ impl Agent {
             let turn = structured::parse_turn(&reply);
             self.last_reply_structured = turn.is_some();
             match turn {
-                Some(turn) => return self.structured_step(state, streak, turn),
+                Some(turn) => return self.structured_step(state, streak, turn).await,
                 None => self.note_text_reply(),
             }
         }
@@ -655,7 +656,7 @@ impl Agent {
     /// any repeated reply), its answer committed unless it is none, or, when
     /// the model found nothing, the extraction call (the root) or its
     /// explanation as the answer (a sub-agent, for its caller).
-    fn structured_step(&mut self, state: &mut LoopState, streak: u32, turn: Turn) -> Next {
+    async fn structured_step(&mut self, state: &mut LoopState, streak: u32, turn: Turn) -> Next {
         let max_without_code = self.ctx.config.max_replies_without_code;
         match turn {
             Turn::Code(code) => state
@@ -668,6 +669,8 @@ impl Agent {
                     prose_final: None,
                 })),
             Turn::Answer(statements) => {
+                let statements =
+                    sources::anchored(&self.ctx, &self.id, statements, Vec::new()).await;
                 let answer = structured::answer_text(&statements);
                 match self.accept(&answer, CommitVia::Structured) {
                     Ok(commit) => Next::Commit(commit),
@@ -836,7 +839,11 @@ impl Agent {
         {
             notes.push(render(
                 prompts::NOTE_COUNTS,
-                &[("count", &count.to_string()), ("windows", &windows)],
+                &[
+                    ("count", &count.to_string()),
+                    ("windows", &windows),
+                    ("commit", state.commit),
+                ],
             ));
         }
         for note in notes {
@@ -991,10 +998,10 @@ impl Agent {
         if self.structured {
             match structured::parse_turn(&reply) {
                 Some(Turn::Answer(statements)) => {
-                    return Ok(LastReply::Answer(
-                        structured::answer_text(&statements),
-                        CommitVia::Structured,
-                    ));
+                    let statements =
+                        sources::anchored(&self.ctx, &self.id, statements, Vec::new()).await;
+                    let answer = structured::answer_text(&statements);
+                    return Ok(LastReply::Answer(answer, CommitVia::Structured));
                 }
                 Some(Turn::NotFound(what)) => return Ok(LastReply::NotFound(what)),
                 Some(Turn::Code(_)) => return Ok(LastReply::Nothing),

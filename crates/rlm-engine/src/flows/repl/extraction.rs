@@ -10,6 +10,7 @@ use std::sync::Arc;
 use rlm_llm::{Message, ModelRole};
 use rlm_sandbox::truncate_output;
 
+use super::sources;
 use super::structured::{self, Steps, Turn};
 use super::synthesis::Outcome;
 use crate::citations::{CitationSource, SourceChunk};
@@ -120,7 +121,13 @@ pub(crate) async fn extract(
         .await
         .map(|r| r.text)
         .unwrap_or_default();
-    let outcome = outcome_of(&reply, task, &ended)
+    let turn = match structured::parse_turn(&reply) {
+        Some(Turn::Answer(statements)) => Some(Turn::Answer(
+            sources::anchored(ctx, agent, statements, refs.clone()).await,
+        )),
+        other => other,
+    };
+    let outcome = outcome_of(turn, &reply, task, &ended)
         .unwrap_or_else(|why| gathered(ctx, agent, &ended, &why, &passages));
     ctx.trace.emit(TraceEvent::Final {
         agent: agent.into(),
@@ -135,14 +142,19 @@ pub(crate) async fn extract(
 /// What the extraction reply gives: an answer (partial only when the loop
 /// was stopped), "not found" (partial, saying what was found), or a plain
 /// reply from an endpoint that ignored the schema, kept when it is an
-/// answer and not a copy of the engine's own output. `Err` says why there
-/// is no answer to keep.
-fn outcome_of(reply: &str, task: &str, ended: &Ended) -> Result<Outcome, String> {
+/// answer and not a copy of the engine's own output. `turn` is the reply
+/// read as a structured turn. `Err` says why there is no answer to keep.
+fn outcome_of(
+    turn: Option<Turn>,
+    reply: &str,
+    task: &str,
+    ended: &Ended,
+) -> Result<Outcome, String> {
     let stopped = match ended {
         Ended::Stopped(why) => Some(why.clone()),
         Ended::NoAnswer => None,
     };
-    match structured::parse_turn(reply) {
+    match turn {
         Some(Turn::Answer(statements)) => {
             let answer = structured::answer_text(&statements);
             if let Some(why) = no_answer(&answer, task) {
@@ -310,24 +322,28 @@ mod tests {
         assert!(window(&umlauts, None, 1_501).len() <= 1_501);
     }
 
+    fn read(reply: &str, task: &str, ended: &Ended) -> Result<Outcome, String> {
+        outcome_of(structured::parse_turn(reply), reply, task, ended)
+    }
+
     #[test]
     fn the_reply_decides_the_outcome() {
         let task = "What is the vault code?";
         let answer = r#"{"thought": "", "step": {"answer": [{"text": "The vault code is 8316.", "source": {"ref": "chunk:ab-0", "quote": "vault code is 8316"}}]}}"#;
-        let o = outcome_of(answer, task, &Ended::NoAnswer).unwrap();
+        let o = read(answer, task, &Ended::NoAnswer).unwrap();
         assert_eq!(
             o.answer,
             r#"The vault code is 8316. [[chunk:ab-0 "vault code is 8316"]]"#
         );
         assert_eq!(o.partial_reason, None);
-        let o = outcome_of(
+        let o = read(
             answer,
             task,
             &Ended::Stopped("the call budget ran out".into()),
         )
         .unwrap();
         assert_eq!(o.partial_reason.as_deref(), Some("the call budget ran out"));
-        let o = outcome_of(
+        let o = read(
             r#"{"thought": "", "step": {"not_found": "Nur die Adresse des Büros."}}"#,
             task,
             &Ended::NoAnswer,
@@ -337,12 +353,12 @@ mod tests {
         assert!(o.partial_reason.is_some());
         // A paste of the engine's search listing is never kept.
         let paste = "Full-text search for the question found these passages (a lead, not proof: check them):\n[[chunk:0a1b2c3d4e5f6a7b-0]] in [DOCUMENT 0: notes.txt]\n    The vault code is 8316.";
-        assert!(outcome_of(paste, task, &Ended::NoAnswer).is_err());
+        assert!(read(paste, task, &Ended::NoAnswer).is_err());
         let pasted_answer = format!(
             r#"{{"thought": "", "step": {{"answer": [{{"text": {}, "source": null}}]}}}}"#,
             serde_json::to_string(paste).unwrap()
         );
-        assert!(outcome_of(&pasted_answer, task, &Ended::NoAnswer).is_err());
-        assert!(outcome_of("", task, &Ended::NoAnswer).is_err());
+        assert!(read(&pasted_answer, task, &Ended::NoAnswer).is_err());
+        assert!(read("", task, &Ended::NoAnswer).is_err());
     }
 }

@@ -19,6 +19,7 @@ pub(crate) mod agent;
 pub(crate) mod extraction;
 pub(crate) mod host;
 pub(crate) mod inspection;
+mod sources;
 pub(crate) mod structured;
 pub(crate) mod synthesis;
 mod turns;

@@ -121,11 +121,14 @@ pub(super) struct LoopState {
     stuck: u32,
     /// Turns in a row whose cells only printed counts.
     counts_only: u32,
+    /// How the notes say to commit (see [`prompts::commit_how`]).
+    pub(super) commit: &'static str,
 }
 
 impl LoopState {
-    /// The state before the first turn of an agent with `max_turns` turns.
-    pub(super) fn new(max_turns: u32) -> Self {
+    /// The state before the first turn of an agent with `max_turns` turns
+    /// that replies in structured turns or in text.
+    pub(super) fn new(max_turns: u32, structured: bool) -> Self {
         LoopState {
             turn: 0,
             max_turns,
@@ -137,6 +140,7 @@ impl LoopState {
             seen_turns: HashSet::new(),
             stuck: 0,
             counts_only: 0,
+            commit: prompts::commit_how(structured),
         }
     }
 
@@ -201,7 +205,11 @@ impl LoopState {
         if streak >= max_without_code.max(2) {
             let prompt = render(
                 prompts::FINAL_AFTER_REPEATS,
-                &[("count", &streak.to_string()), ("question", task)],
+                &[
+                    ("count", &streak.to_string()),
+                    ("commit", self.commit),
+                    ("question", task),
+                ],
             );
             return Some(Next::LastTurn(LastTurn {
                 prompt,
@@ -214,7 +222,11 @@ impl LoopState {
             self.temperature = Some(raised_temperature(streak));
             return Some(Next::Nudge(render(
                 prompts::NUDGE_REPEAT,
-                &[("count", &streak.to_string()), ("question", task)],
+                &[
+                    ("count", &streak.to_string()),
+                    ("commit", self.commit),
+                    ("question", task),
+                ],
             )));
         }
         if self.stuck == 0 {
@@ -247,7 +259,10 @@ impl LoopState {
         }
         self.stuck += 1;
         self.temperature = Some(raised_temperature(self.stuck + 1));
-        Some(prompts::NOTE_STUCK.trim().to_string())
+        Some(render(
+            prompts::NOTE_STUCK.trim(),
+            &[("commit", self.commit)],
+        ))
     }
 
     /// Records whether the turn's outputs (`body`) were only counts: after
@@ -313,7 +328,7 @@ mod tests {
 
     #[test]
     fn replies_without_code_get_a_nudge_then_a_last_turn_showing_the_first() {
-        let mut state = LoopState::new(10);
+        let mut state = LoopState::new(10, false);
         state.turn = 1;
         let nudge = render(prompts::NUDGE_NO_CODE, &[("question", TASK)]);
         assert!(matches!(
@@ -342,7 +357,7 @@ mod tests {
 
     #[test]
     fn the_same_reply_is_nudged_warmer_then_gets_a_last_turn() {
-        let mut state = LoopState::new(10);
+        let mut state = LoopState::new(10, false);
         state.turn = 4;
         assert!(state.on_code(1, TASK, 3).is_none());
         assert_eq!(state.temperature, None);
@@ -361,7 +376,7 @@ mod tests {
 
     #[test]
     fn a_repeated_turn_is_stuck_and_counts_only_turns_are_noticed() {
-        let mut state = LoopState::new(10);
+        let mut state = LoopState::new(10, false);
         let blocks = [CodeBlock {
             lang: "repl".into(),
             code: "print(1)".into(),
