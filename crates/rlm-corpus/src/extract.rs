@@ -197,6 +197,10 @@ pub enum ExtractError {
     /// The PDF parser reported what is wrong with the file.
     #[error("corrupt PDF: {0}")]
     CorruptPdf(String),
+    /// The PDF is built to exhaust the parser (nesting, loops, a stream that
+    /// inflates too far): not read.
+    #[error("PDF refused: {0}")]
+    RefusedPdf(String),
 }
 
 /// The outcome of reading a file's bytes.
@@ -254,7 +258,7 @@ pub fn extract(path: &Path, bytes: &[u8]) -> Extraction {
         Err(reason) => return Extraction::Skipped(reason),
     };
     let extracted = match kind {
-        DocKind::Pdf => match extract_pdf(bytes) {
+        DocKind::Pdf => match crate::pdf::extract_pdf(bytes) {
             Ok(e) => e,
             Err(e) => return Extraction::Failed(e),
         },
@@ -303,57 +307,6 @@ fn first_heading(text: &str) -> Option<String> {
     text.lines()
         .take(200)
         .find_map(|l| parse_atx_heading(l.trim_start()))
-}
-
-thread_local! {
-    /// Set while this thread runs the PDF parser, whose panics we catch.
-    static QUIET_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Wraps the process's panic hook once so that panics caught from the PDF
-/// parser print nothing: for the user they are a corrupt file, reported as such.
-fn install_quiet_panic_hook() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !QUIET_PANICS.with(|q| q.get()) {
-                previous(info);
-            }
-        }));
-    });
-}
-
-fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
-    install_quiet_panic_hook();
-    QUIET_PANICS.with(|q| q.set(true));
-    // The PDF parser may panic on hostile input; a panic is a corrupt file, not a crash.
-    let result = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(bytes));
-    QUIET_PANICS.with(|q| q.set(false));
-    let pages = result
-        .map_err(|_| ExtractError::UnreadablePdf)?
-        .map_err(|e| ExtractError::CorruptPdf(e.to_string()))?;
-    let mut text = String::new();
-    let mut starts = Vec::with_capacity(pages.len());
-    for page in pages {
-        starts.push(text.len());
-        text.push_str(&page);
-        if !page.is_empty() && !page.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    Ok(Extracted {
-        kind: DocKind::Pdf,
-        title: first_line_title(&text),
-        text,
-        page_starts: Some(starts),
-        lossy: false,
-    })
-}
-
-fn first_line_title(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    Some(line.chars().take(120).collect())
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ pub mod html;
 mod hybrid;
 mod index_options;
 pub mod ingest;
+pub mod pdf;
 mod records;
 mod store;
 mod vector;

@@ -11,6 +11,7 @@ mod cluster_cli;
 mod corpus_cli;
 mod flow_cli;
 mod hostile_cli;
+mod hostile_files;
 mod hostile_server;
 mod llm_cli;
 mod mcp_http;
