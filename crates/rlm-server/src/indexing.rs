@@ -167,10 +167,14 @@ impl App {
         };
         let rel = upload_path(name).map_err(ApiError::bad_request)?;
         let path = dir.join(&rel);
-        let saved = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| write_atomic(&path, bytes));
+        let saved = create_folders(&dir, &rel).and_then(|()| write_atomic(&path, bytes));
+        if let Err(e) = &saved
+            && e.kind() == std::io::ErrorKind::InvalidInput
+        {
+            return Err(ApiError::bad_request(format!(
+                "cannot save the upload as {name:?}: {e}"
+            )));
+        }
         if let Err(e) = saved {
             return Err(ApiError::insufficient_storage(format!(
                 "cannot save the upload as {}: {e}",
@@ -182,6 +186,45 @@ impl App {
             json!({"name": name, "path": path.display().to_string(), "bytes": bytes.len(), "job": job}),
         )
     }
+}
+
+/// Creates the folders of `rel` inside `dir`, one by one, never through a
+/// symbolic link (one placed in the upload folder would lead the write
+/// outside it); the file itself is replaced by a rename, which does not
+/// follow a link either.
+fn create_folders(dir: &Path, rel: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut at = dir.to_path_buf();
+    let Some(parent) = rel.parent() else {
+        return Ok(());
+    };
+    for part in parent.components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} in the upload folder is a symbolic link; uploads are never saved through one",
+                        at.strip_prefix(dir).unwrap_or(&at).display()
+                    ),
+                ));
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} in the upload folder is a file, not a folder",
+                        at.strip_prefix(dir).unwrap_or(&at).display()
+                    ),
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(&at)?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn unix_ms() -> u128 {
@@ -320,6 +363,20 @@ pub(crate) async fn index_path(
     let path = path.canonicalize().map_err(|e| {
         ApiError::bad_request(format!("path {:?} cannot be indexed: {e}", body.path))
     })?;
+    // Resolved first, so a symbolic link cannot lead out of the roots.
+    let inside = app.options().index_roots.iter().any(|root| {
+        root.canonicalize()
+            .is_ok_and(|root| path.starts_with(&root))
+    });
+    if !inside {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "path {:?} is outside the folders this server may index; they are set with rlm serve --index-root DIR",
+                body.path
+            ),
+        ));
+    }
     app.indexer.remember(std::slice::from_ref(&path));
     let job = app.start_index("path", vec![path])?;
     Ok((StatusCode::ACCEPTED, Json(json!({"job": job}))).into_response())

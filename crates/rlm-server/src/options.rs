@@ -20,8 +20,12 @@ pub struct ServerOptions {
     /// Where uploaded files go (`--upload-dir`); `None`: uploads are off
     /// (`--allow-upload` not given).
     pub upload_dir: Option<PathBuf>,
-    /// `POST /api/index` may index a path on the server (`--allow-index-paths`).
+    /// `POST /api/index` may index a path on the server (`--allow-index-paths`);
+    /// it needs a token and [`ServerOptions::index_roots`].
     pub allow_index_paths: bool,
+    /// The folders `POST /api/index` may read, absolute (`--index-root`); a
+    /// path is indexed only when it resolves inside one of them.
+    pub index_roots: Vec<PathBuf>,
     /// The folders and files the store was indexed from (`--source`), read
     /// again by `POST /api/reindex`.
     pub sources: Vec<PathBuf>,
@@ -37,6 +41,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("upload_dir", &self.upload_dir)
             .field("allow_index_paths", &self.allow_index_paths)
+            .field("index_roots", &self.index_roots)
             .field("sources", &self.sources)
             .field("model", &self.model)
             .finish()
@@ -73,6 +78,21 @@ impl ServerOptions {
                 return Err(format!(
                     "--allowed-host {h:?} is not a host name; give a name such as rlm.example.org (no scheme, no port)"
                 ).into());
+            }
+        }
+        if self.allow_index_paths {
+            if self.token.is_none() {
+                return Err("--allow-index-paths needs --token (or RLM_SERVE_TOKEN): without one, any local user could read the server's files through it".into());
+            }
+            if self.index_roots.is_empty() {
+                return Err("--allow-index-paths needs --index-root DIR (repeatable): the folders POST /api/index may read".into());
+            }
+        }
+        for p in &self.index_roots {
+            if !p.is_absolute() {
+                return Err(
+                    format!("--index-root {} must be an absolute path", p.display()).into(),
+                );
             }
         }
         for p in &self.sources {

@@ -217,12 +217,34 @@ async fn uploads_paths_and_reindexes_are_jobs_the_page_can_follow() {
         "The budget for 2026 is 12,000 euros.\n",
     )
     .unwrap();
+    // Indexing server paths needs a token and the folders it may read.
+    for (token, roots, want) in [
+        (None, vec![more.clone()], "needs --token"),
+        (Some("t0ken-1234".to_string()), vec![], "needs --index-root"),
+        (
+            Some("t0ken-1234".to_string()),
+            vec!["rel".into()],
+            "absolute",
+        ),
+    ] {
+        let options = ServerOptions {
+            allow_index_paths: true,
+            token,
+            index_roots: roots,
+            ..ServerOptions::default()
+        };
+        let err = options.validate().unwrap_err().to_string();
+        assert!(err.contains(want), "{err}");
+    }
     h.options = ServerOptions {
         upload_dir: Some(uploads.clone()),
         allow_index_paths: true,
+        token: Some("t0ken-1234".into()),
+        index_roots: vec![more.canonicalize().unwrap()],
         sources: vec![h.dir.path().join("docs").canonicalize().unwrap()],
         ..ServerOptions::default()
     };
+    h.token = h.options.token.clone();
     h.serve(Limits {
         max_upload_bytes: 1000,
         ..Limits::default()
@@ -236,8 +258,10 @@ async fn uploads_paths_and_reindexes_are_jobs_the_page_can_follow() {
 
     // An upload: saved, indexed, listed, searchable; its job followed to the end.
     let r = h
-        .http
-        .post(h.url("/api/uploads?name=notes/e%20parking.txt"))
+        .request(
+            reqwest::Method::POST,
+            "/api/uploads?name=notes/e%20parking.txt",
+        )
         .header("content-type", "text/plain")
         .body("Parking permit number 8812 for the new office.\n")
         .send()
@@ -260,8 +284,7 @@ async fn uploads_paths_and_reindexes_are_jobs_the_page_can_follow() {
         ("", "name the file"),
     ] {
         let r = h
-            .http
-            .post(h.url(&format!("/api/uploads?name={name}")))
+            .request(reqwest::Method::POST, &format!("/api/uploads?name={name}"))
             .body("x")
             .send()
             .await
@@ -269,9 +292,26 @@ async fn uploads_paths_and_reindexes_are_jobs_the_page_can_follow() {
         assert_eq!(r.status().as_u16(), 400, "{name}");
         assert!(r.text().await.unwrap().contains(want), "{name}");
     }
+    // A folder link planted in the upload folder is not written through.
+    let victim = h.dir.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("victim.txt"), "kept\n").unwrap();
+    std::os::unix::fs::symlink(&victim, uploads.join("link")).unwrap();
     let r = h
-        .http
-        .post(h.url("/api/uploads?name=big.txt"))
+        .request(reqwest::Method::POST, "/api/uploads?name=link/victim.txt")
+        .body("overwritten")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert!(r.text().await.unwrap().contains("symbolic link"));
+    assert_eq!(
+        std::fs::read_to_string(victim.join("victim.txt")).unwrap(),
+        "kept\n"
+    );
+    std::fs::remove_file(uploads.join("link")).unwrap();
+    let r = h
+        .request(reqwest::Method::POST, "/api/uploads?name=big.txt")
         .body("x".repeat(1001))
         .send()
         .await
@@ -283,6 +323,19 @@ async fn uploads_paths_and_reindexes_are_jobs_the_page_can_follow() {
     let (status, v) = h.post("/api/index", json!({"path": "relative/dir"})).await;
     assert_eq!(status, 400);
     assert!(error_message(&v).contains("absolute"), "{v}");
+    // Outside the roots, directly or through a link inside them: refused.
+    let outside = h.dir.path().join("docs");
+    std::os::unix::fs::symlink(&outside, more.join("escape")).unwrap();
+    for p in [outside.clone(), more.join("escape"), "/etc/shadow".into()] {
+        let (status, v) = h
+            .post("/api/index", json!({"path": p.display().to_string()}))
+            .await;
+        assert!(status == 403 || status == 400, "{p:?}: {status} {v}");
+        if status == 403 {
+            assert!(error_message(&v).contains("--index-root"), "{v}");
+        }
+    }
+    std::fs::remove_file(more.join("escape")).unwrap();
     let (status, v) = h
         .post("/api/index", json!({"path": more.display().to_string()}))
         .await;

@@ -88,9 +88,12 @@ pub struct ServeArgs {
     /// Largest uploaded file, in bytes.
     #[arg(long, default_value_t = 64 << 20, value_name = "N")]
     pub max_upload_bytes: usize,
-    /// Let API clients index a path on the server (POST /api/index).
+    /// Let API clients index a path on the server (POST /api/index); needs --token and --index-root.
     #[arg(long)]
     pub allow_index_paths: bool,
+    /// A folder POST /api/index may read (with --allow-index-paths); repeatable.
+    #[arg(long = "index-root", value_name = "DIR")]
+    pub index_roots: Vec<PathBuf>,
     /// A folder or file the store was indexed from, re-read by POST /api/reindex; repeatable.
     #[arg(long = "source", value_name = "PATH")]
     pub sources: Vec<PathBuf>,
@@ -155,6 +158,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .collect(),
         upload_dir: upload_dir(&args, cluster.is_some())?,
         allow_index_paths: args.allow_index_paths,
+        index_roots: index_roots(&args.index_roots)?,
         sources,
         model: Some(client.clone()),
     };
@@ -412,4 +416,19 @@ fn uploads_beside(store: &std::path::Path) -> PathBuf {
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join(format!("{name}-uploads"))
+}
+
+/// The `--index-root` folders, resolved: each must exist.
+fn index_roots(roots: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    roots
+        .iter()
+        .map(|r| {
+            r.canonicalize().with_context(|| {
+                format!(
+                    "--index-root {}: not a folder that can be read",
+                    r.display()
+                )
+            })
+        })
+        .collect()
 }
