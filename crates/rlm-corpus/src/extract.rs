@@ -258,7 +258,7 @@ pub fn extract(path: &Path, bytes: &[u8]) -> Extraction {
         Err(reason) => return Extraction::Skipped(reason),
     };
     let extracted = match kind {
-        DocKind::Pdf => match crate::pdf::extract_pdf(bytes) {
+        DocKind::Pdf => match extract_pdf(bytes) {
             Ok(e) => e,
             Err(e) => return Extraction::Failed(e),
         },
@@ -307,6 +307,36 @@ fn first_heading(text: &str) -> Option<String> {
     text.lines()
         .take(200)
         .find_map(|l| parse_atx_heading(l.trim_start()))
+}
+
+fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
+    use crate::pdf::PdfFailure;
+    let pages = crate::pdf::pdf_pages(bytes).map_err(|e| match e {
+        PdfFailure::Unreadable => ExtractError::UnreadablePdf,
+        PdfFailure::Corrupt(why) => ExtractError::CorruptPdf(why),
+        PdfFailure::Refused(why) => ExtractError::RefusedPdf(why),
+    })?;
+    let mut text = String::new();
+    let mut starts = Vec::with_capacity(pages.len());
+    for page in pages {
+        starts.push(text.len());
+        text.push_str(&page);
+        if !page.is_empty() && !page.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    Ok(Extracted {
+        kind: DocKind::Pdf,
+        title: first_line_title(&text),
+        text,
+        page_starts: Some(starts),
+        lossy: false,
+    })
+}
+
+fn first_line_title(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(line.chars().take(120).collect())
 }
 
 #[cfg(test)]

@@ -23,8 +23,6 @@ use std::io::{Read, Write};
 
 use pdf_extract::{Dictionary, Document, Object, ObjectId};
 
-use crate::extract::{DocKind, ExtractError, Extracted};
-
 /// Arrays and dictionaries nested deeper than this refuse the file (real
 /// PDFs nest a few levels; the parser recurses once per level).
 pub const MAX_NESTING: usize = 100;
@@ -40,39 +38,29 @@ pub const MAX_FORM_DEPTH: usize = 32;
 /// Stack of the parser's thread: reserved, not committed, until used.
 const PARSER_STACK_BYTES: usize = 256 << 20;
 
-/// The text of a PDF, page by page, or why it cannot be read.
-pub(crate) fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
-    scan(bytes, 0).map_err(ExtractError::RefusedPdf)?;
-    let pages = std::thread::scope(|s| {
+/// Why a PDF gave no text.
+#[derive(Debug)]
+pub(crate) enum PdfFailure {
+    /// The parser panicked.
+    Unreadable,
+    /// The parser reported what is wrong with the file.
+    Corrupt(String),
+    /// The file is built to exhaust the parser: why.
+    Refused(String),
+}
+
+/// The text of each page of a PDF, or why there is none.
+pub(crate) fn pdf_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
+    scan(bytes, 0).map_err(PdfFailure::Refused)?;
+    std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("pdf-parser".into())
             .stack_size(PARSER_STACK_BYTES)
             .spawn_scoped(s, || parse_pages(bytes))
-            .map_err(|e| ExtractError::CorruptPdf(format!("cannot start the parser thread: {e}")))?
+            .map_err(|e| PdfFailure::Corrupt(format!("cannot start the parser thread: {e}")))?
             .join()
-            .unwrap_or(Err(ExtractError::UnreadablePdf))
-    })?;
-    let mut text = String::new();
-    let mut starts = Vec::with_capacity(pages.len());
-    for page in pages {
-        starts.push(text.len());
-        text.push_str(&page);
-        if !page.is_empty() && !page.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    Ok(Extracted {
-        kind: DocKind::Pdf,
-        title: first_line_title(&text),
-        text,
-        page_starts: Some(starts),
-        lossy: false,
+            .unwrap_or(Err(PdfFailure::Unreadable))
     })
-}
-
-fn first_line_title(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    Some(line.chars().take(120).collect())
 }
 
 thread_local! {
@@ -95,18 +83,17 @@ fn install_quiet_panic_hook() {
 }
 
 /// Loads, checks and extracts (on the parser thread).
-fn parse_pages(bytes: &[u8]) -> Result<Vec<String>, ExtractError> {
+fn parse_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
     install_quiet_panic_hook();
     QUIET_PANICS.with(|q| q.set(true));
     // The parser may panic on hostile input; a panic is a corrupt file, not a crash.
     let result = std::panic::catch_unwind(|| {
-        let mut doc =
-            Document::load_mem(bytes).map_err(|e| ExtractError::CorruptPdf(e.to_string()))?;
+        let mut doc = Document::load_mem(bytes).map_err(|e| PdfFailure::Corrupt(e.to_string()))?;
         if doc.is_encrypted() {
             doc.decrypt("")
-                .map_err(|e| ExtractError::CorruptPdf(format!("encrypted: {e}")))?;
+                .map_err(|e| PdfFailure::Corrupt(format!("encrypted: {e}")))?;
         }
-        check_document(&doc).map_err(ExtractError::RefusedPdf)?;
+        check_document(&doc).map_err(PdfFailure::Refused)?;
         let mut pages = Vec::new();
         for number in doc.get_pages().keys() {
             let mut text = String::new();
@@ -121,7 +108,7 @@ fn parse_pages(bytes: &[u8]) -> Result<Vec<String>, ExtractError> {
         Ok(pages)
     });
     QUIET_PANICS.with(|q| q.set(false));
-    result.unwrap_or(Err(ExtractError::UnreadablePdf))
+    result.unwrap_or(Err(PdfFailure::Unreadable))
 }
 
 // ---- 1. The bytes -------------------------------------------------------

@@ -178,6 +178,11 @@ pub enum ToWorker {
     Cell {
         /// Python source.
         code: String,
+        /// The cell's number in the interpreter's life (1, 2, ...), echoed
+        /// in its result: a result for another cell is never taken for
+        /// this one's.
+        #[serde(default)]
+        seq: u64,
     },
     /// The answer to a host call.
     HostResult {
@@ -298,6 +303,9 @@ pub struct WireCellResult {
     pub host_calls: u64,
     /// Set when a host function stopped the cell on purpose.
     pub ended_by_host: Option<String>,
+    /// The `seq` of the cell this is the result of.
+    #[serde(default)]
+    pub seq: u64,
 }
 
 /// A Python exception on the wire.

@@ -176,9 +176,9 @@ fn serve(memory_limit: Option<usize>) -> i32 {
                     return 3;
                 }
             },
-            (ToWorker::Cell { code }, _) => match repl.as_mut() {
+            (ToWorker::Cell { code, seq }, _) => match repl.as_mut() {
                 Some(s) => s.run_cell(&code, &mut chan).and_then(|r| {
-                    chan.send(&FromWorker::CellDone(r))
+                    chan.send(&FromWorker::CellDone(WireCellResult { seq, ..r }))
                         .map_err(Disconnected::from)
                 }),
                 None => Err(Disconnected),
@@ -456,6 +456,7 @@ impl WorkerRepl {
             elapsed_us: started.elapsed().as_micros() as u64,
             host_calls: cell.host_calls,
             ended_by_host: cell.ended_by_host,
+            seq: 0,
         })
     }
 

@@ -271,3 +271,78 @@ async fn output_host_call_caps_and_a_killed_worker() {
         Some("4")
     );
 }
+
+/// Python that writes `frames` (JSON messages) straight to every pipe the
+/// worker holds, as a cell forging the worker protocol would.
+fn forging_cell(frames: &str) -> String {
+    format!(
+        r#"import os, json, struct
+def frame(msg):
+    h = json.dumps(msg).encode()
+    return struct.pack("<I", len(h)) + h + b"\0\0\0\0"
+data = b"".join(frame(m) for m in {frames})
+for fd in range(3, 64):
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+print("sent")"#
+    )
+}
+
+fn forged_result(seq: u64, stdout: &str) -> String {
+    format!(
+        r#"{{"type": "cell_done", "seq": {seq}, "stdout": {stdout}, "stdout_chars": 1, "value": None, "error": None, "elapsed_us": 1, "host_calls": 0, "ended_by_host": None}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_forging_the_worker_protocol_is_held_to_the_caps_in_the_parent() {
+    let Some(mut c) = cpython_config() else {
+        return;
+    };
+    c.max_host_calls_per_cell = 50;
+    // Host calls past the cap, written by hand: the parent stops the worker.
+    let (mut s, h) = start_with(&c, "").await;
+    let calls = r#"[{"type": "host_call", "call_id": i, "name": "noop", "args": [], "kwargs": {}, "awaitable": True} for i in range(12000)]"#;
+    let err = s.run_cell(&forging_cell(calls), &h).await.unwrap_err();
+    assert!(
+        matches!(&err, SandboxError::Protocol(m) if m.contains("more than 50 host calls")),
+        "{err}"
+    );
+    assert!(h.calls.load(std::sync::atomic::Ordering::SeqCst) <= 50);
+    // A result with 5 MB of output: refused, the cap is the parent's too.
+    let (mut s, h) = start_with(&c, "").await;
+    let big = forged_result(1, "'x' * 5_000_000");
+    let err = s
+        .run_cell(&forging_cell(&format!("[{big}]")), &h)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SandboxError::Protocol(m) if m.contains("output has")),
+        "{err}"
+    );
+    // A result forged for its own cell ends that cell; the real one that
+    // follows is not taken for the next cell's.
+    let (mut s, h) = start_with(&c, "").await;
+    let own = forged_result(1, "'forged'");
+    let r = s
+        .run_cell(&forging_cell(&format!("[{own}]")), &h)
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "forged");
+    let next = s.run_cell("print('second')", &h).await.unwrap();
+    assert_eq!(next.stdout, "second\n");
+    let third = s.run_cell("print('third')", &h).await.unwrap();
+    assert_eq!(third.stdout, "third\n");
+    // A result for a later cell: the worker is stopped.
+    let later = forged_result(9, "'ahead'");
+    let err = s
+        .run_cell(&forging_cell(&format!("[{later}]")), &h)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SandboxError::Protocol(m) if m.contains("cell 9")),
+        "{err}"
+    );
+}

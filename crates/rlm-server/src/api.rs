@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -283,9 +283,10 @@ struct ListQuery {
 
 async fn list_runs(
     State(app): State<Arc<App>>,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
-    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let q = crate::body::query(q)?;
+    let limit = crate::body::limit(q.limit, 50, 500)?;
     Ok(Json(
         json!({"runs": app.list_runs(limit, q.session.as_deref())}),
     ))

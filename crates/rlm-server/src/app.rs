@@ -232,6 +232,24 @@ struct Runs {
     by_id: HashMap<String, Arc<Run>>,
     /// Ids, oldest first.
     order: VecDeque<String>,
+    /// Places taken by runs being started (checked, not yet listed): they
+    /// count against the limit, so the check and the start are one step.
+    reserved: usize,
+}
+
+/// A place among the concurrent runs, given back when dropped unless the
+/// run was listed in it.
+struct RunPlace<'a> {
+    runs: &'a Mutex<Runs>,
+    taken: bool,
+}
+
+impl Drop for RunPlace<'_> {
+    fn drop(&mut self) {
+        if self.taken {
+            lock(self.runs).reserved -= 1;
+        }
+    }
 }
 
 impl std::fmt::Debug for App {
@@ -454,18 +472,23 @@ impl App {
             answer: None,
             error: None,
         };
-        {
-            // Checked under one lock: two requests cannot both take the
-            // last free place.
-            let runs = lock(&self.runs);
-            let running = runs.by_id.values().filter(|r| !r.finished()).count();
+        let mut place = {
+            // Checked and taken under one lock: two requests cannot both
+            // take the last free place, even while the first is saved.
+            let mut runs = lock(&self.runs);
+            let running = runs.by_id.values().filter(|r| !r.finished()).count() + runs.reserved;
             if running >= self.limits.max_concurrent_runs {
                 return Err(ApiError::busy(format!(
                     "the server is answering {running} questions already (limit {}); try again when one finishes, or raise RLM_SERVE_MAX_RUNS",
                     self.limits.max_concurrent_runs
                 )));
             }
-        }
+            runs.reserved += 1;
+            RunPlace {
+                runs: &self.runs,
+                taken: true,
+            }
+        };
         // Saved as running before any model call: after a crash the run is
         // listed as interrupted instead of lost. Without room for that, no
         // model budget is spent on an answer that could not be kept.
@@ -482,6 +505,9 @@ impl App {
             let mut runs = lock(&self.runs);
             runs.by_id.insert(id.clone(), run.clone());
             runs.order.push_back(id.clone());
+            // The listed run holds the place now.
+            runs.reserved -= 1;
+            place.taken = false;
             self.forget_old_runs(&mut runs);
         }
         let app = self.clone();

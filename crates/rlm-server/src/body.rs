@@ -55,3 +55,28 @@ pub(crate) fn json_body<T>(
         }
     }
 }
+
+/// A request's query string read into `T`, or a 400 (JSON, like every
+/// error) that says which parameter was wrong.
+pub(crate) fn query<T>(
+    q: Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>,
+) -> Result<T, ApiError> {
+    q.map(|axum::extract::Query(v)| v).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the query string is not valid: {}",
+            e.body_text()
+                .trim_start_matches("Failed to deserialize query string: ")
+        ))
+    })
+}
+
+/// A `limit` parameter: `default` when absent, refused when 0 or past `max`.
+pub(crate) fn limit(value: Option<usize>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match value {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::bad_request(format!(
+            "limit={n} is out of range; give 1 to {max}"
+        ))),
+    }
+}

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use rlm_corpus::Document;
 use serde::Deserialize;
@@ -48,10 +49,11 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
 /// `GET /api/documents?q=&offset=&limit=`.
 pub(crate) async fn list_documents(
     State(app): State<Arc<App>>,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let q = crate::body::query(q)?;
     let offset = q.offset.unwrap_or(0);
-    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let limit = crate::body::limit(q.limit, 50, 500)?;
     let query = q.q.as_deref().map(str::trim).unwrap_or("");
     let chars = query.chars().count();
     if chars > MAX_QUERY_CHARS {
@@ -111,8 +113,9 @@ pub(crate) struct TextQuery {
 pub(crate) async fn get_document(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    Query(q): Query<TextQuery>,
+    q: Result<Query<TextQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let q = crate::body::query(q)?;
     let store = app.current_corpus().store().clone();
     let doc = store.document(&id).map_err(internal)?.ok_or_else(|| {
         ApiError::not_found(format!(
@@ -120,7 +123,7 @@ pub(crate) async fn get_document(
         ))
     })?;
     let text = store.document_text(&id).map_err(internal)?;
-    let limit = q.limit.unwrap_or(TEXT_PAGE).clamp(1, MAX_TEXT_PAGE);
+    let limit = crate::body::limit(q.limit, TEXT_PAGE, MAX_TEXT_PAGE)?;
     let start = text.floor_char_boundary(q.offset.unwrap_or(0).min(text.len()));
     let mut end = text.floor_char_boundary(start.saturating_add(limit).min(text.len()));
     if end == start && start < text.len() {

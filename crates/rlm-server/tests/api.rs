@@ -258,6 +258,40 @@ async fn the_rlm_switch_off_answers_with_rag() {
     h.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_requests_at_once_start_no_more_runs_than_the_limit() {
+    let slow =
+        Script::new().otherwise(Reply::text("```repl\nprint(1)\n```").with_latency_ms(2_000));
+    let limits = Limits {
+        max_concurrent_runs: 2,
+        ..Limits::default()
+    };
+    let mut h = Harness::start(slow, limits).await;
+    let requests = (0..50).map(|i| {
+        h.http
+            .post(h.url("/api/runs"))
+            .json(&json!({"question": format!("Question {i}?")}))
+            .send()
+    });
+    let statuses: Vec<u16> = futures_util::future::join_all(requests)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect();
+    let started = statuses.iter().filter(|s| **s == 202).count();
+    assert_eq!(started, 2, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 48);
+    let (_, list) = h.get("/api/runs").await;
+    let running = list["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "running")
+        .count();
+    assert!(running <= 2, "{list}");
+    h.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_server_refuses_more_runs_and_a_cancelled_run_is_partial() {
     let slow = Script::new().otherwise(Reply::text("```repl\nprint(1)\n```").with_latency_ms(400));

@@ -142,6 +142,23 @@ async fn documents_are_listed_searched_and_read_in_pages() {
     let (_, page) = h.get("/api/documents?offset=1&limit=1").await;
     assert_eq!(page["documents"][0]["path"], "docs/b_notes.txt");
     assert_eq!(page["total"], 3);
+    // Bad query strings are 400s in JSON that name the parameter; a limit
+    // of 0 or past the page size is refused, not silently changed.
+    let id = all["documents"][0]["id"].as_str().unwrap().to_string();
+    for (path, want) in [
+        ("/api/documents?limit=abc".to_string(), "limit"),
+        ("/api/documents?offset=-1".to_string(), "offset"),
+        ("/api/documents?limit=0".to_string(), "limit=0"),
+        ("/api/documents?limit=100000".to_string(), "1 to 500"),
+        (format!("/api/documents/{id}?limit=0"), "limit=0"),
+        ("/api/runs?limit=0".to_string(), "limit=0"),
+    ] {
+        let r = h.request(reqwest::Method::GET, &path).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 400, "{path}");
+        assert_eq!(r.headers()["content-type"], "application/json", "{path}");
+        let v: Value = r.json().await.unwrap();
+        assert!(error_message(&v).contains(want), "{path}: {v}");
+    }
     // By path, then by text.
     let (_, by_path) = h.get("/api/documents?q=MISC").await;
     assert_eq!(by_path["documents"][0]["path"], "docs/c_misc.txt");

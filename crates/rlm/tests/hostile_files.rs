@@ -8,35 +8,9 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::common;
-use common::{stderr, stdout};
+use common::{pdf, stderr, stdout};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// A PDF of `objects` (object `i + 1` is `objects[i]`; 1 is the catalog),
-/// with an exact cross-reference table.
-fn pdf(objects: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = b"%PDF-1.4\n".to_vec();
-    let mut offsets = Vec::new();
-    for (i, o) in objects.iter().enumerate() {
-        offsets.push(out.len());
-        out.extend(format!("{} 0 obj\n", i + 1).as_bytes());
-        out.extend(o);
-        out.extend(b"\nendobj\n");
-    }
-    let xref = out.len();
-    out.extend(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
-    for off in offsets {
-        out.extend(format!("{off:010} 00000 n \n").as_bytes());
-    }
-    out.extend(
-        format!(
-            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
-            objects.len() + 1
-        )
-        .as_bytes(),
-    );
-    out
-}
 
 fn stream(dict: &str, data: &[u8]) -> Vec<u8> {
     let mut s = format!("<< {dict} /Length {} >>\nstream\n", data.len()).into_bytes();

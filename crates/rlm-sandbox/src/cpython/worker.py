@@ -580,6 +580,7 @@ class Worker:
                 return 0
             elif kind == "cell":
                 result = self.run_cell(msg["code"])
+                result["seq"] = int(msg.get("seq", 0))
                 try:
                     self.chan.send(result)
                 except (UnicodeEncodeError, ValueError):

@@ -282,6 +282,7 @@ impl Worker {
         self.send_start(&header, &blobs, spec).await?;
         match self.recv(Some(config.startup_timeout)).await? {
             FromWorker::Started => Ok(Interpreter {
+                cells: 0,
                 worker: Some(self),
                 config: config.clone(),
             }),
@@ -459,6 +460,8 @@ impl<'a> FrameBlobs<'a> {
 pub struct Interpreter {
     worker: Option<Worker>,
     config: SandboxConfig,
+    /// Cells sent so far (the `seq` of the last one).
+    cells: u64,
 }
 
 impl Interpreter {
@@ -502,11 +505,14 @@ impl Interpreter {
         handler: &Arc<H>,
     ) -> Result<CellResult, SandboxError> {
         let started = Instant::now();
+        self.cells += 1;
+        let seq = self.cells;
         let config = &self.config;
         let worker = self.worker.as_mut().ok_or(SandboxError::Closed)?;
         worker
             .send(&ToWorker::Cell {
                 code: code.to_string(),
+                seq,
             })
             .await?;
         let mut calls = HostCalls::default();
@@ -539,27 +545,25 @@ impl Interpreter {
             }
             match event {
                 Event::Frame(next) => match worker.decode(next).await? {
-                    FromWorker::HostCall {
-                        call_id,
-                        name,
-                        args,
-                        kwargs,
-                        awaitable,
-                    } => {
-                        if host_timed_out {
-                            outbox.push(call_id, &name, host_timeout(config));
-                        } else {
-                            let h = handler.clone();
-                            let call = HostCall {
-                                name: name.clone(),
-                                args,
-                                kwargs,
-                                awaitable,
-                            };
-                            calls.spawn(call_id, name, async move { h.handle(call).await });
+                    msg @ FromWorker::HostCall { .. } => {
+                        match calls.start(msg, handler, config, host_timed_out) {
+                            Ok(None) => {}
+                            Ok(Some((id, name, answer))) => outbox.push(id, &name, answer),
+                            Err(why) => {
+                                let _ = worker.child.kill().await;
+                                return Err(SandboxError::Protocol(why));
+                            }
                         }
                     }
+                    FromWorker::CellDone(r) if r.seq < seq => {
+                        // The result of an earlier cell, sent twice (forged
+                        // by that cell): not this cell's.
+                    }
                     FromWorker::CellDone(r) => {
+                        if let Err(why) = check_result(&r, seq, config) {
+                            let _ = worker.child.kill().await;
+                            return Err(SandboxError::Protocol(why));
+                        }
                         calls.tasks.abort_all();
                         // A half-written answer would corrupt the stream; unsent
                         // ones are for a finished cell and are dropped.
@@ -695,9 +699,55 @@ struct HostCalls {
     tasks: JoinSet<Result<Value, HostError>>,
     /// The call id and function name of each task.
     ids: HashMap<tokio::task::Id, (u64, String)>,
+    /// Calls the cell made. The worker is not trusted to keep its own cap
+    /// (a CPython cell can write frames to the protocol pipe itself): it is
+    /// counted here too.
+    made: u64,
 }
 
 impl HostCalls {
+    /// Starts answering `call`: `Ok(None)` when a task answers it,
+    /// `Ok(Some(answer))` when it is answered at once (the cell is past its
+    /// host-wait limit), `Err` when the worker broke its cap and must stop.
+    fn start<H: HostHandler>(
+        &mut self,
+        msg: FromWorker,
+        handler: &Arc<H>,
+        config: &SandboxConfig,
+        timed_out: bool,
+    ) -> Result<Option<(u64, String, WireHostResult)>, String> {
+        let FromWorker::HostCall {
+            call_id,
+            name,
+            args,
+            kwargs,
+            awaitable,
+        } = msg
+        else {
+            return Ok(None);
+        };
+        let call = HostCall {
+            name,
+            args,
+            kwargs,
+            awaitable,
+        };
+        self.made += 1;
+        if self.made > config.max_host_calls_per_cell {
+            return Err(format!(
+                "the cell made more than {} host calls, past the cap its worker should have kept; the worker was stopped",
+                config.max_host_calls_per_cell
+            ));
+        }
+        if timed_out {
+            return Ok(Some((call_id, call.name, host_timeout(config))));
+        }
+        let h = handler.clone();
+        let name = call.name.clone();
+        self.spawn(call_id, name, async move { h.handle(call).await });
+        Ok(None)
+    }
+
     fn spawn(
         &mut self,
         call_id: u64,
@@ -803,6 +853,30 @@ fn host_timeout(config: &SandboxConfig) -> WireHostResult {
             config.host_wait_limit
         ),
     }
+}
+
+/// Room beyond the output cap for the worker's own notes in the text
+/// (where it cut the output, a value's repr cut in the middle).
+const OUTPUT_SLACK_BYTES: usize = 64 * 1024;
+
+/// A cell result the worker could not have sent honestly: for a later
+/// cell, or with more output than its cap.
+fn check_result(r: &WireCellResult, seq: u64, config: &SandboxConfig) -> Result<(), String> {
+    if r.seq != seq {
+        return Err(format!(
+            "the worker sent the result of cell {} while cell {seq} ran; the worker was stopped",
+            r.seq
+        ));
+    }
+    let cap = config.max_captured_output_bytes + OUTPUT_SLACK_BYTES;
+    let longest = r.stdout.len().max(r.value.as_ref().map_or(0, String::len));
+    if longest > cap {
+        return Err(format!(
+            "the cell's output has {longest} bytes, past the cap of {} its worker should have kept; the worker was stopped",
+            config.max_captured_output_bytes
+        ));
+    }
+    Ok(())
 }
 
 fn cell_result(r: WireCellResult, elapsed: Duration) -> CellResult {

@@ -178,6 +178,10 @@ fn outcome_of(
             if text.is_empty() {
                 return Err("the extraction call gave no reply".into());
             }
+            if text.starts_with('{') {
+                // A turn cut off before any whole statement: JSON, not an answer.
+                return Err("the extraction reply was cut off before its end".into());
+            }
             if let Some(why) = no_answer(text, task) {
                 return Err(why);
             }
@@ -360,5 +364,7 @@ mod tests {
         );
         assert!(read(&pasted_answer, task, &Ended::NoAnswer).is_err());
         assert!(read("", task, &Ended::NoAnswer).is_err());
+        let cut = r#"{"thought": "The question asks", "step": {"answer": [{"text": "Historic buildings", "source": {"ref": "chunk:ab-0", "quote": "The historic"#;
+        assert!(read(cut, task, &Ended::NoAnswer).is_err());
     }
 }

@@ -150,7 +150,9 @@ pub(crate) fn parse_turn(reply: &str) -> Option<Turn> {
     if before.contains("```") && !before.trim_end().ends_with("```json") {
         return None;
     }
-    let doc = crate::parse::parse_json_object(reply)?;
+    let Some(doc) = crate::parse::parse_json_object(reply) else {
+        return cut_answer(reply).map(Turn::Answer);
+    };
     // A reply that is the step itself (the thought left out) is read too.
     let step = match doc.get("step") {
         Some(step) => step,
@@ -174,6 +176,35 @@ pub(crate) fn parse_turn(reply: &str) -> Option<Turn> {
         return Some(Turn::NotFound(why.trim().to_string()));
     }
     None
+}
+
+/// The whole statements of an answer turn whose reply was cut off (the
+/// model ran out of tokens mid-statement): the ones before the cut, each
+/// complete JSON. `None` when the reply is not an answer turn or has no
+/// whole statement.
+fn cut_answer(reply: &str) -> Option<Vec<Statement>> {
+    let start = reply.find('{')?;
+    let after_key = reply[start..].find("\"answer\"")? + start + "\"answer\"".len();
+    let rest = reply[after_key..].trim_start().strip_prefix(':')?;
+    let mut rest = rest.trim_start().strip_prefix('[')?;
+    let mut statements = Vec::new();
+    loop {
+        let mut items = serde_json::Deserializer::from_str(rest).into_iter::<Statement>();
+        match items.next() {
+            Some(Ok(s)) => {
+                if !s.text.trim().is_empty() {
+                    statements.push(s);
+                }
+                rest = rest[items.byte_offset()..].trim_start();
+                match rest.strip_prefix(',') {
+                    Some(next) => rest = next,
+                    None => break,
+                }
+            }
+            _ => break,
+        }
+    }
+    (!statements.is_empty()).then_some(statements)
 }
 
 /// An answer's text: its statements in order, each followed by its source
@@ -290,6 +321,25 @@ mod tests {
         );
         assert_eq!(
             parse_turn(r#"{"thought": "x", "step": {"other": 1}}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn an_answer_cut_off_keeps_its_whole_statements() {
+        let reply = r#"{"thought": "x", "step": {"answer": [{"text": "Der Code ist 8316.", "source": {"ref": "chunk:ab-0", "quote": "Code 8316"}}, {"text": "Er gilt ab Mai.", "source": null}, {"text": "Und dann", "source": {"ref": "chunk:ab-0", "quote": "die Tür"#;
+        let Some(Turn::Answer(statements)) = parse_turn(reply) else {
+            panic!("{reply}");
+        };
+        let texts: Vec<&str> = statements.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(texts, ["Der Code ist 8316.", "Er gilt ab Mai."]);
+        // A cut reply with no whole statement, or a cut code turn: no turn.
+        assert_eq!(
+            parse_turn(r#"{"thought": "x", "step": {"answer": [{"text": "Der Co"#),
+            None
+        );
+        assert_eq!(
+            parse_turn(r#"{"thought": "x", "step": {"code": "print(1"#),
             None
         );
     }
