@@ -88,8 +88,8 @@ pub enum CorpusError {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// SQLite failed.
-    #[error("store database error: {0} (if the store is damaged, delete the folder and re-index)")]
+    /// SQLite failed; the message says what to do for the kind of failure.
+    #[error("store database error: {}", sqlite_message(.0))]
     Sqlite(#[from] rusqlite::Error),
     /// The full-text index failed.
     #[error("search index error: {0} (if it persists, run `rlm index --rebuild` on the store)")]
@@ -98,6 +98,28 @@ pub enum CorpusError {
     /// own one-line message, naming the store and what to do.
     #[error("{0}")]
     Backend(String),
+}
+
+/// A SQLite error with the advice that fits it: a full disk or a locked
+/// file is not a damaged store, and deleting a healthy store loses it.
+fn sqlite_message(e: &rusqlite::Error) -> String {
+    use rusqlite::ErrorCode;
+    let advice = match e.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => {
+            "the disk is full: free some space and retry (what was committed before is kept)"
+        }
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
+            "check that the store folder and its store.sqlite can be read and written"
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            "another process is using the store: retry when it is done"
+        }
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            "store.sqlite is damaged or not a database: move the store folder away and re-create it with `rlm index <paths> --store <folder>`"
+        }
+        _ => return e.to_string(),
+    };
+    format!("{e} ({advice})")
 }
 
 impl CorpusError {
@@ -110,5 +132,31 @@ impl CorpusError {
 
     pub(crate) fn index(e: impl std::fmt::Display) -> CorpusError {
         CorpusError::Index(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(code: i32) -> CorpusError {
+        CorpusError::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(code),
+            None,
+        ))
+    }
+
+    #[test]
+    fn a_full_disk_is_not_called_a_damaged_store() {
+        let full = failure(rusqlite::ffi::SQLITE_FULL).to_string();
+        assert!(full.contains("disk is full"), "{full}");
+        assert!(
+            !full.contains("re-create") && !full.contains("delete"),
+            "{full}"
+        );
+        let broken = failure(rusqlite::ffi::SQLITE_NOTADB).to_string();
+        assert!(broken.contains("move the store folder away"), "{broken}");
+        let busy = failure(rusqlite::ffi::SQLITE_BUSY).to_string();
+        assert!(busy.contains("retry"), "{busy}");
     }
 }

@@ -205,3 +205,30 @@ fn a_good_pdf_with_forms_and_compressed_content_still_reads() {
     );
     assert!(text.contains("Inside the form"), "{text}");
 }
+
+#[test]
+fn an_emptied_store_database_is_named_and_the_fix_it_gives_works() {
+    let dir = common::indexed_docs(&[("a.txt", "The deposit is 1,200 euros.\n")]);
+    std::fs::write(dir.path().join("store/store.sqlite"), b"").unwrap();
+    let search = || common::rlm(dir.path(), &["search", "deposit", "--store", "store"], &[]);
+    let o = search();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is not an rlm store: run `rlm index <paths> --store"),
+        "{err}"
+    );
+    // The fix the message gives works on the emptied file.
+    let o = common::rlm(dir.path(), &["index", "docs", "--store", "store"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&search()).contains("1,200 euros"));
+    // A file that is not a database at all: the advice is to move it away,
+    // and nothing says to delete a store that might be healthy.
+    std::fs::write(
+        dir.path().join("store/store.sqlite"),
+        b"garbage".repeat(1000),
+    )
+    .unwrap();
+    let err = stderr(&search());
+    assert!(err.contains("move the store folder away"), "{err}");
+}

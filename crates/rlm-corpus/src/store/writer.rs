@@ -65,9 +65,11 @@ impl Store {
         check_run(paths, opts)?;
         std::fs::create_dir_all(dir).map_err(|e| not_writable(dir, e))?;
         let lock = WriteLock::acquire(dir)?;
-        let is_new = !dir.join(DB_FILE).exists();
         let mut conn = open_db(dir)?;
-        if is_new {
+        // A store.sqlite with no tables (a 0-byte file) is started afresh,
+        // as `rlm index` says to do when reading it fails.
+        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        if tables == 0 {
             conn.execute_batch(SCHEMA)?;
             conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('format_version', ?1), ('generation', '0')",
