@@ -171,6 +171,15 @@ pub fn add_hint(exc_type: &str, message: &str) -> String {
             );
         }
     }
+    if exc_type.starts_with("re.") || exc_type == "PatternError" {
+        // A regular expression's own error: the hints for Python code would mislead.
+        if message.contains("too deeply nested") {
+            return format!(
+                "{message} (sandbox: the pattern nests groups too deeply; write a flatter pattern or match in several steps)"
+            );
+        }
+        return message.to_string();
+    }
     if let Some((_, hint)) = MESSAGE_HINTS
         .iter()
         .find(|(needle, _)| message.contains(needle))
@@ -197,6 +206,18 @@ mod tests {
         assert!(m.contains("slicing"), "{m}");
         let m = add_hint("ModuleNotFoundError", "No module named 'zzz'");
         assert!(m.contains("available modules"), "{m}");
+    }
+
+    #[test]
+    fn a_regex_error_gets_a_regex_hint_not_one_for_python_code() {
+        let m = add_hint(
+            "re.PatternError",
+            "Parsing error at position 63: Pattern too deeply nested",
+        );
+        assert!(m.contains("flatter pattern"), "{m}");
+        assert!(!m.contains("split the expression"), "{m}");
+        let m = add_hint("SyntaxError", "expression too deeply nested");
+        assert!(m.contains("split the expression"), "{m}");
     }
 
     #[test]

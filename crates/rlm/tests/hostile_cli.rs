@@ -199,6 +199,31 @@ fn repl_jsonl_answers_a_non_utf8_line_and_goes_on() {
     assert_eq!(replies[2]["stdout"], "42\n");
 }
 
+#[test]
+fn repl_jsonl_final_var_with_a_huge_name_is_one_short_error() {
+    let d = docs();
+    let input = b"{\"code\": \"FINAL_VAR('x' * 5000000)\"}\n{\"code\": \"print(1)\"}\n";
+    let o = run(
+        d.path(),
+        &["repl", "--store", "store", "--jsonl"],
+        &[],
+        input,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", &out[..out.len().min(500)]);
+    // Before, the name came back three times: a 15 MB line.
+    assert!(lines[0].len() < 20_000, "a {}-byte reply", lines[0].len());
+    let reply: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(reply["error"]["type"], "ValueError", "{reply}");
+    assert!(reply.get("final").is_none(), "{reply}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(lines[1]).unwrap()["stdout"],
+        "1\n"
+    );
+}
+
 // 3. A trace that cannot be written fails the command.
 
 #[test]

@@ -394,6 +394,9 @@ impl AgentHost {
     }
 }
 
+/// Longest variable name `FINAL_VAR` takes.
+const MAX_NAME_BYTES: usize = 256;
+
 impl AgentHost {
     /// `FINAL(answer)`: the answer, taken by the loop after the cell.
     fn final_answer(&self, call: &HostCall) -> Result<Value, HostError> {
@@ -415,7 +418,9 @@ impl AgentHost {
         let v = arg(call, 0, "name")
             .ok_or_else(|| type_error("FINAL_VAR() needs a variable name".into()))?;
         let directive = match v {
-            Value::String(s) if is_identifier(s.trim()) => {
+            // A name, not an 80 MB string of letters: past the length of any
+            // real variable name the value is the answer itself (and capped).
+            Value::String(s) if s.trim().len() <= MAX_NAME_BYTES && is_identifier(s.trim()) => {
                 FinalDirective::Var(s.trim().to_string())
             }
             other => {
