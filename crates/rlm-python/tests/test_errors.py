@@ -64,7 +64,8 @@ def test_the_sub_call_backend_must_be_the_same_provider(backend):
 def test_environments(backend):
     refused(r"environment='docker' is not supported: rlm_rs runs the model's code in its own sandbox", **with_backend(backend, environment="docker"))
     refused(r"environment='jail' is unknown", **with_backend(backend, environment="jail"))
-    refused(r'environment_kwargs has no setting "setup_code"', **with_backend(backend, environment_kwargs={"setup_code": 1}))
+    refused(r"environment_kwargs has no setting 'setup_code'", **with_backend(backend, environment_kwargs={"setup_code": 1}))
+    refused(r"environment_kwargs has no setting 'setup_code'", **with_backend(backend, environment_kwargs={"setup_code": "import os"}))
     refused(r'environment_kwargs\["cell_timeout"\]="0" is not a whole number from 1 to 3600', **with_backend(backend, environment_kwargs={"cell_timeout": 0}))
     refused(r"environment_kwargs\['memory_mib'\] must be a number", **with_backend(backend, environment_kwargs={"memory_mib": "lots"}))
     refused(r'environment_kwargs\["sandbox"\]: unknown sandbox "jail": use monty \(the default\) or cpython', **with_backend(backend, environment_kwargs={"sandbox": "jail"}))

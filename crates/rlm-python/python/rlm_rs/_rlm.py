@@ -195,6 +195,13 @@ class RLM:
             raise RLMArgumentError(f"environment={environment!r} is unknown: use 'local' (rlm's sandbox)")
         sandbox = {}
         for k, v in (environment_kwargs or {}).items():
+            if k not in ("cell_timeout", "memory_mib", "sandbox"):
+                # Named before its value is checked: a string for an unknown
+                # key is not "not a number", it is not a setting at all.
+                raise RLMArgumentError(
+                    f"environment_kwargs has no setting {str(k)!r}; it takes cell_timeout (seconds per cell), "
+                    "memory_mib (sandbox memory, 0 = unlimited) and sandbox (monty or cpython)"
+                )
             kind = "text" if k == "sandbox" else "whole"
             sandbox[str(k)] = _setting(f"environment_kwargs[{k!r}]", v, kind) or ""
         if max_depth is not None:
