@@ -3,7 +3,15 @@
 //! (`Mcp-Session-Id`): a call's progress notifications and its result stream
 //! back as server-sent events on the POST that made it.
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 
 use rlm_corpus::Embedder;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -55,7 +63,76 @@ pub fn http_service(app: Arc<rlm_server::App>, embedder: Option<Arc<dyn Embedder
         config,
     );
     McpEndpoint {
-        service: rlm_server::McpService::new(service),
+        service: rlm_server::McpService::new(JsonRpcErrors(service)),
         stop_sessions: Box::new(move || stop.cancel()),
     }
+}
+
+/// Answers what the SDK refuses in plain text with a JSON-RPC error: a body
+/// that is not JSON (the SDK says 415) becomes a 400 with a parse error
+/// (-32700), any other refusal of a request keeps its status with an
+/// invalid-request error (-32600). An MCP client reads JSON-RPC errors, not
+/// text.
+#[derive(Clone)]
+struct JsonRpcErrors<S>(S);
+
+/// How much of a refusal's text is kept as the error message.
+const REFUSAL_TEXT_BYTES: usize = 4 * 1024;
+
+impl<S> tower_service::Service<Request> for JsonRpcErrors<S>
+where
+    S: tower_service::Service<Request, Error = Infallible>,
+    S::Response: IntoResponse,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let answer = self.0.call(req);
+        Box::pin(async move {
+            let Ok(response) = answer.await;
+            Ok(as_json_rpc_error(response.into_response()).await)
+        })
+    }
+}
+
+async fn as_json_rpc_error(response: Response) -> Response {
+    let status = response.status();
+    let plain = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| v.starts_with("text/plain"));
+    if !status.is_client_error() || !plain || status == StatusCode::NOT_FOUND {
+        return response;
+    }
+    let (_, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, REFUSAL_TEXT_BYTES * 4).await {
+        Ok(bytes) => {
+            String::from_utf8_lossy(&bytes[..bytes.len().min(REFUSAL_TEXT_BYTES)]).into_owned()
+        }
+        Err(_) => String::new(),
+    };
+    let not_json = status == StatusCode::UNSUPPORTED_MEDIA_TYPE && !text.contains("Content-Type");
+    let (status, code, message) = if not_json {
+        (
+            StatusCode::BAD_REQUEST,
+            -32700,
+            format!("parse error: the body is not a JSON-RPC message ({text})"),
+        )
+    } else {
+        (status, -32600, text)
+    };
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    (status, axum::Json(body)).into_response()
 }

@@ -576,6 +576,34 @@ fn the_token_and_host_checks_cover_mcp() {
     );
     assert_eq!(evil.status, 403);
     assert!(evil.text().contains("DNS rebinding"));
+    // A body that is not JSON, or sent as another type: a JSON-RPC error,
+    // not the SDK's plain text.
+    for (content_type, body, status, code) in [
+        (
+            "application/json",
+            "{\"jsonrpc\": \"2.0\", \"id\": 1, \"meth",
+            400,
+            -32700,
+        ),
+        ("text/plain", "{}", 415, -32600),
+    ] {
+        let r = request(
+            &server.addr,
+            "POST",
+            "/mcp",
+            &[
+                ("Authorization", "Bearer s3cret"),
+                ("Content-Type", content_type),
+                ("Accept", "application/json, text/event-stream"),
+            ],
+            Some(body),
+        );
+        assert_eq!(r.status, status, "{body}");
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        let v: Value = serde_json::from_str(&r.text()).unwrap();
+        assert_eq!(v["jsonrpc"], "2.0", "{v}");
+        assert_eq!(v["error"]["code"], code, "{v}");
+    }
     assert_eq!(mcp.close(), 202);
     server.stop();
 }

@@ -9,7 +9,7 @@ use rlm_lockfile::{LockError, PidLock};
 use rusqlite::{Connection, params};
 
 use super::{
-    DB_FILE, FORMAT_VERSION, FTS_DIR, SCHEMA, Store, check_version, chunk_id, document_id, open_db,
+    FORMAT_VERSION, FTS_DIR, SCHEMA, Store, check_version, chunk_id, document_id, open_db,
 };
 use crate::chunk::ChunkSpan;
 use crate::error::CorpusError;
