@@ -14,10 +14,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use rlm_corpus::Embedder;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::server::RlmServer;
+use super::sessions::{MAX_SESSIONS, Sessions};
 use super::state::{Backend, McpState, Served};
 
 /// What `rlm serve` mounts at `/mcp`, and the switch that ends its sessions.
@@ -57,13 +57,14 @@ pub fn http_service(app: Arc<rlm_server::App>, embedder: Option<Arc<dyn Embedder
         .disable_allowed_hosts()
         .with_max_request_body_bytes(app.limits().max_body_bytes);
     let stop = config.cancellation_token.clone();
+    let sessions = Arc::new(Sessions::default());
     let service = StreamableHttpService::new(
         move || Ok(RlmServer::new(state.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
     McpEndpoint {
-        service: rlm_server::McpService::new(JsonRpcErrors(service)),
+        service: rlm_server::McpService::new(JsonRpcErrors { service, sessions }),
         stop_sessions: Box::new(move || stop.cancel()),
     }
 }
@@ -74,7 +75,11 @@ pub fn http_service(app: Arc<rlm_server::App>, embedder: Option<Arc<dyn Embedder
 /// invalid-request error (-32600). An MCP client reads JSON-RPC errors, not
 /// text.
 #[derive(Clone)]
-struct JsonRpcErrors<S>(S);
+struct JsonRpcErrors<S> {
+    service: S,
+    /// Counted before a new session is asked for: past the cap, a 503.
+    sessions: Arc<Sessions>,
+}
 
 /// How much of a refusal's text is kept as the error message.
 const REFUSAL_TEXT_BYTES: usize = 4 * 1024;
@@ -90,11 +95,23 @@ where
     type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
+        self.service.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        let answer = self.0.call(req);
+        let new_session = req.method() == axum::http::Method::POST
+            && !req.headers().contains_key("mcp-session-id");
+        if new_session && self.sessions.open() >= MAX_SESSIONS {
+            let full = json_rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                format!(
+                    "the server has {MAX_SESSIONS} MCP sessions open, its limit: close one (DELETE /mcp with its Mcp-Session-Id) or retry when an idle one has ended"
+                ),
+            );
+            return Box::pin(async move { Ok(full) });
+        }
+        let answer = self.service.call(req);
         Box::pin(async move {
             let Ok(response) = answer.await;
             Ok(as_json_rpc_error(response.into_response()).await)
@@ -129,10 +146,21 @@ async fn as_json_rpc_error(response: Response) -> Response {
     } else {
         (status, -32600, text)
     };
+    json_rpc_error(status, code, message)
+}
+
+/// A JSON-RPC error answer that belongs to no request.
+fn json_rpc_error(status: StatusCode, code: i64, message: String) -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
         "error": {"code": code, "message": message},
     });
-    (status, axum::Json(body)).into_response()
+    let mut response = (status, axum::Json(body)).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+    }
+    response
 }

@@ -31,6 +31,7 @@ mod docs;
 mod http;
 mod served;
 mod server;
+mod sessions;
 mod state;
 mod tools;
 
