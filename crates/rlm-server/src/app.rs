@@ -225,6 +225,8 @@ pub struct App {
     pub(crate) indexer: crate::jobs::Indexer,
     /// Looks for a re-index made by another process (a shared store).
     watch: Option<StoreWatch>,
+    /// Recent requests with a wrong token: their refusals are slowed down.
+    pub(crate) wrong_tokens: crate::access::WrongTokens,
 }
 
 #[derive(Default)]
@@ -311,6 +313,7 @@ impl App {
             health: crate::sync::Cached::default(),
             indexer: crate::jobs::Indexer::new(dir.as_deref()),
             watch: None,
+            wrong_tokens: crate::access::WrongTokens::default(),
         };
         app.recover_interrupted();
         Ok(app)

@@ -77,6 +77,10 @@ fn serve_start_errors_are_one_line_and_say_what_to_do() {
             &["--addr", "0.0.0.0:0"],
             "refusing to listen on 0.0.0.0:0 without a token",
         ),
+        (
+            &["--addr", "0.0.0.0:0", "--token", "abc"],
+            "the token has 3 characters; on an address other machines can reach (0.0.0.0:0) it must have at least 16",
+        ),
         (&["--token", ""], "the token is empty"),
         (&["--token", "has space"], "printable ASCII without spaces"),
         (

@@ -384,18 +384,32 @@ fn connect_cluster(args: &ServeArgs, url: &str) -> anyhow::Result<rlm_cluster::C
     rlm_cluster::Cluster::connect(url, options).map_err(anyhow::Error::msg)
 }
 
+/// Shortest token accepted on an address other machines can reach.
+const MIN_PUBLIC_TOKEN_BYTES: usize = 16;
+
 /// Refuses, in one line, to listen on an address other machines can reach
-/// without a token, unless `--insecure-no-auth` says a proxy authenticates.
+/// without a token (or with a short one), unless `--insecure-no-auth` says a proxy authenticates.
 fn refuse_open_without_token(args: &ServeArgs) -> anyhow::Result<()> {
     use std::net::ToSocketAddrs;
-    if args.token.is_some() || args.insecure_no_auth {
-        return Ok(());
-    }
     let open = args
         .addr
         .to_socket_addrs()
         .map(|mut addrs| addrs.any(|a| !a.ip().is_loopback()))
         .unwrap_or(false);
+    if let Some(token) = &args.token {
+        // Guessable tokens guard nothing on an address others reach.
+        if open && token.len() < MIN_PUBLIC_TOKEN_BYTES {
+            anyhow::bail!(
+                "the token has {} characters; on an address other machines can reach ({}) it must have at least {MIN_PUBLIC_TOKEN_BYTES} (e.g. `openssl rand -hex 24`)",
+                token.len(),
+                args.addr
+            );
+        }
+        return Ok(());
+    }
+    if args.insecure_no_auth {
+        return Ok(());
+    }
     if open {
         anyhow::bail!(
             "refusing to listen on {} without a token: anyone who can reach it could ask questions and read the store; set --token (or RLM_SERVE_TOKEN), or pass --insecure-no-auth if a proxy in front authenticates",
