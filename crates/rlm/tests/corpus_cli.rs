@@ -331,6 +331,33 @@ fn second_writer_is_refused_with_the_lock_holders_pid() {
 
 /// Kills an indexing run at each stage and checks the previous store is intact.
 #[test]
+fn readers_keep_the_old_index_while_a_rebuild_runs() {
+    let f = Fixture::new();
+    assert!(f.index(&[]).status.success());
+    let mut child = rlm()
+        .args([
+            "index",
+            f.docs.to_str().unwrap(),
+            "--store",
+            &f.s(),
+            "--rebuild",
+        ])
+        .env("RLM_TEST_PAUSE", "before_db_commit:30000")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&mut child, "test pause");
+    // Mid-rebuild, before anything is committed: searches still find.
+    let out = run(&["search", "termination", "--store", &f.s(), "--json"]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
+}
+
+#[test]
 fn killed_index_runs_leave_a_usable_store() {
     for stage in ["before_db_commit", "between_commits"] {
         let f = Fixture::new();

@@ -153,14 +153,17 @@ fn open_fulltext_for_writing(
     recreated: &mut Option<String>,
 ) -> Result<(FullText, Option<u64>), CorpusError> {
     let fts_dir = dir.join(FTS_DIR);
-    if !rebuild {
-        let opened = FullText::open_or_create(&fts_dir)
-            .and_then(|fts| fts.committed_generation().map(|g| (fts, g)));
-        match opened {
-            Ok(found) => return Ok(found),
-            Err(CorpusError::Index(e)) => *recreated = Some(e),
-            Err(e) => *recreated = Some(e.to_string()),
-        }
+    let opened = FullText::open_or_create(&fts_dir)
+        .and_then(|fts| fts.committed_generation().map(|g| (fts, g)));
+    match opened {
+        // A rebuild empties and refills the index it opened: readers keep
+        // the committed one until the new one commits (never an empty index).
+        Ok((fts, _)) if rebuild => return Ok((fts, None)),
+        Ok(found) => return Ok(found),
+        // Asked for, a rebuild of a damaged index is no recovery to report.
+        Err(_) if rebuild => {}
+        Err(CorpusError::Index(e)) => *recreated = Some(e),
+        Err(e) => *recreated = Some(e.to_string()),
     }
     match std::fs::remove_dir_all(&fts_dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
