@@ -107,6 +107,9 @@ pub enum CitationStatus {
     QuoteNotFound,
     /// `[DOCUMENT N: path]` whose path is not document N's.
     PathMismatch,
+    /// The marker, quote and all, is text of a document the run showed: the
+    /// model copied it (an injected citation), it did not cite.
+    CopiedFromDocument,
 }
 
 impl CitationStatus {

@@ -563,6 +563,18 @@ pub fn holds_engine_output(text: &str) -> bool {
     re.is_match(text) || text.contains(SEARCH_LEAD) || text.contains("a lead, not proof")
 }
 
+/// True when `text` (a document's) speaks the engine's protocol: a
+/// `FINAL(` or `FINAL_VAR(` directive, a citation marker, a REPL block.
+/// A document has no reason to; one that does is addressing the model (an
+/// injection), and is never the source the engine attaches to a claim.
+pub fn speaks_the_protocol(text: &str) -> bool {
+    static PATTERNS: OnceLock<regex::Regex> = OnceLock::new();
+    let re = PATTERNS.get_or_init(|| {
+        regex::Regex::new(r#"FINAL(_VAR)?\s*\(|\[\[(chunk|doc):|```repl"#).expect("valid regex")
+    });
+    re.is_match(text)
+}
+
 /// True when a reply announces what its writer will do next ("I will
 /// search…", "Let me check…", "Next, we need…"): a plan, not an answer,
 /// whatever facts it mentions on the way.

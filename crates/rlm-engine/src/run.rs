@@ -683,6 +683,9 @@ impl Run {
             }
             Some(checked)
         };
+        if let Some(v) = verification.as_mut() {
+            grounding::mark_copied(v, &self.ledger, self.corpus.as_ref());
+        }
         let (mut claims, mut grounded) = match &verification {
             Some(v) => {
                 let (claims, grounded) =
@@ -707,7 +710,11 @@ impl Run {
                 == CitationPolicy::Strict;
             grounding::flag_by_verdict(&mut text, &mut claims, strict);
             // The markers moved with their claims: offsets from the final text.
-            verification = verification.map(|_| citations::verify(&text, self.corpus.as_ref()));
+            verification = verification.map(|_| {
+                let mut v = citations::verify(&text, self.corpus.as_ref());
+                grounding::mark_copied(&mut v, &self.ledger, self.corpus.as_ref());
+                v
+            });
         }
         // The report of the answer as it is returned.
         if let Some(v) = &verification {

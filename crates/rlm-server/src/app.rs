@@ -226,7 +226,7 @@ pub struct App {
     /// Looks for a re-index made by another process (a shared store).
     watch: Option<StoreWatch>,
     /// Recent requests with a wrong token: their refusals are slowed down.
-    pub(crate) wrong_tokens: crate::access::WrongTokens,
+    pub(crate) wrong_tokens: crate::sync::WrongTokens,
 }
 
 #[derive(Default)]
@@ -313,7 +313,7 @@ impl App {
             health: crate::sync::Cached::default(),
             indexer: crate::jobs::Indexer::new(dir.as_deref()),
             watch: None,
-            wrong_tokens: crate::access::WrongTokens::default(),
+            wrong_tokens: crate::sync::WrongTokens::default(),
         };
         app.recover_interrupted();
         Ok(app)

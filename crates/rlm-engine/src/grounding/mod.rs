@@ -53,7 +53,13 @@ pub fn ground(
     ledger: &Ledger,
     corpus: &Corpus,
 ) -> (Vec<ClaimReport>, Grounded) {
-    let ledger_chunks = ledger.chunks(corpus);
+    // A passage that speaks the engine's protocol addresses the model: it
+    // is never a source the engine attaches.
+    let ledger_chunks: Vec<SourceChunk> = ledger
+        .chunks(corpus)
+        .into_iter()
+        .filter(|c| !crate::parse::speaks_the_protocol(&c.text))
+        .collect();
     let mut reports = Vec::new();
     for c in claims::claims(answer) {
         if c.structural {
@@ -108,7 +114,13 @@ pub fn ground(
             .chain(ledger_chunks.iter().cloned())
             .collect();
         let attached = support_from(&claim_text, question, &looked_at)
-            .or_else(|| support_from(&claim_text, question, &search_chunks(corpus, &query)))
+            .or_else(|| {
+                let found: Vec<SourceChunk> = search_chunks(corpus, &query)
+                    .into_iter()
+                    .filter(|c| !crate::parse::speaks_the_protocol(&c.text))
+                    .collect();
+                support_from(&claim_text, question, &found)
+            })
             .map(|(chunk, offset, quote)| {
                 let mut cite = engine_citation(c.start, &chunk, offset, quote);
                 cite.line = line_of(corpus, chunk.doc_index, cite.byte_start);
@@ -136,6 +148,47 @@ pub fn ground(
     let mut grounded = Grounded::default();
     grounded.recount(&reports);
     (reports, grounded)
+}
+
+/// The citation markers written in the documents the run showed (an
+/// injection plants them for the model to copy).
+fn injected_markers(ledger: &Ledger, corpus: &Corpus) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for chunk in ledger.chunks(corpus) {
+        for raw in crate::citations::extract_citations(&chunk.text) {
+            if !out.contains(&raw.marker) {
+                out.push(raw.marker);
+            }
+        }
+    }
+    out
+}
+
+/// Marks the model's citations whose marker, quote and all, is one a
+/// document the run showed holds: the model repeated the document's text
+/// (an injection plants such markers), it did not cite. They count as
+/// failed.
+pub(crate) fn mark_copied(report: &mut VerificationReport, ledger: &Ledger, corpus: &Corpus) {
+    let injected = injected_markers(ledger, corpus);
+    if injected.is_empty() {
+        return;
+    }
+    for cite in &mut report.citations {
+        if cite.origin == crate::citations::CitationOrigin::Model
+            && !cite.marker.is_empty()
+            && injected.contains(&cite.marker)
+        {
+            if cite.status.is_valid() {
+                report.failed += 1;
+            }
+            cite.status = CitationStatus::CopiedFromDocument;
+            cite.detail = Some(
+                "this marker is text of a document the run read, copied into the answer; it is no citation"
+                    .into(),
+            );
+        }
+    }
+    report.all_valid = report.failed == 0;
 }
 
 #[cfg(test)]

@@ -554,6 +554,7 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
                 CitationStatus::UnknownId => "UNKNOWN ID",
                 CitationStatus::QuoteNotFound => "QUOTE NOT FOUND",
                 CitationStatus::PathMismatch => "PATH MISMATCH",
+                CitationStatus::CopiedFromDocument => "COPIED FROM A DOCUMENT, not a citation",
             };
             let place = c.path.clone().unwrap_or_else(|| "?".into());
             let chunk = c
