@@ -770,7 +770,9 @@ impl Run {
     /// The claim-by-claim citation policy: strict drops the claims without a
     /// verified citation from `text`, best effort keeps and lists them.
     fn verify_claims(&self, text: &mut String, report: &mut FlowReport) -> VerificationReport {
-        let first = citations::verify(text, self.corpus.as_ref());
+        let mut first = citations::verify(text, self.corpus.as_ref());
+        // A copied marker is no citation under either policy.
+        grounding::mark_copied(&mut first, &self.ledger, self.corpus.as_ref());
         let (kept, unsupported) = claims::apply_policy(text, &first, report.citation_policy);
         if unsupported.is_empty() {
             return first;
