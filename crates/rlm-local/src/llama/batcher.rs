@@ -1,319 +1,30 @@
-//! In-process inference with llama.cpp: one worker thread owns the model and
-//! its context and decodes every admitted request together (continuous
-//! batching over parallel sequences of one unified KV cache).
-//!
-//! On a CPU, generating one token for four sequences costs little more than
-//! for one (the weights are read once per step), so `llm_query_batched`
-//! fan-out runs at several times the single-request rate. Requests beyond
-//! the parallel slots, or whose prompt plus answer would not fit the free
-//! cache, wait in a FIFO queue.
+//! The worker thread: continuous batching of the admitted requests over
+//! parallel sequences of one unified KV cache, with prompt-prefix reuse.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
-use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
-use tokio::sync::oneshot;
 
+use super::prefix::*;
+use super::prompt::*;
+use super::request::*;
 use crate::LocalError;
-use crate::gguf::read_header;
 use crate::prefix_state::{self, SaveLog};
-use crate::stream::{StreamCursor, TextSink};
-
-/// Settings of the local model. [`LocalModelOptions::from_env`] reads the
-/// `RLM_LOCAL_*` variables.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LocalModelOptions {
-    /// KV cache size in tokens, shared by all parallel sequences
-    /// (`RLM_LOCAL_CONTEXT`, default 16384; capped at the model's training
-    /// context).
-    pub context_tokens: u32,
-    /// Sequences decoded together (`RLM_LOCAL_PARALLEL`, default 4).
-    pub parallel: u32,
-    /// CPU threads (`RLM_LOCAL_THREADS`, default: all cores).
-    pub threads: i32,
-    /// Tokens per decode step (prompt chunks plus one per generating sequence).
-    pub batch_tokens: u32,
-    /// Output cap when a request sets none (`RLM_LOCAL_MAX_OUTPUT_TOKENS`, default 1024).
-    pub default_max_tokens: u32,
-    /// Temperature when a request sets none (default 0.2: a small model at
-    /// temperature 0 tends to repeat itself word for word).
-    pub default_temperature: f32,
-    /// Repetition penalty over the last `repeat_last_n` tokens (default 1.1).
-    pub repeat_penalty: f32,
-    /// Window of the repetition penalty (default 64 tokens).
-    pub repeat_last_n: i32,
-    /// Sampling seed (`RLM_LOCAL_SEED`, default 42): the same request gets
-    /// the same answer.
-    pub seed: u32,
-    /// Where the model's state after a request's fixed prefix (its system
-    /// turn) is kept between processes, so a new process starts decoding
-    /// after it (`RLM_LOCAL_PREFIX_CACHE`: a directory, or `off`).
-    /// [`LocalModelOptions::from_env`] defaults to `prefix-state` in the
-    /// models directory; `None` (the [`Default`], so that a library user's
-    /// model writes nothing unasked) keeps nothing on disk.
-    pub prefix_cache: Option<PathBuf>,
-}
-
-impl Default for LocalModelOptions {
-    fn default() -> Self {
-        LocalModelOptions {
-            context_tokens: 16_384,
-            parallel: 4,
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get() as i32),
-            batch_tokens: 512,
-            default_max_tokens: 1024,
-            default_temperature: 0.2,
-            repeat_penalty: 1.1,
-            repeat_last_n: 64,
-            seed: 42,
-            prefix_cache: None,
-        }
-    }
-}
-
-impl LocalModelOptions {
-    /// Defaults overridden by `RLM_LOCAL_CONTEXT`, `RLM_LOCAL_PARALLEL`,
-    /// `RLM_LOCAL_THREADS`, `RLM_LOCAL_MAX_OUTPUT_TOKENS`, `RLM_LOCAL_SEED`;
-    /// the prefix cache is `RLM_LOCAL_PREFIX_CACHE` (`off`, a directory, or
-    /// unset/empty for `prefix-state` in the models directory).
-    pub fn from_env() -> Result<Self, LocalError> {
-        Self::from_env_with(|name| std::env::var(name).ok())
-    }
-
-    /// [`LocalModelOptions::from_env`] with an explicit lookup.
-    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Result<Self, LocalError> {
-        // The names and ranges are declared with every other setting.
-        use rlm_settings::{Reader, Setting, table};
-        let found = |s: &Setting| rlm_settings::env_found(s, &env);
-        let r = Reader::new(&found);
-        let config = |e: rlm_settings::SettingError| LocalError::Config(e.to_string());
-        let mut o = LocalModelOptions::default();
-        if let Some(v) = r.whole(&table::LOCAL_CONTEXT).map_err(config)? {
-            o.context_tokens = v;
-        }
-        if let Some(v) = r.whole(&table::LOCAL_PARALLEL).map_err(config)? {
-            o.parallel = v;
-        }
-        if let Some(v) = r.whole(&table::LOCAL_THREADS).map_err(config)? {
-            o.threads = v;
-        }
-        if let Some(v) = r.whole(&table::LOCAL_MAX_OUTPUT_TOKENS).map_err(config)? {
-            o.default_max_tokens = v;
-        }
-        if let Some(v) = r.whole(&table::LOCAL_SEED).map_err(config)? {
-            o.seed = v;
-        }
-        o.prefix_cache = prefix_state::dir_from_env(&env);
-        Ok(o)
-    }
-}
-
-/// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Turn {
-    /// `system`, `user` or `assistant`.
-    pub role: String,
-    /// The text.
-    pub content: String,
-}
-
-/// A chat completion request for the local model.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct GenerateRequest {
-    /// The conversation, rendered with the model's own chat template.
-    pub turns: Vec<Turn>,
-    /// Output cap; [`LocalModelOptions::default_max_tokens`] when `None`.
-    pub max_tokens: Option<u32>,
-    /// Temperature; [`LocalModelOptions::default_temperature`] when `None`.
-    /// 0 is greedy.
-    pub temperature: Option<f32>,
-    /// Generation ends before any of these strings.
-    pub stop: Vec<String>,
-    /// Receives the text as it is generated (whole characters, never part
-    /// of a stop string); the pieces add up to [`Generation::text`].
-    pub on_text: Option<TextSink>,
-    /// A GBNF grammar (root rule `root`) the output must follow: llama.cpp
-    /// samples only tokens it admits, and generation ends when it is
-    /// complete. `stop` is not applied then (a stop string inside a JSON
-    /// string would cut the document). A grammar llama.cpp cannot parse
-    /// fails the request with [`LocalError::Grammar`].
-    pub grammar: Option<String>,
-}
-
-/// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finish {
-    /// End-of-turn token or a stop string.
-    Stop,
-    /// The output cap (or the context window) was reached.
-    Length,
-}
-
-/// The answer to a [`GenerateRequest`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct Generation {
-    /// The generated text (stop string excluded).
-    pub text: String,
-    /// Prompt tokens after the chat template, by the model's tokenizer.
-    pub prompt_tokens: u32,
-    /// Generated tokens.
-    pub output_tokens: u32,
-    /// Why it ended.
-    pub finish: Finish,
-    /// Time waiting for a free sequence slot.
-    pub queued: Duration,
-    /// Time from admission to the first generated token (prompt processing).
-    pub prompt_time: Duration,
-    /// Time from the first to the last generated token.
-    pub generation_time: Duration,
-    /// Prompt tokens that were not decoded again: cache entries reused from
-    /// an earlier request in the same sequence (a conversation's shared
-    /// prefix), or restored from the prefix state on disk.
-    pub cached_prompt_tokens: u32,
-    /// Of [`Generation::cached_prompt_tokens`], those restored from the
-    /// prefix state on disk ([`LocalModelOptions::prefix_cache`]): the
-    /// system turn, saved by an earlier process. 0 when nothing was restored.
-    pub disk_prompt_tokens: u32,
-}
-
-struct Job {
-    request: GenerateRequest,
-    submitted: Instant,
-    reply: oneshot::Sender<Result<Generation, LocalError>>,
-}
-
-/// A GGUF model running in this process. Cheap to share behind an `Arc`;
-/// requests from any thread are queued to the one worker that owns the
-/// llama.cpp context. Dropping the last handle stops the worker once the
-/// requests in flight are answered.
-pub struct LocalModel {
-    name: String,
-    path: PathBuf,
-    context_tokens: u32,
-    parallel: u32,
-    load_time: Duration,
-    jobs: mpsc::Sender<Job>,
-}
-
-impl std::fmt::Debug for LocalModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalModel")
-            .field("name", &self.name)
-            .field("path", &self.path)
-            .field("context_tokens", &self.context_tokens)
-            .field("parallel", &self.parallel)
-            .finish()
-    }
-}
-
-fn backend() -> Result<&'static LlamaBackend, LocalError> {
-    static BACKEND: OnceLock<Result<LlamaBackend, llama_cpp_2::LlamaCppError>> = OnceLock::new();
-    BACKEND
-        .get_or_init(|| {
-            // llama.cpp logs every tensor at load time; rlm's stderr is for people.
-            llama_cpp_2::send_logs_to_tracing(
-                llama_cpp_2::LogOptions::default().with_logs_enabled(false),
-            );
-            LlamaBackend::init()
-        })
-        .as_ref()
-        .map_err(|e| LocalError::Inference(format!("cannot start llama.cpp: {e}")))
-}
-
-impl LocalModel {
-    /// Loads the GGUF at `path` (blocking: about a second for a 1 GB file
-    /// once it is in the page cache) and starts the worker. A missing file is
-    /// [`LocalError::ModelMissing`]; a file that is not a GGUF or that
-    /// llama.cpp cannot load is [`LocalError::CorruptModel`] /
-    /// [`LocalError::Load`].
-    pub fn load(path: &Path, options: LocalModelOptions) -> Result<Self, LocalError> {
-        read_header(path)?;
-        let backend = backend()?;
-        let started = Instant::now();
-        let (jobs, inbox) = mpsc::channel::<Job>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<u32, LocalError>>();
-        let worker_path = path.to_path_buf();
-        let worker_options = options.clone();
-        std::thread::Builder::new()
-            .name("rlm-local-llama".into())
-            .spawn(move || worker(backend, &worker_path, worker_options, inbox, ready_tx))
-            .map_err(LocalError::io("cannot start the inference thread"))?;
-        let context_tokens = ready_rx.recv().map_err(|_| {
-            LocalError::Inference("the inference thread died while loading".into())
-        })??;
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "local".to_string());
-        Ok(LocalModel {
-            name,
-            path: path.to_path_buf(),
-            context_tokens,
-            parallel: options.parallel,
-            load_time: started.elapsed(),
-            jobs,
-        })
-    }
-
-    /// The model's name: its file name without `.gguf`.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The GGUF file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The KV cache size in tokens (the context window of one request).
-    pub fn context_tokens(&self) -> u32 {
-        self.context_tokens
-    }
-
-    /// Sequences decoded together.
-    pub fn parallel(&self) -> u32 {
-        self.parallel
-    }
-
-    /// How long [`LocalModel::load`] took.
-    pub fn load_time(&self) -> Duration {
-        self.load_time
-    }
-
-    /// Answers one request. Requests beyond the parallel slots wait their
-    /// turn; dropping the future withdraws the request (its sequence is freed
-    /// at the next decode step).
-    pub async fn generate(&self, mut request: GenerateRequest) -> Result<Generation, LocalError> {
-        if request.grammar.is_some() {
-            request.stop.clear();
-        }
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job {
-                request,
-                submitted: Instant::now(),
-                reply,
-            })
-            .map_err(|_| LocalError::Inference("the inference thread has stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| LocalError::Inference("the inference thread has stopped".into()))?
-    }
-}
+use crate::stream::StreamCursor;
 
 /// A request being decoded in one sequence of the shared cache.
-struct Slot {
+pub(super) struct Slot {
     seq: i32,
     job: Job,
     admitted: Instant,
@@ -348,16 +59,12 @@ struct Slot {
 /// request it served, so the next turn of the same conversation (whose prompt
 /// starts with that one) decodes only what is new — multi-turn loops resend
 /// a long shared prefix every turn.
-struct IdleSeq {
+pub(super) struct IdleSeq {
     seq: i32,
     cached: Vec<LlamaToken>,
 }
 
-fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-enum Outcome {
+pub(super) enum Outcome {
     Continue,
     Done(Finish),
 }
@@ -365,7 +72,7 @@ enum Outcome {
 /// The inference thread: loads the model, says on `ready` whether it did
 /// (and the context size it got), then serves `inbox` until every handle is
 /// dropped and the requests in flight are answered.
-fn worker(
+pub(super) fn worker(
     backend: &'static LlamaBackend,
     path: &Path,
     options: LocalModelOptions,
@@ -396,7 +103,7 @@ fn worker(
 /// The worker's state between decode steps: the context of the model, the
 /// requests waiting for a sequence, those being decoded, and the sequences
 /// between requests.
-struct Batcher<'m> {
+pub(super) struct Batcher<'m> {
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
     template: LlamaChatTemplate,
@@ -414,7 +121,7 @@ struct Batcher<'m> {
 }
 
 /// What of a new request's prompt its sequence already holds.
-struct Reuse {
+pub(super) struct Reuse {
     /// Prompt tokens reused from the sequence's cache (including `disk`).
     reused: usize,
     /// Prompt tokens restored from a prefix state file.
@@ -887,244 +594,5 @@ impl<'m> Batcher<'m> {
             };
             let _ = slot.job.reply.send(Ok(generation));
         }
-    }
-}
-
-/// The prefix states on disk of the worker's model.
-struct PrefixStates {
-    dir: PathBuf,
-    /// [`prefix_state::model_identity`] of the model file.
-    identity: Vec<u8>,
-    log: SaveLog,
-}
-
-/// The length of the prompt's fixed prefix worth keeping on disk: the
-/// tokens the prompt shares with its first turn alone when that is the
-/// system turn (the RLM loop's system prompt does not contain the
-/// question). `None` when there is no system turn, the shared part is
-/// shorter than [`prefix_state::MIN_PREFIX_TOKENS`], or it is the whole
-/// prompt (the last prompt token is always decoded: its logits start the
-/// answer).
-fn fixed_prefix(
-    model: &LlamaModel,
-    template: &LlamaChatTemplate,
-    turns: &[Turn],
-    prompt: &[LlamaToken],
-) -> Option<usize> {
-    let first = turns.first().filter(|t| t.role == "system")?;
-    let message =
-        LlamaChatMessage::new(first.role.clone(), first.content.replace('\0', "")).ok()?;
-    let text = model
-        .apply_chat_template(template, &[message], false)
-        .ok()?;
-    let tokens = model.vocab().tokenize(text.as_bytes(), true, true);
-    let n = common_prefix(&tokens, prompt);
-    (n >= prefix_state::MIN_PREFIX_TOKENS && n < prompt.len()).then_some(n)
-}
-
-enum Restore {
-    /// The sequence holds the prefix.
-    Done,
-    /// No state file.
-    Absent,
-    /// A file that is damaged, incompatible or of other tokens; `clobbered`
-    /// if llama.cpp got to change the sequence before giving up.
-    Failed { clobbered: bool },
-}
-
-/// Loads the state file of `prefix` into sequence `seq`, after checking
-/// its trailer, and checks that the sequence then holds exactly `prefix`.
-fn restore_prefix(
-    ctx: &mut LlamaContext<'_>,
-    seq: i32,
-    file: &Path,
-    prefix: &[LlamaToken],
-) -> Restore {
-    match prefix_state::check(file) {
-        Ok(None) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Restore::Absent,
-        Ok(Some(_)) | Err(_) => return Restore::Failed { clobbered: false },
-    }
-    let loaded = ctx.state_seq_load_file(file, seq, prefix.len());
-    let whole = matches!(&loaded, Ok((tokens, _)) if tokens.as_slice() == prefix)
-        && ctx.kv_cache_seq_pos_min(seq) == 0
-        && ctx.kv_cache_seq_pos_max(seq) == prefix.len() as i32 - 1;
-    if whole {
-        prefix_state::touch(file);
-        Restore::Done
-    } else {
-        Restore::Failed { clobbered: true }
-    }
-}
-
-/// Writes the state of sequence `seq`, which holds exactly `prefix`, to
-/// `file` (through a temporary file, renamed into place). Failures are said
-/// once on stderr and otherwise ignored: the cache only saves time.
-fn save_prefix(
-    ctx: &LlamaContext<'_>,
-    seq: i32,
-    prefix: &[LlamaToken],
-    file: &Path,
-    states: &mut PrefixStates,
-) {
-    if file.exists() {
-        return; // another process was quicker
-    }
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = prefix_state::temp_path(&states.dir, &name);
-    let saved = std::fs::create_dir_all(&states.dir)
-        .map_err(|e| e.to_string())
-        .and_then(|()| {
-            ctx.state_seq_save_file(&temp, seq, prefix)
-                .map_err(|e| format!("llama.cpp: {e}"))
-        })
-        .and_then(|_| prefix_state::commit(&temp, file).map_err(|e| e.to_string()));
-    if let Err(detail) = saved {
-        let _ = std::fs::remove_file(&temp);
-        states.log.warn(&states.dir, &detail);
-    }
-}
-
-/// The conversation through the model's chat template, tokenized.
-fn render_prompt(
-    model: &LlamaModel,
-    template: &LlamaChatTemplate,
-    turns: &[Turn],
-) -> Result<Vec<LlamaToken>, LocalError> {
-    let messages = turns
-        .iter()
-        .map(|t| {
-            // C strings: a NUL inside a message would end it early.
-            LlamaChatMessage::new(t.role.clone(), t.content.replace('\0', ""))
-                .map_err(|e| LocalError::Inference(format!("bad message: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let text = model
-        .apply_chat_template(template, &messages, true)
-        .map_err(|e| LocalError::Inference(format!("cannot apply the chat template: {e}")))?;
-    let tokens = model.vocab().tokenize(text.as_bytes(), true, true);
-    if tokens.is_empty() {
-        return Err(LocalError::Inference("the prompt is empty".into()));
-    }
-    Ok(tokens)
-}
-
-/// The sampler chain of one request. A grammar goes first: every later
-/// step then chooses among the tokens it admits (a token it rejects never
-/// reaches top-k), and llama.cpp advances it with each sampled token.
-fn sampler(
-    model: &LlamaModel,
-    options: &LocalModelOptions,
-    temperature: f32,
-    grammar: Option<&str>,
-) -> Result<LlamaSampler, LocalError> {
-    let mut chain = Vec::new();
-    if let Some(grammar) = grammar {
-        chain.push(
-            LlamaSampler::grammar(model, grammar, "root")
-                .map_err(|e| LocalError::Grammar(e.to_string()))?,
-        );
-    }
-    chain.push(LlamaSampler::penalties(
-        model.n_vocab(),
-        options.repeat_last_n,
-        options.repeat_penalty,
-        0.0,
-        0.0,
-    ));
-    if temperature <= 0.0 {
-        chain.push(LlamaSampler::greedy());
-    } else {
-        chain.extend([
-            LlamaSampler::top_k(40),
-            LlamaSampler::top_p(0.95, 1),
-            LlamaSampler::temp(temperature),
-            LlamaSampler::dist(options.seed),
-        ]);
-    }
-    Ok(LlamaSampler::chain_simple(chain))
-}
-
-/// Truncates `output` before the first stop string it contains; true if one
-/// was found.
-fn cut_at_stop(output: &mut Vec<u8>, stops: &[String]) -> bool {
-    let cut = stops
-        .iter()
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| output.windows(s.len()).position(|w| w == s.as_bytes()))
-        .min();
-    match cut {
-        Some(at) => {
-            output.truncate(at);
-            true
-        }
-        None => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stop_strings_cut_the_output_at_the_earliest_match() {
-        let mut out = b"answer\nFINAL(x)\n```".to_vec();
-        assert!(cut_at_stop(&mut out, &["```".into(), "\nFINAL".into()]));
-        assert_eq!(out, b"answer");
-        let mut out = b"no stop here".to_vec();
-        assert!(!cut_at_stop(&mut out, &["".into(), "zzz".into()]));
-        assert_eq!(out, b"no stop here");
-    }
-
-    #[test]
-    fn options_from_env_validate_ranges() {
-        let o = LocalModelOptions::from_env_with(|n| match n {
-            "RLM_LOCAL_CONTEXT" => Some("32768".into()),
-            "RLM_LOCAL_PARALLEL" => Some("2".into()),
-            _ => None,
-        })
-        .unwrap();
-        assert_eq!((o.context_tokens, o.parallel), (32768, 2));
-        let err = LocalModelOptions::from_env_with(|n| {
-            (n == "RLM_LOCAL_PARALLEL").then(|| "0".to_string())
-        })
-        .unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("RLM_LOCAL_PARALLEL=\"0\" is not a whole number from 1 to 64"),
-            "{err}"
-        );
-        let err = LocalModelOptions::from_env_with(|n| {
-            (n == "RLM_LOCAL_CONTEXT").then(|| "lots".to_string())
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("RLM_LOCAL_CONTEXT"), "{err}");
-    }
-
-    #[test]
-    fn the_prefix_cache_is_a_directory_or_off_default_in_the_models_dir() {
-        let cache = |value: Option<&'static str>| {
-            LocalModelOptions::from_env_with(move |n| match n {
-                "RLM_LOCAL_PREFIX_CACHE" => value.map(String::from),
-                "RLM_MODELS_DIR" => Some("/models".into()),
-                _ => None,
-            })
-            .unwrap()
-            .prefix_cache
-        };
-        assert_eq!(cache(None), Some(PathBuf::from("/models/prefix-state")));
-        assert_eq!(cache(Some("")), Some(PathBuf::from("/models/prefix-state")));
-        assert_eq!(
-            cache(Some("  ")),
-            Some(PathBuf::from("/models/prefix-state"))
-        );
-        assert_eq!(cache(Some("off")), None);
-        assert_eq!(cache(Some("Off")), None);
-        assert_eq!(cache(Some("/var/rlm")), Some(PathBuf::from("/var/rlm")));
-        assert_eq!(cache(Some("./off")), Some(PathBuf::from("./off")));
-        assert_eq!(LocalModelOptions::default().prefix_cache, None);
     }
 }
