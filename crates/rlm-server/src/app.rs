@@ -57,6 +57,11 @@ pub struct Limits {
     /// Connections open at once; more are answered 503 and closed
     /// (`--max-connections`, default 256).
     pub max_connections: usize,
+    /// Connections open at once from one client address; more are answered
+    /// 503 and closed, so one client cannot hold every place
+    /// (`--max-connections-per-client`, default 64; behind a proxy every
+    /// request comes from its address: raise it to `max_connections`).
+    pub max_connections_per_client: usize,
     /// At shutdown, time given to runs to save their partial answers and to
     /// connections to finish (default 20 s).
     pub shutdown_grace: Duration,
@@ -76,6 +81,7 @@ impl Default for Limits {
             body_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(60),
             max_connections: 256,
+            max_connections_per_client: 64,
             shutdown_grace: Duration::from_secs(20),
         }
     }
@@ -295,7 +301,7 @@ impl App {
         if limits.saved_runs == 0 {
             return Err("the server must keep at least one finished run on disk".into());
         }
-        if limits.max_connections == 0 {
+        if limits.max_connections == 0 || limits.max_connections_per_client == 0 {
             return Err("the server must accept at least one connection at a time".into());
         }
         let dir = corpus.local_store().map(|s| s.dir().to_path_buf());

@@ -42,14 +42,15 @@ pub(crate) async fn serve_connections(
     on_shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let clients = Arc::new(ClientCounts::default());
     // Every connection task holds a receiver: the sender sees them all
     // dropped when the last connection ends.
     let (stopping_tx, stopping_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
-        let tcp = tokio::select! {
+        let (tcp, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok((tcp, peer)) => (tcp, peer.ip()),
                 Err(e) => {
                     // Out of file descriptors and the like: wait rather than spin.
                     if !matches!(
@@ -67,8 +68,24 @@ pub(crate) async fn serve_connections(
         // Events are small writes: without TCP_NODELAY, Nagle's algorithm
         // and delayed ACKs hold each for ~40 ms.
         let _ = tcp.set_nodelay(true);
+        let Some(place) = clients.take(client, limits.max_connections_per_client) else {
+            refuse(
+                &tcp,
+                &format!(
+                    "this client has {} connections open (the limit per client address); close one or try again shortly",
+                    limits.max_connections_per_client
+                ),
+            );
+            continue;
+        };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            refuse(&tcp, limits.max_connections);
+            refuse(
+                &tcp,
+                &format!(
+                    "the server has {} connections open (its limit); try again shortly",
+                    limits.max_connections
+                ),
+            );
             continue;
         };
         let router = router.clone();
@@ -98,6 +115,7 @@ pub(crate) async fn serve_connections(
                 }
             }
             drop(permit);
+            drop(place);
         });
     }
     drop(listener);
@@ -108,11 +126,51 @@ pub(crate) async fn serve_connections(
     Ok(())
 }
 
-/// Answers a connection over the cap with 503 and closes it, without
-/// waiting for it: a new socket's send buffer takes these few bytes at once.
-fn refuse(tcp: &TcpStream, max: usize) {
+/// Connections open per client address.
+#[derive(Default)]
+struct ClientCounts(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+impl ClientCounts {
+    /// A place for one more connection of `client`, unless it holds `max`.
+    fn take(self: &Arc<Self>, client: std::net::IpAddr, max: usize) -> Option<ClientPlace> {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = counts.entry(client).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(ClientPlace {
+            counts: self.clone(),
+            client,
+        })
+    }
+}
+
+/// One open connection of a client, given back when dropped.
+struct ClientPlace {
+    counts: Arc<ClientCounts>,
+    client: std::net::IpAddr,
+}
+
+impl Drop for ClientPlace {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = counts.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.client);
+            }
+        }
+    }
+}
+
+/// Answers a connection over a cap with 503 and `why`, and closes it,
+/// without waiting for it: a new socket's send buffer takes these few bytes
+/// at once.
+fn refuse(tcp: &TcpStream, why: &str) {
     let body = format!(
-        "{{\"error\": {{\"status\": 503, \"message\": \"the server has {max} connections open (its limit); try again shortly\"}}}}"
+        "{{\"error\": {{\"status\": 503, \"message\": {}}}}}",
+        serde_json::Value::from(why)
     );
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",

@@ -366,6 +366,50 @@ async fn half_open_connections_are_all_closed_and_extra_ones_refused_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_every_connection() {
+    let limits = Limits {
+        header_timeout: Duration::from_secs(20),
+        max_connections: 64,
+        max_connections_per_client: 16,
+        ..Limits::default()
+    };
+    let mut h = Harness::start(needle_script(), limits).await;
+    let a = addr(&h);
+    // One client address holds half-open heads and reopens what is refused.
+    let mut held = half_open_clients(&a, 40);
+    let mut refused = 0;
+    for s in &mut held {
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut got = [0u8; 512];
+        if let Ok(n) = s.read(&mut got) {
+            let text = String::from_utf8_lossy(&got[..n]);
+            if text.starts_with("HTTP/1.1 503") {
+                assert!(text.contains("limit per client address"), "{text}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(refused, 24, "16 of the 40 are held, the rest refused");
+    // Another client address is still answered.
+    let other = {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut s = socket.connect(a.parse().unwrap()).await.unwrap();
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        s.write_all(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    assert!(other.starts_with("HTTP/1.1 200"), "{other}");
+    drop(held);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_has_a_strict_policy_an_etag_and_gzip() {
     let mut h = Harness::start(needle_script(), Limits::default()).await;
     let r = h.http.get(h.url("/")).send().await.unwrap();

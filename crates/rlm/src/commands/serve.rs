@@ -54,6 +54,9 @@ pub struct ServeArgs {
     /// Connections open at once; more are answered 503 and closed.
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_connections: usize,
+    /// Connections open at once from one client address; more are answered 503 (behind a proxy, raise it to --max-connections).
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub max_connections_per_client: usize,
     /// Domain instructions for every question's system prompt (like a project's PROMPT.md; `{date}` becomes today's date); a request's own `briefing` replaces it.
     #[arg(long, value_name = "FILE")]
     pub briefing: Option<PathBuf>,
@@ -208,6 +211,9 @@ fn check_counts(args: &ServeArgs) -> anyhow::Result<()> {
     if args.max_connections == 0 {
         anyhow::bail!("--max-connections must be 1 or more");
     }
+    if args.max_connections_per_client == 0 {
+        anyhow::bail!("--max-connections-per-client must be 1 or more");
+    }
     if args.max_briefing_chars == 0 {
         anyhow::bail!("--max-briefing-chars must be 1 or more");
     }
@@ -238,6 +244,7 @@ fn limits(args: &ServeArgs) -> anyhow::Result<Limits> {
         body_timeout: seconds("--body-timeout", args.body_timeout)?,
         write_timeout: seconds("--write-timeout", args.write_timeout)?,
         max_connections: args.max_connections,
+        max_connections_per_client: args.max_connections_per_client,
         ..Limits::default()
     })
 }
