@@ -36,6 +36,8 @@ pub struct ParsedReply {
     pub code_blocks: Vec<CodeBlock>,
     /// A FINAL directive written as a line outside any code fence.
     pub prose_final: Option<FinalDirective>,
+    /// The line that holds it, as written.
+    pub prose_final_line: Option<String>,
 }
 
 /// Fence languages run when no ```repl fence is present, in order of trust.
@@ -150,6 +152,11 @@ fn prose_only(reply: &str) -> String {
 /// Finds a FINAL directive written as a line outside code fences, e.g.
 /// `FINAL(The answer is 42)` or `FINAL_VAR(result)`. Only the first counts.
 pub fn find_prose_final(reply: &str) -> Option<FinalDirective> {
+    prose_final_and_line(reply).map(|(d, _)| d)
+}
+
+/// [`find_prose_final`] and the line it is on, trimmed.
+fn prose_final_and_line(reply: &str) -> Option<(FinalDirective, String)> {
     let prose = prose_only(reply);
     let mut offset = 0;
     for line in prose.split_inclusive('\n') {
@@ -165,7 +172,7 @@ pub fn find_prose_final(reply: &str) -> Option<FinalDirective> {
             if let Some(inner) = call_argument(arg) {
                 let name = unquote(inner.trim());
                 if !name.is_empty() {
-                    return Some(FinalDirective::Var(name));
+                    return Some((FinalDirective::Var(name), line.trim().to_string()));
                 }
             }
         } else if let Some(arg) = rest
@@ -174,11 +181,10 @@ pub fn find_prose_final(reply: &str) -> Option<FinalDirective> {
             .or_else(|| rest.strip_prefix("Final").filter(|a| a.starts_with('(')))
             && let Some(inner) = call_argument(arg)
         {
-            return Some(FinalDirective::Answer(unquote(first_argument(
-                inner.trim(),
-            ))));
+            let answer = unquote(first_argument(inner.trim()));
+            return Some((FinalDirective::Answer(answer), line.trim().to_string()));
         } else if let Some(answer) = final_answer_line(&line[lead..]) {
-            return Some(FinalDirective::Answer(answer));
+            return Some((FinalDirective::Answer(answer), line.trim().to_string()));
         }
     }
     None
@@ -333,9 +339,14 @@ pub fn close_open_fence(reply: &str) -> String {
 
 /// Parses a reply into code blocks and a prose FINAL.
 pub fn parse_reply(reply: &str) -> ParsedReply {
+    let (prose_final, prose_final_line) = match prose_final_and_line(reply) {
+        Some((d, line)) => (Some(d), Some(line)),
+        None => (None, None),
+    };
     ParsedReply {
         code_blocks: extract_code_blocks(reply),
-        prose_final: find_prose_final(reply),
+        prose_final,
+        prose_final_line,
     }
 }
 

@@ -29,6 +29,8 @@ pub const NUDGE_REPEAT: &str = include_str!("../prompts/nudge_repeat.md");
 pub const FINAL_NOW: &str = include_str!("../prompts/final_now.md");
 /// Added to a turn's outputs when its code and output equal the previous turn's.
 pub const NOTE_STUCK: &str = include_str!("../prompts/note_stuck.md");
+/// Note when a reply's FINAL line is a line of a document (pasted, not answered).
+pub const NOTE_PASTED: &str = include_str!("../prompts/note_pasted.md");
 /// Added to a turn's outputs after several turns that only printed counts:
 /// where the question's words fall in the corpus.
 pub const NOTE_COUNTS: &str = include_str!("../prompts/note_counts.md");
@@ -255,6 +257,7 @@ mod tests {
             ["count", "commit", "question"]
         );
         assert_eq!(placeholders(NOTE_STUCK), ["commit"]);
+        assert!(placeholders(NOTE_PASTED).is_empty());
         assert_eq!(placeholders(NOTE_COUNTS), ["count", "windows", "commit"]);
         assert_eq!(placeholders(NUDGE_REPEAT), ["count", "commit", "question"]);
     }

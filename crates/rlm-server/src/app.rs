@@ -59,7 +59,7 @@ pub struct Limits {
     pub max_connections: usize,
     /// Connections open at once from one client address; more are answered
     /// 503 and closed, so one client cannot hold every place
-    /// (`--max-connections-per-client`, default 64; behind a proxy every
+    /// (`--max-connections-per-client`, default 128; behind a proxy every
     /// request comes from its address: raise it to `max_connections`).
     pub max_connections_per_client: usize,
     /// At shutdown, time given to runs to save their partial answers and to
@@ -81,7 +81,7 @@ impl Default for Limits {
             body_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(60),
             max_connections: 256,
-            max_connections_per_client: 64,
+            max_connections_per_client: 128,
             shutdown_grace: Duration::from_secs(20),
         }
     }

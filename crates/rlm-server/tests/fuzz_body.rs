@@ -203,6 +203,8 @@ async fn start() -> (tempfile::TempDir, ScriptedServer, SocketAddr) {
     let limits = Limits {
         // Properties run side by side, each waiting for its runs: never 429.
         max_concurrent_runs: 64,
+        // One client (this test) opens every connection.
+        max_connections_per_client: 256,
         ..Limits::default()
     };
     let app = Arc::new(App::new(engine, store, limits, None, None).unwrap());

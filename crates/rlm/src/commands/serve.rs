@@ -55,7 +55,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_connections: usize,
     /// Connections open at once from one client address; more are answered 503 (behind a proxy, raise it to --max-connections).
-    #[arg(long, default_value_t = 64, value_name = "N")]
+    #[arg(long, default_value_t = 128, value_name = "N")]
     pub max_connections_per_client: usize,
     /// Domain instructions for every question's system prompt (like a project's PROMPT.md; `{date}` becomes today's date); a request's own `briefing` replaces it.
     #[arg(long, value_name = "FILE")]

@@ -118,6 +118,10 @@ enum LastReply {
     Nothing,
 }
 
+/// Shortest FINAL line checked against the documents (shorter ones match
+/// by chance).
+const PASTED_LINE_CHARS: usize = 12;
+
 struct Agent {
     ctx: Arc<Run>,
     id: String,
@@ -667,6 +671,7 @@ impl Agent {
                         code,
                     }],
                     prose_final: None,
+                    prose_final_line: None,
                 })),
             Turn::Answer(statements) => {
                 let statements =
@@ -727,10 +732,15 @@ impl Agent {
         {
             return Next::Commit(commit);
         }
-        if let Some(d) = parsed.prose_final.clone()
-            && let Some(commit) = self.prose_final(d, &mut notes).await
-        {
-            return Next::Commit(commit);
+        if let Some(d) = parsed.prose_final.clone() {
+            if self
+                .pasted_from_documents(parsed.prose_final_line.as_deref())
+                .await
+            {
+                notes.push(prompts::NOTE_PASTED.trim().to_string());
+            } else if let Some(commit) = self.prose_final(d, &mut notes).await {
+                return Next::Commit(commit);
+            }
         }
         let limit = self.ctx.config.budget.max_consecutive_errors;
         if state.consecutive_errors >= limit {
@@ -804,6 +814,27 @@ impl Agent {
         }
         let content = m.get("content").map(value_to_text).unwrap_or_default();
         self.take_answer(Ok(content), CommitVia::AnswerDict, notes)
+    }
+
+    /// True when the line holding a prose FINAL is a line of a document the
+    /// run showed (an instruction planted in the data, pasted back): it is
+    /// not the model's answer, in any language.
+    async fn pasted_from_documents(&self, line: Option<&str>) -> bool {
+        let Some(line) = line.map(crate::citations::normalize) else {
+            return false;
+        };
+        if line.chars().count() < PASTED_LINE_CHARS {
+            return false;
+        }
+        let ctx = self.ctx.clone();
+        tokio::task::spawn_blocking(move || {
+            ctx.ledger
+                .chunks(&ctx.corpus)
+                .iter()
+                .any(|c| crate::citations::normalize(&c.text).contains(&line))
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// `FINAL(...)` in the reply's prose; `FINAL(name)` where `name` is a
@@ -1009,6 +1040,12 @@ impl Agent {
             }
         }
         let parsed = parse::parse_reply(&reply);
+        if self
+            .pasted_from_documents(parsed.prose_final_line.as_deref())
+            .await
+        {
+            return Ok(LastReply::Nothing);
+        }
         if let Some(d) = parsed.prose_final {
             return Ok(self
                 .resolve(d)
