@@ -672,10 +672,17 @@ impl Run {
             mut report,
             file_summaries,
         } = done;
+        // The citation markers the documents the run read hold, read once:
+        // an answer that repeats one has copied it, not cited.
+        let injected = if self.config.verify_citations {
+            grounding::injected_markers(&self.ledger, self.corpus.as_ref())
+        } else {
+            Vec::new()
+        };
         let mut verification = if !self.config.verify_citations {
             None
         } else if let Some(report) = report.as_mut() {
-            Some(self.verify_claims(&mut text, report))
+            Some(self.verify_claims(&mut text, report, &injected))
         } else {
             let checked = citations::verify(&text, self.corpus.as_ref());
             if self.config.citation_policy == CitationPolicy::Strict && !checked.all_valid {
@@ -684,7 +691,7 @@ impl Run {
             Some(checked)
         };
         if let Some(v) = verification.as_mut() {
-            grounding::mark_copied(v, &self.ledger, self.corpus.as_ref());
+            grounding::mark_copied(v, &injected);
         }
         let (mut claims, mut grounded) = match &verification {
             Some(v) => {
@@ -712,7 +719,7 @@ impl Run {
             // The markers moved with their claims: offsets from the final text.
             verification = verification.map(|_| {
                 let mut v = citations::verify(&text, self.corpus.as_ref());
-                grounding::mark_copied(&mut v, &self.ledger, self.corpus.as_ref());
+                grounding::mark_copied(&mut v, &injected);
                 v
             });
         }
@@ -769,10 +776,15 @@ impl Run {
 
     /// The claim-by-claim citation policy: strict drops the claims without a
     /// verified citation from `text`, best effort keeps and lists them.
-    fn verify_claims(&self, text: &mut String, report: &mut FlowReport) -> VerificationReport {
+    fn verify_claims(
+        &self,
+        text: &mut String,
+        report: &mut FlowReport,
+        injected: &[String],
+    ) -> VerificationReport {
         let mut first = citations::verify(text, self.corpus.as_ref());
         // A copied marker is no citation under either policy.
-        grounding::mark_copied(&mut first, &self.ledger, self.corpus.as_ref());
+        grounding::mark_copied(&mut first, injected);
         let (kept, unsupported) = claims::apply_policy(text, &first, report.citation_policy);
         if unsupported.is_empty() {
             return first;

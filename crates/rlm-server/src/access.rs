@@ -23,12 +23,8 @@ use crate::error::ApiError;
 /// minute, so guessing is slow (a right token is never delayed).
 pub(crate) async fn check(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     match refusal(&app, &req) {
-        Some(refused) => {
-            if refused
-                .headers()
-                .get(WWW_AUTHENTICATE)
-                .is_some_and(|v| v.to_str().is_ok_and(|v| v.contains("invalid_token")))
-            {
+        Some((refused, wrong_token)) => {
+            if wrong_token {
                 tokio::time::sleep(app.wrong_tokens.record()).await;
             }
             refused
@@ -37,7 +33,8 @@ pub(crate) async fn check(State(app): State<Arc<App>>, req: Request, next: Next)
     }
 }
 
-fn refusal(app: &App, req: &Request) -> Option<Response> {
+/// The refusal of `req`, if any, and whether it is for a wrong token.
+fn refusal(app: &App, req: &Request) -> Option<(Response, bool)> {
     let path = req.uri().path();
     let host = req
         .headers()
@@ -46,23 +43,29 @@ fn refusal(app: &App, req: &Request) -> Option<Response> {
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.to_string()));
     let Some(host) = host else {
-        return Some(refuse(
-            path,
-            StatusCode::FORBIDDEN,
-            "the request has no Host header; send one (HTTP/1.1 requires it)".into(),
-            None,
+        return Some((
+            refuse(
+                path,
+                StatusCode::FORBIDDEN,
+                "the request has no Host header; send one (HTTP/1.1 requires it)".into(),
+                None,
+            ),
+            false,
         ));
     };
     let allowed = &app.options().allowed_hosts;
     if !host_allowed(&host, app.bound_addr(), allowed) {
-        return Some(refuse(
-            path,
-            StatusCode::FORBIDDEN,
-            format!(
-                "this server does not answer to the host {host:?} (a guard against DNS rebinding); use localhost or its address, or start rlm serve with --allowed-host {}",
-                host_name(&host)
+        return Some((
+            refuse(
+                path,
+                StatusCode::FORBIDDEN,
+                format!(
+                    "this server does not answer to the host {host:?} (a guard against DNS rebinding); use localhost or its address, or start rlm serve with --allowed-host {}",
+                    host_name(&host)
+                ),
+                None,
             ),
-            None,
+            false,
         ));
     }
     if changes_state(req.method())
@@ -70,14 +73,17 @@ fn refusal(app: &App, req: &Request) -> Option<Response> {
     {
         let origin = origin.to_str().unwrap_or("");
         if !origin_allowed(origin, &host, allowed) {
-            return Some(refuse(
-                path,
-                StatusCode::FORBIDDEN,
-                format!(
-                    "a {} from the page at {origin:?} is refused: only this server's own page may change things (cross-site request); add its host with --allowed-host if it is yours",
-                    req.method()
+            return Some((
+                refuse(
+                    path,
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "a {} from the page at {origin:?} is refused: only this server's own page may change things (cross-site request); add its host with --allowed-host if it is yours",
+                        req.method()
+                    ),
+                    None,
                 ),
-                None,
+                false,
             ));
         }
     }
@@ -92,12 +98,12 @@ fn refusal(app: &App, req: &Request) -> Option<Response> {
             match v.split_once(' ') {
                 Some((scheme, t)) if scheme.eq_ignore_ascii_case("bearer") => Some(t.trim()),
                 _ => {
-                    return Some(refuse(
+                    return Some((refuse(
                         path,
                         StatusCode::UNAUTHORIZED,
                         "the Authorization header is not a Bearer token; send Authorization: Bearer <token>".into(),
                         Some("Bearer realm=\"rlm\", error=\"invalid_request\""),
-                    ));
+                    ), false));
                 }
             }
         }
@@ -105,18 +111,22 @@ fn refusal(app: &App, req: &Request) -> Option<Response> {
         None => None,
     };
     match sent {
-        None => Some(refuse(
+        None => Some((refuse(
             path,
             StatusCode::UNAUTHORIZED,
             "this server requires a token: send Authorization: Bearer <token>, the token rlm serve was started with (--token or RLM_SERVE_TOKEN)".into(),
             Some("Bearer realm=\"rlm\""),
+            ),
+            false,
         )),
         Some(t) if same_secret(t, token) => None,
-        Some(_) => Some(refuse(
+        Some(_) => Some((refuse(
             path,
             StatusCode::UNAUTHORIZED,
             "the token does not match this server's; send the token rlm serve was started with (--token or RLM_SERVE_TOKEN)".into(),
             Some("Bearer realm=\"rlm\", error=\"invalid_token\""),
+            ),
+            true,
         )),
     }
 }

@@ -152,7 +152,7 @@ pub fn ground(
 
 /// The citation markers written in the documents the run showed (an
 /// injection plants them for the model to copy).
-fn injected_markers(ledger: &Ledger, corpus: &Corpus) -> Vec<String> {
+pub(crate) fn injected_markers(ledger: &Ledger, corpus: &Corpus) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for chunk in ledger.chunks(corpus) {
         for raw in crate::citations::extract_citations(&chunk.text) {
@@ -168,8 +168,8 @@ fn injected_markers(ledger: &Ledger, corpus: &Corpus) -> Vec<String> {
 /// document the run showed holds: the model repeated the document's text
 /// (an injection plants such markers), it did not cite. They count as
 /// failed.
-pub(crate) fn mark_copied(report: &mut VerificationReport, ledger: &Ledger, corpus: &Corpus) {
-    let injected = injected_markers(ledger, corpus);
+/// `injected` is [`injected_markers`] of the run.
+pub(crate) fn mark_copied(report: &mut VerificationReport, injected: &[String]) {
     if injected.is_empty() {
         return;
     }
