@@ -99,6 +99,14 @@ def sentence_with(text, needle):
     return text[start:end].strip()
 
 
+
+def printed_sentences(messages, answer):
+    """(chunk id, the sentence holding `answer` or None) of each search hit
+    printed back to the model so far, in order."""
+    seen = "\n".join(m.get("content") or "" for m in messages if m.get("role") == "user")
+    for chunk_id, text in HIT_RE.findall(seen):
+        yield chunk_id, sentence_with(text, answer)
+
 class Policy:
     def __init__(self, questions, policy, replay=None):
         self.by_question = {q["question"]: q for q in questions}
@@ -143,9 +151,7 @@ class Policy:
             return "```repl\n" + code + "\n```", "search"
         final = answer
         if self.policy == "cited":
-            seen = "\n".join(m.get("content") or "" for m in messages if m.get("role") == "user")
-            for chunk_id, text in HIT_RE.findall(seen):
-                sent = sentence_with(text, answer)
+            for chunk_id, sent in printed_sentences(messages, answer):
                 if sent:
                     quote = sent.replace('"', "'") if '"' in sent else sent
                     if quote != sent:
@@ -164,9 +170,7 @@ class Policy:
         answer = q["answers"][0]
         source = None
         if self.policy == "cited":
-            seen = "\n".join(m.get("content") or "" for m in messages if m.get("role") == "user")
-            for chunk_id, text in HIT_RE.findall(seen):
-                sent = sentence_with(text, answer)
+            for chunk_id, sent in printed_sentences(messages, answer):
                 if sent:
                     # A quote is at most 300 characters: the line of the
                     # sentence that holds the answer.
