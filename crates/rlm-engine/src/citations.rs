@@ -365,6 +365,15 @@ fn unresolved(raw: &RawCitation, status: CitationStatus, detail: String) -> Cita
     }
 }
 
+/// A document's chunks as one text (the quote check of a `doc:N` citation).
+pub(crate) fn joined(chunks: &[SourceChunk]) -> String {
+    chunks
+        .iter()
+        .map(|c| c.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Resolves and checks one citation.
 fn check(raw: &RawCitation, src: &dyn CitationSource, quotes_checked: &mut usize) -> Citation {
     let pieces = raw.quote.as_deref().map(quote_pieces).unwrap_or_default();
@@ -436,12 +445,7 @@ fn check(raw: &RawCitation, src: &dyn CitationSource, quotes_checked: &mut usize
                 return resolved(raw, ch, CitationStatus::Verified);
             }
             // A quote spanning a chunk boundary: check the document as a whole.
-            let whole: String = chunks
-                .iter()
-                .map(|c| c.text.as_str())
-                .collect::<Vec<_>>()
-                .join(" ");
-            if contains_all(&normalize(&whole), &pieces) {
+            if contains_all(&normalize(&joined(&chunks)), &pieces) {
                 return doc_level(CitationStatus::Verified, None);
             }
             doc_level(

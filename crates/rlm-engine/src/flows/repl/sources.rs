@@ -102,11 +102,5 @@ fn passage_text(corpus: &dyn CitationSource, reference: &str) -> Option<String> 
         return None;
     }
     let chunks = corpus.document_chunks(index);
-    (!chunks.is_empty()).then(|| {
-        chunks
-            .iter()
-            .map(|c| c.text.as_str())
-            .collect::<Vec<_>>()
-            .join(" ")
-    })
+    (!chunks.is_empty()).then(|| crate::citations::joined(&chunks))
 }
