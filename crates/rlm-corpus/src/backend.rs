@@ -110,6 +110,26 @@ pub trait CorpusStore: Send + Sync + std::fmt::Debug {
         slice_text(doc_id, &text, start, end)
     }
 
+    /// Up to `limit` bytes of a document's text from byte `offset`, both
+    /// moved back to character boundaries; a page smaller than one character
+    /// still holds that character, so paging always moves forward.
+    fn text_page(&self, doc_id: &str, offset: u64, limit: u64) -> Result<TextPage, CorpusError> {
+        let text = self.document_text(doc_id)?;
+        let total = text.len();
+        let at = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).min(total);
+        let start = text.floor_char_boundary(at(offset));
+        let mut end = text.floor_char_boundary(at(start as u64 + limit));
+        if end == start && start < total {
+            end = text.ceil_char_boundary(start + 1);
+        }
+        Ok(TextPage {
+            start: start as u64,
+            end: end as u64,
+            total_bytes: total as u64,
+            content: text[start..end].to_string(),
+        })
+    }
+
     /// Retrieves the best chunks for `query`. `embedder` embeds the query for
     /// vector and hybrid modes and must be the model the store was embedded
     /// with (see [`CorpusStore::embedding_model`]). BM25 mode ignores it.
@@ -234,6 +254,19 @@ pub trait CorpusStore: Send + Sync + std::fmt::Debug {
 }
 
 /// `text[start..end]` of document `doc_id`, or [`CorpusError::BadRange`].
+/// A page of a document's text ([`CorpusStore::text_page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextPage {
+    /// Byte offset of the page in the text.
+    pub start: u64,
+    /// Byte offset just past the page.
+    pub end: u64,
+    /// Length of the whole text in bytes.
+    pub total_bytes: u64,
+    /// The page's text.
+    pub content: String,
+}
+
 pub(crate) fn slice_text(
     doc_id: &str,
     text: &str,

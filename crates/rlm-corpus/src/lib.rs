@@ -43,7 +43,7 @@ mod store;
 mod vector;
 mod walk;
 
-pub use backend::CorpusStore;
+pub use backend::{CorpusStore, TextPage};
 pub use chunk::{ChunkSpan, DEFAULT_CHUNK_CHARS, chunk_text};
 pub use embed::{EmbedError, Embedder, EmbeddingSettings, EmbeddingsChoice};
 pub use error::CorpusError;

@@ -379,3 +379,69 @@ fn a_query_nested_thousands_deep_is_searched_not_a_stack_overflow() {
     // The words still match.
     assert_eq!(found, [1, 1, 1, 1]);
 }
+
+/// Chunks, slices and pages are read by byte range (not by loading the whole
+/// text): they must equal the same ranges of the whole text, land on
+/// character boundaries in multi-byte text, and refuse ranges outside it or
+/// inside a character.
+#[test]
+fn byte_range_reads_match_the_whole_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..400 {
+        text.push_str(&format!(
+            "Zeile {i}: Kündigungsfrist — 三个月 — naïve café 🙂 Straße.\n"
+        ));
+    }
+    write(&tmp.path().join("d/utf8.txt"), &text);
+    let store_dir = tmp.path().join("store");
+    index(&store_dir, &[tmp.path().join("d")]).unwrap();
+    let store = Store::open(&store_dir).unwrap();
+    let doc = store.documents().unwrap().remove(0);
+    let whole = store.document_text(&doc.id).unwrap();
+    assert!(doc.chunk_count > 3, "{doc:?}");
+    for c in store.chunks_of(&doc.id).unwrap() {
+        let read = store.chunk(&c.id).unwrap().unwrap();
+        assert_eq!(read.text, whole[c.byte_start as usize..c.byte_end as usize]);
+        assert_eq!(read, c);
+    }
+    let emoji = whole.find('🙂').unwrap() as u64;
+    assert_eq!(store.slice(&doc.id, emoji, emoji + 4).unwrap(), "🙂");
+    for (start, end) in [(emoji + 1, emoji + 4), (emoji, emoji + 2), (5, 4)] {
+        assert!(
+            matches!(
+                store.slice(&doc.id, start, end),
+                Err(CorpusError::BadRange { .. })
+            ),
+            "{start}..{end}"
+        );
+    }
+    assert!(matches!(
+        store.slice("no-such-doc", 0, 1),
+        Err(CorpusError::UnknownId(_))
+    ));
+    // Pages: every offset and limit gives a page on character boundaries
+    // that moves forward, and the pages tile the text.
+    let total = whole.len() as u64;
+    for (offset, limit) in [(emoji + 2, 1), (emoji + 1, 3), (0, 7), (emoji, 5)] {
+        let page = store.text_page(&doc.id, offset, limit).unwrap();
+        assert!(whole.is_char_boundary(page.start as usize), "{page:?}");
+        assert!(page.end > page.start, "{page:?}");
+        assert_eq!(page.content, whole[page.start as usize..page.end as usize]);
+        assert_eq!(page.total_bytes, total);
+    }
+    let mut tiled = String::new();
+    let mut at = 0;
+    while at < total {
+        let page = store.text_page(&doc.id, at, 1000).unwrap();
+        assert_eq!(page.start, at);
+        tiled.push_str(&page.content);
+        at = page.end;
+    }
+    assert_eq!(tiled, whole);
+    let past = store.text_page(&doc.id, total + 10, 100).unwrap();
+    assert_eq!(
+        (past.start, past.end, past.content.as_str()),
+        (total, total, "")
+    );
+}

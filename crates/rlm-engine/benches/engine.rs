@@ -4,7 +4,7 @@
 //! ```text
 //! cargo build --release -p rlm
 //! cargo bench -p rlm-engine --bench engine            # all
-//! cargo bench -p rlm-engine --bench engine -- process # one: process | iteration | fanout | memory
+//! cargo bench -p rlm-engine --bench engine -- process # one: process | iteration | fanout | memory | scan
 //! ```
 //!
 //! The `rlm` release binary is found next to this benchmark's executable
@@ -348,6 +348,44 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// `grep()` over 100 MB (`RLM_BENCH_MB`) in 100 documents: a pattern found
+/// once (the cost of reading and matching everything) and one on every
+/// line (plus building the line records), timed in process.
+fn bench_scan() {
+    let mb: usize = std::env::var("RLM_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let corpus = make_store(dir.path(), 100, mb * 10_000);
+    eprintln!(
+        "scan: store of {mb} MB built in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    for (pattern, limit) in [
+        ("secret code", 10_000),
+        ("committee", 10_000),
+        ("committee", 0),
+    ] {
+        let re = rlm_engine::scan::compile(pattern, true).unwrap();
+        let mut times = Vec::new();
+        let mut found = None;
+        for _ in 0..3 {
+            let t = Instant::now();
+            found = Some(rlm_engine::scan::grep(&corpus, &re, limit, None).unwrap());
+            times.push(t.elapsed().as_secs_f64());
+        }
+        let found = found.unwrap();
+        println!(
+            "scan  grep({pattern:?}, limit={limit}) over {mb} MB: {} lines, median {:.2} s ({:.0} MB/s)",
+            found.total,
+            median(times.clone()),
+            mb as f64 / median(times)
+        );
+    }
+}
+
 fn main() {
     let which: Vec<String> = std::env::args()
         .skip(1)
@@ -372,4 +410,7 @@ fn main() {
             bench_memory().await;
         }
     });
+    if want("scan") {
+        bench_scan();
+    }
 }

@@ -65,6 +65,11 @@ pub struct Answer {
     /// (`--schema`, `response_schema`), each value with its citations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<crate::typed_answer::TypedAnswer>,
+    /// The sets the run's code counted over (`grep()`, `grep_count()`), each
+    /// counted again when the answer was checked: what an answer about a set
+    /// was computed from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted: Vec<crate::scan::CountedSet>,
 }
 
 /// Errors that stop a question before it can produce any answer.

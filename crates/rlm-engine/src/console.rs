@@ -145,9 +145,17 @@ impl ReplConsole {
     /// Runs one cell. A Python exception is `Ok` with the error in the
     /// result; `Err` means the sandbox died (a fresh one has been started:
     /// earlier variables are gone, [`ConsoleError::SandboxDied`]) and says why.
+    /// Notes the host functions left (a `grep()` cut at its limit, with the
+    /// true total) end the printed output, as the model sees them.
     pub async fn run_cell(&mut self, code: &str) -> Result<CellResult, ConsoleError> {
         match self.interp.run_cell(code, &self.host).await {
-            Ok(r) => Ok(r),
+            Ok(mut r) => {
+                for note in self.host.take_notes() {
+                    r.stdout.push_str(&note);
+                    r.stdout.push('\n');
+                }
+                Ok(r)
+            }
             Err(died) => match Self::interpreter(&self.run).await {
                 Ok(interp) => {
                     self.interp = interp;

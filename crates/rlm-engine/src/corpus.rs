@@ -163,6 +163,23 @@ impl Corpus {
             })
     }
 
+    /// Where each chunk of document `index` starts (byte offset, chunk id),
+    /// in order.
+    pub fn chunk_starts(&self, index: usize) -> Result<Vec<(u64, String)>, DocumentError> {
+        let d = self
+            .docs
+            .get(index)
+            .ok_or(DocumentError::NoSuchDocument(index))?;
+        let chunks = self
+            .store
+            .chunks_of(&d.id)
+            .map_err(|source| DocumentError::Unreadable {
+                path: d.path.clone(),
+                source,
+            })?;
+        Ok(chunks.into_iter().map(|c| (c.byte_start, c.id)).collect())
+    }
+
     /// The document texts as a sandbox [`TextSource`] (text `i` = document `i`),
     /// read from the store while an interpreter starts.
     pub fn texts(self: &Arc<Self>) -> Arc<dyn TextSource> {

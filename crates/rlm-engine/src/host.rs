@@ -120,6 +120,39 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
         summary: "keyword (BM25) search over the corpus's chunks",
     },
     ReplFunction {
+        name: "grep",
+        signature: "grep(pattern, limit=10000, ignore_case=True, doc=None)",
+        provided: host(HostFunctionKind::Sync),
+        needs_model: false,
+        root_doc: Some(
+            "-> list of dicts with `doc_index`, `path`, `line`, `chunk_id`, `text` (the whole line): EVERY line of the corpus (or of documents `doc=`) that the regular expression matches, not the best few. For counting, summing, comparing or listing everything: `len(grep(\"refund\"))` is the number of lines holding the word; parse numbers out of `m[\"text\"]` with `re` and add them up in code.",
+        ),
+        sub_doc: Some(
+            "`grep(pattern)` every matching line of the corpus (dicts with `doc_index`, `path`, `line`, `chunk_id`, `text`)",
+        ),
+        summary: "every line matching a regular expression, with its place",
+    },
+    ReplFunction {
+        name: "grep_count",
+        signature: "grep_count(pattern, ignore_case=True, doc=None)",
+        provided: host(HostFunctionKind::Sync),
+        needs_model: false,
+        root_doc: Some("-> int: how many lines `grep(pattern)` matches, with no limit."),
+        sub_doc: None,
+        summary: "how many lines a regular expression matches",
+    },
+    ReplFunction {
+        name: "chunks",
+        signature: "chunks(doc=None)",
+        provided: host(HostFunctionKind::Sync),
+        needs_model: false,
+        root_doc: Some(
+            "-> list of dicts with `chunk_id`, `doc_index`, `path`, `text`: every chunk, in order, to map `llm_query_batched` over what must be read rather than matched.",
+        ),
+        sub_doc: None,
+        summary: "every chunk of the corpus (or of documents doc=), in order",
+    },
+    ReplFunction {
         name: "add_finding",
         signature: "add_finding(text, source=None)",
         provided: host(HostFunctionKind::Sync),
@@ -225,7 +258,7 @@ mod tests {
         }
         let root = root_prompt_list(3);
         assert!(root.starts_with("3. `llm_query(prompt)` -> str: one call"));
-        assert!(root.contains("\n9. `SHOW_VARS()`: the names"), "{root}");
+        assert!(root.contains("\n12. `SHOW_VARS()`: the names"), "{root}");
         assert!(root.ends_with("not whole documents."), "{root}");
         let sub = sub_prompt_list();
         assert!(sub.ends_with("`SHOW_VARS()` and `print()`"), "{sub}");

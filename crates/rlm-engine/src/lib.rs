@@ -48,6 +48,7 @@ pub mod prompts;
 mod request;
 mod retrieval;
 mod run;
+pub mod scan;
 pub mod session;
 pub mod settings;
 mod text;

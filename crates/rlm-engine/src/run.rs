@@ -55,6 +55,9 @@ pub(crate) struct RunParts {
     pub(crate) verdicts: Arc<grounding::VerdictCache>,
 }
 
+/// Most counted sets an answer carries (the run's last scans).
+const COUNTED_SETS: usize = 10;
+
 /// State shared by every agent and step of one question.
 pub(crate) struct Run {
     llm: Arc<dyn ChatModel>,
@@ -67,6 +70,9 @@ pub(crate) struct Run {
     pub(crate) session: SessionState,
     pub(crate) findings: Mutex<Vec<Finding>>,
     pub(crate) sub_results: Mutex<Vec<SubResult>>,
+    /// The `grep()` scans the run's agents made, one per distinct scan: the
+    /// sets an answer about a set was computed from.
+    pub(crate) scans: Mutex<Vec<crate::scan::CountedSet>>,
     /// What the run's agents saw (search hits, printed corpus text, what
     /// they passed to sub-calls and got back).
     pub(crate) ledger: Ledger,
@@ -178,6 +184,7 @@ impl Run {
             briefing: req.briefing.clone().filter(|b| !b.trim().is_empty()),
             session: req.session.clone().unwrap_or_default(),
             findings: Mutex::new(Vec::new()),
+            scans: Mutex::new(Vec::new()),
             sub_results: Mutex::new(Vec::new()),
             ledger: Ledger::default(),
             no_model: parts.no_model,
@@ -739,6 +746,7 @@ impl Run {
             .ok();
         }
         let data = self.typed_answer(&text, &claims).await;
+        let counted = self.counted_sets(&text).await;
         let (evidence, _) = self.ledger.snapshot();
         let usage = self.budget.report();
         self.trace.emit(TraceEvent::RunFinished {
@@ -771,7 +779,31 @@ impl Run {
                 .clone(),
             file_summaries,
             flow_report: report,
+            counted,
         }
+    }
+
+    /// The sets the run's code counted over (the last [`COUNTED_SETS`]), each
+    /// scanned again: does the corpus still give the count the run saw, and
+    /// does the answer state it.
+    async fn counted_sets(&self, answer: &str) -> Vec<crate::scan::CountedSet> {
+        let mut sets = self.scans.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if sets.len() > COUNTED_SETS {
+            sets.drain(..sets.len() - COUNTED_SETS);
+        }
+        if sets.is_empty() {
+            return sets;
+        }
+        let (corpus, answer) = (self.corpus.clone(), answer.to_string());
+        tokio::task::spawn_blocking(move || {
+            for set in &mut sets {
+                set.recheck(&corpus, &answer);
+            }
+            sets.retain(|s| !s.by_engine || s.count_in_answer);
+            sets
+        })
+        .await
+        .unwrap_or_default()
     }
 
     /// The claim-by-claim citation policy: strict drops the claims without a

@@ -5,6 +5,7 @@
 mod common;
 mod pipeline_support;
 
+mod aggregation;
 mod conversations;
 mod cpython_sandbox;
 mod fan_out;

@@ -596,10 +596,29 @@ async fn auto_routes_by_one_triage_call() {
         ..Model::default()
     })
     .await;
-    let e = engine(&server2, config(flows)).await;
-    let (answer, _) = run(&e, &ts, req).await;
+    let e = engine(&server2, config(flows.clone())).await;
+    let (answer, _) = run(&e, &ts, req.clone()).await;
     assert_eq!(answer.flow_report.as_ref().unwrap().flow, "pipeline");
     assert!(!answer.file_summaries.is_empty());
+
+    // A question about every line goes to the repl flow, whose code can
+    // scan everything, whatever RLM flow is configured.
+    let server3 = server(Model {
+        route: "scan",
+        ..Model::default()
+    })
+    .await;
+    let e = engine(&server3, config(flows)).await;
+    let (answer, trace) = run(&e, &ts, req).await;
+    assert!(answer.file_summaries.is_empty());
+    let route = steps(&trace, "route");
+    assert_eq!(route, vec!["Flow repl selected (auto): scripted triage"]);
+    assert!(
+        server3.requests().iter().any(|r| r
+            .system()
+            .contains("You are answering a question about a collection")),
+        "the root agent of the repl flow ran"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

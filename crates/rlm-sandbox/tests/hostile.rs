@@ -115,7 +115,8 @@ async fn allocation_failures_outside_a_worker_are_not_reported_as_the_worker() {
 
 /// Host functions of these tests: `llm_query` / `llm_query_async` answer their
 /// argument, `FINAL` and `add_finding` answer `None`, `hang` / `hang_async`
-/// never answer.
+/// never answer, `lookup` answers after 100 ms of the cell's own time and
+/// `slow_model` after 1.5 s of host time.
 struct Host;
 
 impl HostHandler for Host {
@@ -129,8 +130,20 @@ impl HostHandler for Host {
             "deep" => Ok(nested(200)),
             "big" => Ok(Value::String("b".repeat(300_000_000))),
             "hang" | "hang_async" => std::future::pending().await,
+            "lookup" => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Ok(Value::from(1))
+            }
+            "slow_model" => {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                Ok(Value::from("answer"))
+            }
             other => Err(HostError::runtime(format!("unexpected host call {other}"))),
         }
+    }
+
+    fn counts_as_cell_time(&self, call: &HostCall) -> bool {
+        call.name == "lookup"
     }
 }
 
@@ -144,6 +157,8 @@ fn spec() -> InterpreterSpec {
         .function("hang_async", HostFunctionKind::Async)
         .function("deep", HostFunctionKind::Sync)
         .function("big", HostFunctionKind::Sync)
+        .function("lookup", HostFunctionKind::Sync)
+        .function("slow_model", HostFunctionKind::Sync)
 }
 
 /// A JSON list nested `levels` deep.
@@ -228,6 +243,38 @@ async fn host_calls_that_never_finish_end_the_cell_at_its_limit() {
         eprintln!("{code:?}: ended after {took:?}: {}", e.message);
         still_usable(&mut interp, &host).await;
     }
+}
+
+/// Lookups the host answers itself count against the cell's time limit (a
+/// loop of 0.1 s searches ran far past `--cell-timeout`): the cell ends with
+/// a `TimeoutError` at the limit, without the grace, and its variables are
+/// kept; a model call longer than the limit does not count against it.
+#[tokio::test]
+async fn lookups_count_against_the_cell_time_limit_and_model_calls_do_not() {
+    let mut config = common::config();
+    config.cell_time_limit = Duration::from_secs(1);
+    config.kill_grace = Duration::from_secs(3);
+    let (mut interp, host) = start(&config).await;
+    interp.run_cell("kept = 'kept'", &host).await.unwrap();
+    let code = "n = 0\nfor i in range(100000):\n    n = n + lookup()";
+    let (r, took) = run(&mut interp, &host, code, Duration::from_secs(20)).await;
+    let e = r
+        .expect("the interpreter survives")
+        .error
+        .expect("the cell fails");
+    assert_eq!(e.exc_type, "TimeoutError", "{e:?}");
+    assert!(e.message.contains("time limit"), "{}", e.message);
+    assert!(
+        took < config.cell_time_limit + config.kill_grace,
+        "{took:?}"
+    );
+    let n = interp.get_var("n").await.unwrap().expect("n is kept");
+    assert!((5..=11).contains(&n.as_u64().unwrap()), "{n}");
+    let (r, took) = run(&mut interp, &host, "slow_model()", Duration::from_secs(20)).await;
+    let r = r.expect("a model call runs");
+    assert_eq!(r.error, None, "{took:?}");
+    assert!(took >= Duration::from_millis(1500), "{took:?}");
+    still_usable(&mut interp, &host).await;
 }
 
 /// Runs `code`, which must end with a Python exception (returned).

@@ -110,6 +110,26 @@ async fn no_new_processes_fork_bombs_and_subprocess() {
     .await;
     assert!(e.is_none(), "{e:?}");
     assert_eq!(out, "[0, 1, 2, 3, 4, 5, 6, 7]\n");
+    // ... but not without bound, even with the memory limit off: a cell once
+    // started 10,000.
+    let mut unlimited = c.clone();
+    unlimited.memory_limit_bytes = 0;
+    for start in [
+        "threading.Thread(target=time.sleep, args=(3,)).start()",
+        "_thread.start_new_thread(time.sleep, (3,))",
+    ] {
+        let (out, e) = run(
+            &unlimited,
+            &format!(
+                "import threading, _thread, time\nn = 0\ntry:\n    for i in range(10000):\n        {start}\n        n += 1\n\
+                 except RuntimeError as e:\n    print(e)\nprint(n)"
+            ),
+        )
+        .await;
+        assert!(e.is_none(), "{e:?}");
+        assert!(out.contains("at most 64 threads"), "{out}");
+        assert!(out.ends_with("\n64\n"), "{out}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -428,19 +428,22 @@ fn end_event(view: Option<crate::app::RunView>) -> Event {
 
 async fn get_chunk(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let store = app.store();
-    let chunk = store
-        .chunk(&id)
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .ok_or_else(|| {
-            ApiError::not_found(format!(
-                "no chunk {id:?} in this store; chunk ids look like <document id>-<n>"
-            ))
-        })?;
-    let path = store
-        .document(&chunk.doc_id)
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .map(|d| d.path);
-    let mut v = serde_json::to_value(&chunk).unwrap_or(Value::Null);
-    v["path"] = json!(path);
-    Ok(Json(v))
+    crate::documents::read_store(move || {
+        let chunk = store
+            .chunk(&id)
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "no chunk {id:?} in this store; chunk ids look like <document id>-<n>"
+                ))
+            })?;
+        let path = store
+            .document(&chunk.doc_id)
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map(|d| d.path);
+        let mut v = serde_json::to_value(&chunk).unwrap_or(Value::Null);
+        v["path"] = json!(path);
+        Ok(Json(v))
+    })
+    .await
 }

@@ -62,7 +62,19 @@ pub(crate) async fn list_documents(
         )));
     }
     let store = app.current_corpus().store().clone();
-    let docs = store.documents().map_err(internal)?;
+    let text_query = query.to_string();
+    let (docs, hits) = read_store(move || {
+        let docs = store.documents().map_err(internal)?;
+        // The documents whose text matches, best first (a query the
+        // full-text parser makes nothing of finds nothing more).
+        let hits = if text_query.is_empty() {
+            Vec::new()
+        } else {
+            store.search(&text_query, TEXT_HITS).unwrap_or_default()
+        };
+        Ok((docs, hits))
+    })
+    .await?;
     let matches: Vec<Value> = if query.is_empty() {
         docs.iter().map(document_json).collect()
     } else {
@@ -80,9 +92,7 @@ pub(crate) async fn list_documents(
                 v
             })
             .collect();
-        // Then the documents whose text matches, best first (a query the
-        // full-text parser makes nothing of finds nothing more).
-        let hits = store.search(query, TEXT_HITS).unwrap_or_default();
+        // Then the documents whose text matches.
         for hit in hits {
             if !seen.insert(hit.doc_id.clone()) {
                 continue;
@@ -116,28 +126,39 @@ pub(crate) async fn get_document(
     q: Result<Query<TextQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let q = crate::body::query(q)?;
-    let store = app.current_corpus().store().clone();
-    let doc = store.document(&id).map_err(internal)?.ok_or_else(|| {
-        ApiError::not_found(format!(
-            "no document {id:?} in this store; GET /api/documents lists them"
-        ))
-    })?;
-    let text = store.document_text(&id).map_err(internal)?;
     let limit = crate::body::limit(q.limit, TEXT_PAGE, MAX_TEXT_PAGE)?;
-    let start = text.floor_char_boundary(q.offset.unwrap_or(0).min(text.len()));
-    let mut end = text.floor_char_boundary(start.saturating_add(limit).min(text.len()));
-    if end == start && start < text.len() {
-        // A page smaller than one character still moves forward.
-        end = text.ceil_char_boundary(start + 1);
-    }
-    let mut v = document_json(&doc);
-    v["hash"] = json!(doc.hash);
-    v["text"] = json!({
-        "offset": start,
-        "end": end,
-        "total_bytes": text.len(),
-        "content": &text[start..end],
-        "next_offset": (end < text.len()).then_some(end),
-    });
-    Ok(Json(v))
+    let offset = q.offset.unwrap_or(0) as u64;
+    let store = app.current_corpus().store().clone();
+    read_store(move || {
+        let doc = store.document(&id).map_err(internal)?.ok_or_else(|| {
+            ApiError::not_found(format!(
+                "no document {id:?} in this store; GET /api/documents lists them"
+            ))
+        })?;
+        // Only the page's bytes are read, not the whole text.
+        let page = store
+            .text_page(&id, offset, limit as u64)
+            .map_err(internal)?;
+        let mut v = document_json(&doc);
+        v["hash"] = json!(doc.hash);
+        v["text"] = json!({
+            "offset": page.start,
+            "end": page.end,
+            "total_bytes": page.total_bytes,
+            "content": page.content,
+            "next_offset": (page.end < page.total_bytes).then_some(page.end),
+        });
+        Ok(Json(v))
+    })
+    .await
+}
+
+/// Runs a store read off the async workers: on a large store a read takes
+/// long, and the workers serve every other request meanwhile.
+pub(crate) async fn read_store<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|e| internal(format!("the read stopped: {e}")))?
 }

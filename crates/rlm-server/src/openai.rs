@@ -367,6 +367,7 @@ fn grounding_json(answer: &Answer) -> Value {
         "sources": answer.sources(),
         "related_sources": answer.related_sources(),
         "grounded": answer.grounded,
+        "counted": answer.counted,
     })
 }
 

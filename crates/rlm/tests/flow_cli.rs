@@ -150,6 +150,71 @@ fn pipeline_json_has_file_summaries_and_report() {
     );
 }
 
+/// Under best effort the uncited claim is listed as one the answer wrote no
+/// citation for, in words that agree with the Grounded line (which counts
+/// the sources the engine attached): the two once read "1 of 1 claims
+/// supported" and "claims without a verified citation: 1".
+#[test]
+fn best_effort_lists_what_the_answer_left_uncited() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(model());
+    let o = f.ask(
+        &server,
+        &[
+            "Which skills does Alexis have?",
+            "--store",
+            "store",
+            "--flow",
+            "pipeline",
+        ],
+        &[("RLM_INSPECTOR", "per-chunk")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(
+            "Claims the answer wrote no verified citation for (kept, best_effort; a source the engine attached counts in Grounded above): 1"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("  - Alexis also flies planes."), "{out}");
+    assert!(out.contains("Grounded: "), "{out}");
+}
+
+/// An answer computed from a scan lists the set it counted, counted again.
+#[test]
+fn counted_sets_are_printed_under_the_answer() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(Script::new().respond_with(|r| {
+        if let Some(verdicts) = common::judge_says(r, rlm_engine::grounding::Verdict::Entailed) {
+            return Some(Reply::text(verdicts));
+        }
+        r.system().contains("You are answering a question").then(|| {
+            Reply::text("```repl\nn = grep_count(r'python|chess', doc=0)\nFINAL(f'{n} lines name Python or chess.')\n```")
+        })
+    }));
+    let o = f.ask(
+        &server,
+        &[
+            "How many lines name Python or chess?",
+            "--store",
+            "store",
+            "--flow",
+            "repl",
+        ],
+        &[("RLM_TURN_FORMAT", "text")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("2 lines name Python or chess."), "{out}");
+    assert!(out.contains("\nCounted over:\n"), "{out}");
+    assert!(
+        out.contains("  - grep(\"python|chess\"): 2 lines in 1 documents; counted again: same; the answer states this count"),
+        "{out}"
+    );
+    assert!(out.contains("(rlm show ID)"), "{out}");
+}
+
 #[test]
 fn switch_off_answers_exactly_like_rag() {
     let f = Fixture::new();

@@ -620,6 +620,42 @@ fn chats_are_titled_renamed_switched_linked_and_survive_reload() {
     );
 }
 
+/// An answer computed from a scan shows the set it counted, counted again,
+/// and opens its passages.
+#[test]
+fn counted_sets_are_shown_and_their_passages_open() {
+    browser_or_skip!(b);
+    let count = Script::new()
+        .on(common::judge(), judge_reply(&[Verdict::Entailed; 4]))
+        .on(
+            root(),
+            Reply::text(
+                "```repl\nn = grep_count('secret code')\nFINAL(f'{n} lines mention a secret code.')\n```",
+            ),
+        );
+    let setup = serve(count, &[]);
+    b.viewport(1440, 900);
+    open(b, &setup.server, "/#/");
+    ask(b, "How many lines mention a secret code?");
+    b.wait_text(".msg.answer", "2 lines mention a secret code.");
+    let counted = b.wait_for("the counted sets", |b| {
+        let t = b.text(".msg.answer .counted");
+        (!t.is_empty()).then_some(t)
+    });
+    assert!(
+        counted.contains("grep(\"secret code\"): 2 lines in 2 documents · counted again: same · the answer states this count"),
+        "{counted}"
+    );
+    b.click(".msg.answer .counted-chunks button");
+    b.wait_text("#source-text", "secret code");
+    assert!(
+        b.text("#source-status").contains("counted"),
+        "{}",
+        b.text("#source-status")
+    );
+    b.screenshot("counted-1440x900");
+}
+
 #[test]
 fn budget_exhausted_is_named() {
     browser_or_skip!(b);

@@ -5,7 +5,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use super::Store;
-use crate::backend::CorpusStore;
+use crate::backend::{CorpusStore, TextPage};
 use crate::embed::Embedder;
 use crate::error::CorpusError;
 use crate::fts::SearchHit;
@@ -87,5 +87,9 @@ impl CorpusStore for Store {
 
     fn slice(&self, doc_id: &str, start: u64, end: u64) -> Result<String, CorpusError> {
         Store::slice(self, doc_id, start, end)
+    }
+
+    fn text_page(&self, doc_id: &str, offset: u64, limit: u64) -> Result<TextPage, CorpusError> {
+        Store::text_page(self, doc_id, offset, limit)
     }
 }

@@ -1,10 +1,11 @@
 //! Reading an open store: documents, chunks, slices of text, BM25 search and
 //! totals. Nothing here writes; see `writer.rs` for indexing.
 
-use rusqlite::OptionalExtension;
+use rusqlite::blob::Blob;
+use rusqlite::{Connection, MAIN_DB, OptionalExtension};
 
 use super::{Chunk, Document, Store, StoreStats};
-use crate::backend::{CorpusStore, slice_text};
+use crate::backend::{CorpusStore, TextPage};
 use crate::embed::Embedder;
 use crate::error::CorpusError;
 use crate::extract::DocKind;
@@ -92,25 +93,37 @@ impl Store {
     /// The chunk with this id.
     pub fn chunk(&self, chunk_id: &str) -> Result<Option<Chunk>, CorpusError> {
         let conn = self.db();
-        // Only the chunk's bytes are read from the document, not the whole text.
-        let sql =
-            "SELECT c.id, c.doc_id, c.ordinal, c.byte_start, c.byte_end, c.line_start,
-                    c.line_end, c.page, c.heading,
-                    CAST(substr(CAST(d.text AS BLOB), c.byte_start + 1, c.byte_end - c.byte_start) AS TEXT)
+        let sql = "SELECT c.id, c.doc_id, c.ordinal, c.byte_start, c.byte_end, c.line_start,
+                    c.line_end, c.page, c.heading, d.rowid
              FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1";
-        Ok(conn
-            .query_row(sql, [chunk_id], |r| {
-                let mut c = row_to_chunk(r, "")?;
-                c.text = r.get(9)?;
-                Ok(c)
-            })
-            .optional()?)
+        let Some((mut chunk, rowid)) = conn
+            .query_row(sql, [chunk_id], |r| Ok((row_to_chunk(r, "")?, r.get(9)?)))
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        let text = DocumentText::open(&conn, &chunk.doc_id, rowid)?;
+        chunk.text = text.range(chunk.byte_start, chunk.byte_end)?;
+        Ok(Some(chunk))
     }
 
-    /// The text of a document between two byte offsets.
+    /// The text of a document between two byte offsets (only those bytes
+    /// are read).
     pub fn slice(&self, doc_id: &str, start: u64, end: u64) -> Result<String, CorpusError> {
-        let text = self.document_text(doc_id)?;
-        slice_text(doc_id, &text, start, end)
+        let conn = self.db();
+        DocumentText::find(&conn, doc_id)?.range(start, end)
+    }
+
+    /// Up to `limit` bytes of a document's text from byte `offset`, both
+    /// moved back to character boundaries (only those bytes are read).
+    pub fn text_page(
+        &self,
+        doc_id: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<TextPage, CorpusError> {
+        let conn = self.db();
+        DocumentText::find(&conn, doc_id)?.page(offset, limit)
     }
 
     /// Retrieves the best chunks for `query` by BM25, vectors or both
@@ -185,4 +198,97 @@ fn row_to_chunk(r: &rusqlite::Row<'_>, doc_text: &str) -> rusqlite::Result<Chunk
             .unwrap_or_default()
             .to_string(),
     })
+}
+
+/// A document's text in the database, read by byte range through SQLite's
+/// incremental blob I/O: a lookup reads the pages holding the range, not the
+/// whole text (a chunk of a 400 MB document costs what it returns).
+struct DocumentText<'c> {
+    doc_id: String,
+    blob: Blob<'c>,
+}
+
+impl<'c> DocumentText<'c> {
+    /// The text of the document with this id ([`CorpusError::UnknownId`]
+    /// when there is none).
+    fn find(conn: &'c Connection, doc_id: &str) -> Result<Self, CorpusError> {
+        let rowid: i64 = conn
+            .query_row("SELECT rowid FROM documents WHERE id = ?1", [doc_id], |r| {
+                r.get(0)
+            })
+            .optional()?
+            .ok_or_else(|| CorpusError::UnknownId(doc_id.to_string()))?;
+        Self::open(conn, doc_id, rowid)
+    }
+
+    fn open(conn: &'c Connection, doc_id: &str, rowid: i64) -> Result<Self, CorpusError> {
+        let blob = conn.blob_open(MAIN_DB, c"documents", c"text", rowid, true)?;
+        Ok(DocumentText {
+            doc_id: doc_id.to_string(),
+            blob,
+        })
+    }
+
+    fn len(&self) -> u64 {
+        self.blob.len() as u64
+    }
+
+    fn bytes(&self, start: u64, end: u64) -> Result<Vec<u8>, CorpusError> {
+        let mut buf = vec![0u8; (end - start) as usize];
+        self.blob.read_at_exact(&mut buf, start as usize)?;
+        Ok(buf)
+    }
+
+    /// Bytes `start..end`, which must lie on character boundaries.
+    fn range(&self, start: u64, end: u64) -> Result<String, CorpusError> {
+        let len = self.len();
+        let bad = || CorpusError::BadRange {
+            doc_id: self.doc_id.clone(),
+            start,
+            end,
+            len,
+        };
+        if start > end || end > len {
+            return Err(bad());
+        }
+        // A range inside a character fails UTF-8 validation at its ends
+        // (the text itself is valid UTF-8).
+        String::from_utf8(self.bytes(start, end)?).map_err(|_| bad())
+    }
+
+    fn page(&self, offset: u64, limit: u64) -> Result<TextPage, CorpusError> {
+        let total = self.len();
+        let start = self.floor_boundary(offset.min(total))?;
+        let mut end = self.floor_boundary(start.saturating_add(limit).min(total))?;
+        if end == start && start < total {
+            // A page smaller than one character still moves forward.
+            end = self.floor_boundary((start + 4).min(total))?;
+            if end == start {
+                end = total;
+            }
+        }
+        Ok(TextPage {
+            start,
+            end,
+            total_bytes: total,
+            content: self.range(start, end)?,
+        })
+    }
+
+    /// `at`, or the start of the character it falls inside.
+    fn floor_boundary(&self, at: u64) -> Result<u64, CorpusError> {
+        if at == 0 || at >= self.len() {
+            return Ok(at.min(self.len()));
+        }
+        let from = at.saturating_sub(3);
+        let window = self.bytes(from, at + 1)?;
+        // A UTF-8 continuation byte is 0b10xx_xxxx; a character starts at
+        // most three bytes before it.
+        let back = window
+            .iter()
+            .rev()
+            .position(|b| b & 0xC0 != 0x80)
+            .unwrap_or(0) as u64;
+        Ok(at - back)
+    }
 }

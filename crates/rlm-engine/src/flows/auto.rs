@@ -1,6 +1,8 @@
-//! The `auto` flow: one cheap triage call decides whether the question needs
-//! the RLM flow (reading, counting, comparing across documents) or plain
-//! retrieval (`rag`) suffices. An unusable triage reply routes to the RLM flow.
+//! The `auto` flow: one cheap triage call decides whether plain retrieval
+//! (`rag`) suffices, the answer is computed over every line (`scan`: the
+//! `repl` flow, whose code reads everything with `grep()`), or the question
+//! needs the configured RLM flow (reading, comparing across documents). An
+//! unusable triage reply routes to the RLM flow.
 
 use rlm_llm::{Message, ModelRole};
 
@@ -14,11 +16,27 @@ use crate::trace::CallPurpose;
 /// Prompt of the triage call.
 pub const TRIAGE_PROMPT: &str = include_str!("../../prompts/pipeline/triage.md");
 
-/// The flow `auto` picks for `question`: `rag` or the configured RLM flow.
+/// What the triage decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// A fact a few passages hold.
+    Rag,
+    /// Computed over every line: the `repl` flow.
+    Scan,
+    /// The configured RLM flow.
+    Rlm,
+}
+
+/// The flow `auto` picks for `question`: `rag`, `repl` for a question about
+/// every line, or the configured RLM flow.
 pub(crate) async fn route(run: &Run, question: &str) -> (Flow, RouteDecision) {
     let cfg = &run.config().flows;
-    let (rag, reason) = triage(run, question, cfg.codegen_model.clone()).await;
-    let flow = if rag { Flow::Rag } else { cfg.rlm_flow };
+    let (route, reason) = triage(run, question, cfg.codegen_model.clone()).await;
+    let flow = match route {
+        Route::Rag => Flow::Rag,
+        Route::Scan => Flow::Repl,
+        Route::Rlm => cfg.rlm_flow,
+    };
     let decision = RouteDecision {
         requested: "auto".into(),
         chosen: flow.as_str().into(),
@@ -27,10 +45,9 @@ pub(crate) async fn route(run: &Run, question: &str) -> (Flow, RouteDecision) {
     (flow, decision)
 }
 
-/// One cheap call: `rag` (true) or the RLM flow (false), with the reason.
-/// An unusable reply routes to the RLM flow (the product's default) and is
-/// logged as a fallback.
-async fn triage(fx: &Run, question: &str, model: Option<String>) -> (bool, String) {
+/// One cheap call: the route, with the reason. An unusable reply routes to
+/// the RLM flow (the product's default) and is logged as a fallback.
+async fn triage(fx: &Run, question: &str, model: Option<String>) -> (Route, String) {
     let docs = fx.corpus().documents().len().to_string();
     let chars = fx.corpus().total_chars().to_string();
     let prompt = render(
@@ -56,8 +73,9 @@ async fn triage(fx: &Run, question: &str, model: Option<String>) -> (bool, Strin
             let route = json_field(&v, "route").to_lowercase();
             let reason = json_field(&v, "reason");
             match route.as_str() {
-                "rag" => Some((true, reason)),
-                "rlm" | "repl" | "pipeline" => Some((false, reason)),
+                "rag" => Some((Route::Rag, reason)),
+                "scan" => Some((Route::Scan, reason)),
+                "rlm" | "repl" | "pipeline" => Some((Route::Rlm, reason)),
                 _ => None,
             }
         }),
@@ -67,7 +85,7 @@ async fn triage(fx: &Run, question: &str, model: Option<String>) -> (bool, Strin
                 "triage",
                 &format!("{e}; routing to the RLM flow"),
             );
-            return (false, format!("triage impossible: {e}"));
+            return (Route::Rlm, format!("triage impossible: {e}"));
         }
         Err(e) => {
             fx.fallback(
@@ -75,25 +93,25 @@ async fn triage(fx: &Run, question: &str, model: Option<String>) -> (bool, Strin
                 "triage",
                 &format!("{e}; routing to the RLM flow"),
             );
-            return (false, format!("triage failed: {e}"));
+            return (Route::Rlm, format!("triage failed: {e}"));
         }
     };
     match decision {
-        Some((rag, reason)) => {
+        Some((route, reason)) => {
             let reason = if reason.is_empty() {
                 "(the triage gave no reason)".to_string()
             } else {
                 reason
             };
-            (rag, reason)
+            (route, reason)
         }
         None => {
             fx.fallback(
                 ROOT_AGENT,
                 "triage",
-                "the triage reply had no route \"rag\" or \"rlm\"; routing to the RLM flow",
+                "the triage reply had no route \"rag\", \"scan\" or \"rlm\"; routing to the RLM flow",
             );
-            (false, "triage reply unusable".into())
+            (Route::Rlm, "triage reply unusable".into())
         }
     }
 }

@@ -652,9 +652,61 @@ def no_processes(*_args, **_kwargs):
     )
 
 
+# Threads a cell may run at once. Each one's host calls are tasks in the
+# parent, and with the memory limit off nothing else stops thousands.
+MAX_THREADS = 64
+
+
+def cap_threads():
+    """Refuses a new thread while MAX_THREADS run (every way the standard
+    library starts one goes through these functions). Counted here, at the
+    start call: the interpreter's own count lags behind a fast loop."""
+    import _thread
+    import threading
+
+    lock = _thread.allocate_lock()
+    running = [0]
+
+    def finished():
+        with lock:
+            running[0] -= 1
+
+    def capped(start):
+        def start_capped(function, *args, **kwargs):
+            with lock:
+                if running[0] >= MAX_THREADS:
+                    raise RuntimeError(
+                        f"the sandbox runs at most {MAX_THREADS} threads at once: "
+                        "join some before starting more, or use asyncio.gather for many host calls"
+                    )
+                running[0] += 1
+
+            def run(*a, **k):
+                try:
+                    return function(*a, **k)
+                finally:
+                    finished()
+
+            try:
+                return start(run, *args, **kwargs)
+            except BaseException:
+                finished()
+                raise
+
+        return start_capped
+
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, capped(getattr(_thread, name)))
+    for name in ("_start_new_thread", "_start_joinable_thread"):
+        if hasattr(threading, name):
+            setattr(threading, name, capped(getattr(threading, name)))
+
+
 def main():
     os.system = no_processes
     os.popen = no_processes
+    cap_threads()
     chan = Channel()
     try:
         return Worker(chan).serve()

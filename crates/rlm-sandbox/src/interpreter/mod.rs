@@ -18,7 +18,6 @@ use spec::is_identifier;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::future::Future;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -520,14 +519,10 @@ impl Interpreter {
         // writing calls while the parent writes answers, and neither pipe may fill
         // with nobody reading it.
         let mut outbox = Outbox::default();
-        // Time the worker may compute with no host call in flight...
-        let mut compute_left = config.cell_time_limit.saturating_add(config.kill_grace);
-        // ... and time the cell may wait with host calls in flight.
-        let mut host_left = config.host_wait_limit;
-        let mut host_timed_out = false;
+        let mut clock = CellClock::new(config);
         loop {
-            let waiting = !calls.is_empty();
-            let budget = if waiting { host_left } else { compute_left };
+            let waiting = calls.waits_on_host();
+            let budget = clock.budget(&calls, config);
             let t0 = Instant::now();
             let event = tokio::select! {
                 next = worker.frames.recv() => Event::Frame(next),
@@ -537,16 +532,11 @@ impl Interpreter {
                 }
                 () = tokio::time::sleep(budget) => Event::Deadline,
             };
-            let spent = t0.elapsed();
-            if waiting {
-                host_left = host_left.saturating_sub(spent);
-            } else {
-                compute_left = compute_left.saturating_sub(spent);
-            }
+            clock.spend(waiting, t0.elapsed());
             match event {
                 Event::Frame(next) => match worker.decode(next).await? {
                     msg @ FromWorker::HostCall { .. } => {
-                        match calls.start(msg, handler, config, host_timed_out) {
+                        match calls.start(msg, handler, config, clock.refusal) {
                             Ok(None) => {}
                             Ok(Some((id, name, answer))) => outbox.push(id, &name, answer),
                             Err(why) => {
@@ -591,7 +581,7 @@ impl Interpreter {
                             Err(HostError::runtime("the host function failed unexpectedly")),
                         ),
                     };
-                    if let Some((call_id, name)) = calls.ids.remove(&task_id) {
+                    if let Some((call_id, name, _)) = calls.ids.remove(&task_id) {
                         outbox.push(call_id, &name, wire_answer(answer));
                     }
                 }
@@ -601,12 +591,15 @@ impl Interpreter {
                     // Every call still running is answered with the timeout, which
                     // ends the cell; the worker then has the rest of its own time
                     // (at least the grace) to finish.
-                    host_timed_out = true;
-                    calls.tasks.abort_all();
-                    for (_, (call_id, name)) in calls.ids.drain() {
-                        outbox.push(call_id, &name, host_timeout(config));
-                    }
-                    compute_left = compute_left.max(config.kill_grace);
+                    calls.refuse_all(Refusal::HostWait, &mut outbox, config);
+                    clock.refused(Refusal::HostWait, config);
+                }
+                Event::Deadline if !calls.is_empty() => {
+                    // The cell's time ran out during lookups: they end the
+                    // cell as its own time would, but the interpreter lives
+                    // (it has the grace to finish).
+                    calls.refuse_all(Refusal::CellTime, &mut outbox, config);
+                    clock.refused(Refusal::CellTime, config);
                 }
                 Event::Deadline => {
                     let _ = worker.child.kill().await;
@@ -697,8 +690,9 @@ enum Event {
 #[derive(Default)]
 struct HostCalls {
     tasks: JoinSet<Result<Value, HostError>>,
-    /// The call id and function name of each task.
-    ids: HashMap<tokio::task::Id, (u64, String)>,
+    /// The call id and function name of each task, and whether its time
+    /// counts as the cell's own ([`HostHandler::counts_as_cell_time`]).
+    ids: HashMap<tokio::task::Id, (u64, String, bool)>,
     /// Calls the cell made. The worker is not trusted to keep its own cap
     /// (a CPython cell can write frames to the protocol pipe itself): it is
     /// counted here too.
@@ -708,13 +702,14 @@ struct HostCalls {
 impl HostCalls {
     /// Starts answering `call`: `Ok(None)` when a task answers it,
     /// `Ok(Some(answer))` when it is answered at once (the cell is past its
-    /// host-wait limit), `Err` when the worker broke its cap and must stop.
+    /// host-wait limit or its own time), `Err` when the worker broke its cap
+    /// and must stop.
     fn start<H: HostHandler>(
         &mut self,
         msg: FromWorker,
         handler: &Arc<H>,
         config: &SandboxConfig,
-        timed_out: bool,
+        refusal: Option<Refusal>,
     ) -> Result<Option<(u64, String, WireHostResult)>, String> {
         let FromWorker::HostCall {
             call_id,
@@ -739,28 +734,34 @@ impl HostCalls {
                 config.max_host_calls_per_cell
             ));
         }
-        if timed_out {
-            return Ok(Some((call_id, call.name, host_timeout(config))));
+        if let Some(refusal) = refusal {
+            return Ok(Some((call_id, call.name, refusal.answer(config))));
         }
+        let cell_time = handler.counts_as_cell_time(&call);
         let h = handler.clone();
         let name = call.name.clone();
-        self.spawn(call_id, name, async move { h.handle(call).await });
+        let task = self.tasks.spawn(async move { h.handle(call).await });
+        self.ids.insert(task.id(), (call_id, name, cell_time));
         Ok(None)
-    }
-
-    fn spawn(
-        &mut self,
-        call_id: u64,
-        name: String,
-        answer: impl Future<Output = Result<Value, HostError>> + Send + 'static,
-    ) {
-        let task = self.tasks.spawn(answer);
-        self.ids.insert(task.id(), (call_id, name));
     }
 
     /// True when no call is in flight.
     fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// Ends every call in flight with `refusal`'s answer.
+    fn refuse_all(&mut self, refusal: Refusal, outbox: &mut Outbox, config: &SandboxConfig) {
+        self.tasks.abort_all();
+        for (_, (call_id, name, _)) in self.ids.drain() {
+            outbox.push(call_id, &name, refusal.answer(config));
+        }
+    }
+
+    /// True when a call in flight waits on something outside the cell's
+    /// own time (see [`HostHandler::counts_as_cell_time`]).
+    fn waits_on_host(&self) -> bool {
+        self.ids.values().any(|(_, _, cell_time)| !cell_time)
     }
 }
 
@@ -844,14 +845,91 @@ fn wire_answer(answer: Result<Value, HostError>) -> WireHostResult {
 }
 
 /// The answer to every host call of a cell past its host-wait limit.
-fn host_timeout(config: &SandboxConfig) -> WireHostResult {
-    WireHostResult::Abort {
-        exc_type: "TimeoutError".into(),
-        message: format!(
-            "host calls did not finish within {:?} (the limit a cell may wait for them); \
-             the cell was stopped. Make fewer or smaller calls per cell",
-            config.host_wait_limit
-        ),
+/// The time a cell has left.
+struct CellClock {
+    /// Time the worker may compute, with no call or only lookups in flight...
+    compute_left: Duration,
+    /// ... and time the cell may wait with calls on the host in flight.
+    host_left: Duration,
+    /// Set when a limit ran out: later calls are answered with it at once.
+    refusal: Option<Refusal>,
+}
+
+impl CellClock {
+    fn new(config: &SandboxConfig) -> Self {
+        CellClock {
+            compute_left: config.cell_time_limit.saturating_add(config.kill_grace),
+            host_left: config.host_wait_limit,
+            refusal: None,
+        }
+    }
+
+    /// How long to wait for the next event. Lookups the host answers itself
+    /// count as the cell's own time; only calls waiting on something slow by
+    /// nature (a model) count against the host-wait limit.
+    fn budget(&self, calls: &HostCalls, config: &SandboxConfig) -> Duration {
+        if calls.waits_on_host() {
+            self.host_left
+        } else if !calls.is_empty() {
+            // Only lookups in flight: the parent alone keeps the cell's
+            // time, with no grace (that is for an unresponsive worker).
+            self.compute_left.saturating_sub(config.kill_grace)
+        } else {
+            self.compute_left
+        }
+    }
+
+    fn spend(&mut self, waiting_on_host: bool, spent: Duration) {
+        let left = if waiting_on_host {
+            &mut self.host_left
+        } else {
+            &mut self.compute_left
+        };
+        *left = left.saturating_sub(spent);
+    }
+
+    /// After `refusal` ended the calls in flight: the worker has the rest of
+    /// its own time (at least the grace) to finish, or only the grace when
+    /// its own time is what ran out.
+    fn refused(&mut self, refusal: Refusal, config: &SandboxConfig) {
+        self.refusal = Some(refusal);
+        self.compute_left = match refusal {
+            Refusal::HostWait => self.compute_left.max(config.kill_grace),
+            Refusal::CellTime => config.kill_grace,
+        };
+    }
+}
+
+/// A limit a cell ran past; every host call after it is answered with it.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    /// Calls waiting on the host ran past [`SandboxConfig::host_wait_limit`].
+    HostWait,
+    /// The interpreter and its lookups ran past
+    /// [`SandboxConfig::cell_time_limit`].
+    CellTime,
+}
+
+impl Refusal {
+    /// The uncatchable `TimeoutError` that ends the cell.
+    fn answer(self, config: &SandboxConfig) -> WireHostResult {
+        let message = match self {
+            Refusal::HostWait => format!(
+                "host calls did not finish within {:?} (the limit a cell may wait for them); \
+                 the cell was stopped. Make fewer or smaller calls per cell",
+                config.host_wait_limit
+            ),
+            Refusal::CellTime => format!(
+                "the cell ran past its time limit ({:?}, its lookups included); \
+                 the cell was stopped and its variables are kept. Look up less per cell: \
+                 fewer or smaller searches, then read what they found",
+                config.cell_time_limit
+            ),
+        };
+        WireHostResult::Abort {
+            exc_type: "TimeoutError".into(),
+            message,
+        }
     }
 }
 

@@ -231,6 +231,16 @@ impl HostError {
 pub trait HostHandler: Send + Sync + 'static {
     /// Answers one call with a JSON value (becomes a Python value) or an error.
     fn handle(&self, call: HostCall) -> impl Future<Output = Result<Value, HostError>> + Send;
+
+    /// Whether the call's time counts against the cell's time limit, as the
+    /// interpreter's own time does: true for lookups the host answers itself
+    /// (a search, a chunk read), which a cell could otherwise repeat without
+    /// bound. The default, false, is for calls that wait on something slow by
+    /// nature (a model): they count against the host-wait limit.
+    fn counts_as_cell_time(&self, call: &HostCall) -> bool {
+        let _ = call;
+        false
+    }
 }
 
 /// A Python exception that ended a cell.

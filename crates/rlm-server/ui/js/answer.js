@@ -24,8 +24,9 @@ export const STATUS_TEXT = {
   quote_not_found: "not verified: the quote is not in the cited passage",
   path_mismatch: "not verified: the path is not that document's",
   unchecked: "not checked",
+  counted: "counted: a line of this passage matched the scan",
 };
-const STATUS_ICON = { verified: "✓", id_only: "?", unchecked: "?" };
+const STATUS_ICON = { verified: "✓", id_only: "?", unchecked: "?", counted: "#" };
 export function statusIcon(s) { return STATUS_ICON[s] || "✗"; }
 function statusLabel(s) { return statusIcon(s) + " " + (s === "verified" ? "quote verified" : s.replace(/_/g, " ")); }
 
@@ -265,6 +266,8 @@ export function renderAnswer(ans, opts) {
     if (cov.uncited.length > 20) list.appendChild(el("li", { text: "… and " + (cov.uncited.length - 20) + " more" }));
     box.appendChild(list);
   }
+  const counted = countedSets(ans, opts);
+  if (counted) box.appendChild(counted);
   const groups = [
     ["Not supported by any passage found", unsupported.filter(({ claim }) => claim.support === "unsupported")],
     ["Not stated by the passage found", unsupported.filter(({ claim }) => claim.support !== "unsupported")],
@@ -287,6 +290,34 @@ export function renderAnswer(ans, opts) {
     }
   }
   return { node: box, sources, verified: verified.length, related: related.length, unsupported: unsupported.length };
+}
+
+// The sets the run's code counted over (grep scans), each counted again
+// when the answer was checked, with its first passages to open.
+function countedSets(ans, opts) {
+  const sets = Array.isArray(ans.counted) ? ans.counted : [];
+  if (!sets.length) return null;
+  const list = el("ul", { class: "counted" });
+  for (const c of sets) {
+    const again = c.recounted === true ? "counted again: same" : c.recounted === false ? "counted again: DIFFERENT" : "not counted again";
+    const li = el("li", null,
+      el("code", { text: "grep(" + JSON.stringify(c.pattern) + ")" }),
+      (c.by_engine ? " (the engine's count of a word of the question)" : "") + ": " + plural(c.lines, "line") + " in " + plural(c.documents, "document") + " · " + again +
+      (c.count_in_answer ? " · the answer states this count" : ""));
+    const ids = (c.chunk_ids || []).slice(0, 5);
+    if (ids.length) {
+      const links = el("span", { class: "counted-chunks" }, " · passages: ");
+      ids.forEach((id, i) => {
+        const b = el("button", { type: "button", text: String(i + 1), title: "open passage " + id });
+        b.onclick = () => openSource({ chunk_id: id, status: "counted" }, opts);
+        links.append(i ? ", " : "", b);
+      });
+      if ((c.chunk_ids || []).length > ids.length) links.append(" …");
+      li.appendChild(links);
+    }
+    list.appendChild(li);
+  }
+  return el("div", null, el("h3", { class: "sources-title", text: "Counted over" }), list);
 }
 
 // A claim's text without its markers and the Markdown that starts its line.

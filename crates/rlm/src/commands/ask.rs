@@ -498,6 +498,53 @@ fn print_passages(
 /// With `--schema`, the typed answer is the output (stdout stays JSON for
 /// scripts) and the prose follows on stderr; `true` when it was printed.
 /// No typed answer is an error that says why, with the prose.
+/// The sets the run counted over: each scan, its count, whether counting
+/// again gave the same, whether the answer states it, and chunks to open.
+fn print_counted(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
+    if answer.counted.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nCounted over:")?;
+    for c in &answer.counted {
+        let recount = match c.recounted {
+            Some(true) => "counted again: same",
+            Some(false) => "COUNTED AGAIN: DIFFERENT (the corpus changed, or the scan was cut)",
+            None => "not counted again",
+        };
+        let stated = if c.count_in_answer {
+            "; the answer states this count"
+        } else {
+            ""
+        };
+        let case = if c.ignore_case {
+            ""
+        } else {
+            ", case-sensitive"
+        };
+        let who = if c.by_engine {
+            " (the engine's count of a word of the question)"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "  - grep({:?}{case}){who}: {} lines in {} documents; {recount}{stated}",
+            c.pattern, c.lines, c.documents
+        )?;
+        if !c.chunk_ids.is_empty() {
+            let shown: Vec<&str> = c.chunk_ids.iter().take(5).map(String::as_str).collect();
+            let more = c.chunk_ids.len().saturating_sub(shown.len());
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            writeln!(out, "    chunks: {}{more} (rlm show ID)", shown.join(", "))?;
+        }
+    }
+    Ok(())
+}
+
 fn print_typed(out: &mut impl Write, answer: &Answer, args: &AskArgs) -> anyhow::Result<bool> {
     let Some(data) = &answer.data else {
         return Ok(false);
@@ -566,6 +613,7 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
         }
     }
     print_sources(&mut out, answer)?;
+    print_counted(&mut out, answer)?;
     if !answer.file_summaries.is_empty() {
         writeln!(out, "\nFiles: {}", answer.file_summaries.len())?;
         for f in &answer.file_summaries {
@@ -593,7 +641,7 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
         if !r.unsupported_claims.is_empty() {
             writeln!(
                 out,
-                "\nClaims without a verified citation (kept, best_effort): {}",
+                "\nClaims the answer wrote no verified citation for (kept, best_effort; a source the engine attached counts in Grounded above): {}",
                 r.unsupported_claims.len()
             )?;
             for c in &r.unsupported_claims {

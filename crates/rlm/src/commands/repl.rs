@@ -41,7 +41,7 @@ pub struct ReplArgs {
     /// Shape of `context`: one string with document headers, or a list of strings.
     #[arg(long, value_enum, default_value_t = ContextArg::String)]
     pub context: ContextArg,
-    /// Interpreter time allowed per cell, in seconds.
+    /// Time allowed per cell, in seconds: the interpreter's and its lookups' (`search()`), not model calls.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     pub cell_timeout: u64,
     /// Memory limit of the sandbox, in MiB (0 = unlimited).

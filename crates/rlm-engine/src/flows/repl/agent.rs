@@ -327,6 +327,18 @@ impl Agent {
             Ok(r) => r.render(self.ctx.config.budget.truncate_len),
             Err(e) => format!("(inspection failed: {e})"),
         };
+        // The engine's own counts: a set the answer was computed from only
+        // if the answer states one (its code may also count again).
+        for s in self
+            .ctx
+            .scans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .filter(|s| s.agent == self.id)
+        {
+            s.by_engine = true;
+        }
         let output = match output.trim_end() {
             "" => "(nothing printed)",
             out => out,
@@ -797,7 +809,12 @@ impl Agent {
         } else {
             rendered
         };
-        for note in parse::code_lints(code) {
+        for note in self
+            .host
+            .take_notes()
+            .into_iter()
+            .chain(parse::code_lints(code))
+        {
             rendered.push('\n');
             rendered.push_str(&note);
         }

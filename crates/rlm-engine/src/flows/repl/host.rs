@@ -12,6 +12,8 @@ use rlm_sandbox::{HostCall, HostError, HostHandler, InputValue, SandboxError};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+use super::host_args::{arg, type_error, value_error, within};
+use super::scanning;
 use super::synthesis::Outcome;
 use crate::citations::CitationSource;
 use crate::grounding::EvidenceKind;
@@ -46,24 +48,6 @@ pub(crate) mod caps {
     pub const FINDINGS_CHARS_PER_RUN: usize = 1_000_000;
     /// Characters of a committed answer.
     pub const ANSWER_CHARS: usize = 1_000_000;
-}
-
-fn value_error(message: String) -> HostError {
-    HostError::Raise {
-        exc_type: "ValueError".into(),
-        message,
-    }
-}
-
-/// Refuses `text` past `limit` characters, saying what to do instead.
-pub(crate) fn within(what: &str, text: &str, limit: usize, instead: &str) -> Result<(), HostError> {
-    let n = text.chars().count();
-    if n > limit {
-        return Err(value_error(format!(
-            "{what} has {n} characters; the limit is {limit}: {instead}"
-        )));
-    }
-    Ok(())
 }
 
 /// `rlm_query`: a child agent one level deeper, or a plain `llm_query` when
@@ -122,6 +106,9 @@ fn rlm_query(
 #[derive(Debug, Default)]
 pub(crate) struct HostState {
     pub(crate) final_call: Option<FinalDirective>,
+    /// Notes for the cell's output (a `grep()` that returned fewer lines
+    /// than matched), taken after the cell.
+    pub(crate) notes: Vec<String>,
 }
 
 /// Starts a child agent (`rlm_query`): the `repl` flow's agent loop, handed
@@ -142,13 +129,6 @@ pub(crate) struct AgentHost {
     pub(crate) state: Mutex<HostState>,
 }
 
-fn arg<'a>(call: &'a HostCall, index: usize, name: &str) -> Option<&'a Value> {
-    call.args
-        .get(index)
-        .or_else(|| call.kwargs.get(name))
-        .filter(|v| !v.is_null())
-}
-
 /// A sub-call's failure as the Python exception the cell sees: a reply
 /// that did not follow its schema is a `ValueError`, the rest a
 /// `RuntimeError`.
@@ -156,13 +136,6 @@ fn subcall_error(e: SubcallError) -> HostError {
     match e {
         SubcallError::Schema(_) => value_error(e.to_string()),
         other => HostError::runtime(other.to_string()),
-    }
-}
-
-fn type_error(message: String) -> HostError {
-    HostError::Raise {
-        exc_type: "TypeError".into(),
-        message,
     }
 }
 
@@ -180,13 +153,18 @@ impl AgentHost {
         }
     }
 
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, HostState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Takes the FINAL / FINAL_VAR the last cell committed, if any.
     pub(crate) fn take_final(&self) -> Option<FinalDirective> {
-        self.state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .final_call
-            .take()
+        self.lock_state().final_call.take()
+    }
+
+    /// Takes the notes the last cell's host calls left for its output.
+    pub(crate) fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock_state().notes)
     }
 
     fn child_id(&self) -> String {
@@ -386,6 +364,15 @@ impl AgentHost {
             "FINAL_VAR" => self.final_var(&call),
             "add_finding" => self.add_finding(&call),
             "search" => self.search(&call).await,
+            "grep" => {
+                let (found, note) = scanning::grep(&self.ctx, &self.id, &call).await?;
+                if let Some(note) = note {
+                    self.lock_state().notes.push(note);
+                }
+                Ok(found)
+            }
+            "grep_count" => scanning::grep_count(&self.ctx, &self.id, &call).await,
+            "chunks" => scanning::chunks(&self.ctx, &call).await,
             other => Err(HostError::Raise {
                 exc_type: "NameError".into(),
                 message: format!("name '{other}' is not defined"),
@@ -556,5 +543,11 @@ impl AgentHost {
 impl HostHandler for AgentHost {
     async fn handle(&self, call: HostCall) -> Result<Value, HostError> {
         self.dispatch(call).await
+    }
+
+    /// A lookup (`search`, ...) is the cell's own work and counts against
+    /// `--cell-timeout`; a model call counts against the host-wait limit.
+    fn counts_as_cell_time(&self, call: &HostCall) -> bool {
+        repl_function(&call.name).is_some_and(|f| !f.needs_model)
     }
 }

@@ -38,7 +38,12 @@ if findings:
 /// share at least two of its words, or else the window of the hit around its
 /// best-matching terms (long lines: PDF text, transcripts, minified pages) —
 /// a weak model that never searches well still starts from the passage most
-/// likely to hold the answer, never from the head of a long line.
+/// likely to hold the answer, never from the head of a long line. Then how
+/// many lines of the whole corpus hold each word of the question: a question
+/// about every line (a count, a total) starts from exhaustive numbers, not
+/// from the few hits. Words are runs of letters and digits in any script; a
+/// word no line holds is tried without its last one or two letters (an
+/// inflected form: "purchases" finds "purchase", "Fristen" finds "Frist").
 pub(crate) fn root_inspection(k: usize) -> String {
     if k == 0 {
         return ROOT_INSPECTION.to_string();
@@ -46,7 +51,10 @@ pub(crate) fn root_inspection(k: usize) -> String {
     format!(
         r#"{ROOT_INSPECTION}
 import re
-_words = [w for w in re.findall(r"[a-z0-9]+", question.lower()) if len(w) > 3]
+_words = []
+for _w in re.findall(r"[^\W_]+", question.lower()):
+    if len(_w) > 3 and _w not in _words:
+        _words.append(_w)
 _hits = search(question, {k}) if _words else []
 if _hits:
     print("{lead}")
@@ -54,7 +62,18 @@ if _hits:
         _lines = [l.strip() for l in _h["text"].splitlines() if len(l) <= 400 and len([w for w in _words if w in l.lower()]) >= 2]
         print(f"[[chunk:{{_h['chunk_id']}}]] in [DOCUMENT {{_h['doc_index']}}: {{_h['path']}}]")
         for _l in (_lines[:3] if _lines else [_h["snippet"]]):
-            print("    " + _l)"#,
+            print("    " + _l)
+if _words:
+    _counts = []
+    for _w in _words[:6]:
+        _s = _w
+        _n = grep_count(_s)
+        while _n == 0 and len(_s) > 5 and len(_w) - len(_s) < 2:
+            _s = _s[:-1]
+            _n = grep_count(_s)
+        _counts.append(_w + ": " + str(_n) if _n == 0 or _s == _w else _s + " (for " + _w + "): " + str(_n))
+    print("Lines of the whole corpus holding each word of the question (grep_count):")
+    print(", ".join(_counts))"#,
         lead = crate::parse::SEARCH_LEAD
     )
 }

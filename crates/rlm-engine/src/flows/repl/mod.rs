@@ -18,7 +18,9 @@
 pub(crate) mod agent;
 pub(crate) mod extraction;
 pub(crate) mod host;
+mod host_args;
 pub(crate) mod inspection;
+mod scanning;
 mod sources;
 pub(crate) mod structured;
 pub(crate) mod synthesis;

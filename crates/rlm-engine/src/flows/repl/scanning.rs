@@ -1,0 +1,162 @@
+//! `grep()`, `grep_count()` and `chunks()`: the REPL's exhaustive reading
+//! (`crate::scan`).
+//! Both run off the async runtime (a scan reads every document) and count
+//! against the cell's time like `search()`.
+
+use std::sync::Arc;
+
+use rlm_sandbox::{HostCall, HostError};
+use serde_json::{Value, json};
+
+use super::host_args::{arg, type_error, value_error};
+use crate::run::Run;
+use crate::scan::{self, CountedSet, DEFAULT_MATCHES, MAX_MATCHES};
+
+/// Most chunks one `chunks()` returns.
+pub(crate) const MAX_CHUNKS: usize = 20_000;
+
+/// `grep(pattern, limit=10000, ignore_case=True, doc=None)`: every matching
+/// line, as dicts; when more lines match than `limit`, the returned list is
+/// cut and the note (for the cell's output) gives the true total. The scan
+/// is recorded as a set the answer may be computed from.
+pub(crate) async fn grep(
+    run: &Arc<Run>,
+    agent: &str,
+    call: &HostCall,
+) -> Result<(Value, Option<String>), HostError> {
+    let limit = match arg(call, 1, "limit") {
+        None => DEFAULT_MATCHES,
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=MAX_MATCHES as u64).contains(n))
+            .ok_or_else(|| {
+                type_error(format!(
+                    "grep(pattern, limit): limit must be an integer between 1 and {MAX_MATCHES}"
+                ))
+            })? as usize,
+    };
+    let (pattern, found) = scan_for(run, agent, call, "grep", 2, limit).await?;
+    let note = (found.total > found.matches.len() as u64).then(|| {
+        format!(
+            "Note: grep({pattern:?}) matched {} lines in {} documents; it returned the first {} (limit={limit}), so len() of its result is not the total. Count with the total {}, or narrow the pattern.",
+            found.total,
+            found.documents,
+            found.matches.len(),
+            found.total
+        )
+    });
+    let value = serde_json::to_value(&found.matches).unwrap_or(Value::Null);
+    Ok((value, note))
+}
+
+/// `grep_count(pattern, ignore_case=True, doc=None)`: how many lines match.
+pub(crate) async fn grep_count(
+    run: &Arc<Run>,
+    agent: &str,
+    call: &HostCall,
+) -> Result<Value, HostError> {
+    let (_, found) = scan_for(run, agent, call, "grep_count", 1, 0).await?;
+    Ok(Value::from(found.total))
+}
+
+/// Reads the pattern, `ignore_case` (positional at `case_at`) and `doc=` of
+/// a scanning call, scans off the async runtime, records the scan.
+async fn scan_for(
+    run: &Arc<Run>,
+    agent: &str,
+    call: &HostCall,
+    function: &str,
+    case_at: usize,
+    limit: usize,
+) -> Result<(String, scan::Scan), HostError> {
+    let pattern = match arg(call, 0, "pattern") {
+        Some(Value::String(p)) => p.clone(),
+        _ => {
+            return Err(type_error(format!(
+                "{function}(pattern) needs a pattern string, e.g. {function}(\"refund\") or {function}(r\"amount: \\d+\")"
+            )));
+        }
+    };
+    let ignore_case = match arg(call, case_at, "ignore_case") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(type_error(format!(
+                "{function}(): ignore_case must be True or False"
+            )));
+        }
+    };
+    let only = documents_arg(run, call, "doc")?;
+    let re = scan::compile(&pattern, ignore_case).map_err(value_error)?;
+    let corpus = run.corpus.clone();
+    let scope = only.clone();
+    let found =
+        tokio::task::spawn_blocking(move || scan::grep(&corpus, &re, limit, scope.as_deref()))
+            .await
+            .map_err(|e| HostError::runtime(format!("{function} failed: {e}")))?
+            .map_err(|e| HostError::runtime(format!("{function} failed: {e}")))?;
+    record(
+        run,
+        CountedSet::of(agent, &pattern, ignore_case, only.as_deref(), &found),
+    );
+    Ok((pattern, found))
+}
+
+/// Keeps one record per distinct scan (the latest count; the agent's own
+/// scan replaces the engine's).
+fn record(run: &Run, set: CountedSet) {
+    let mut scans = run.scans.lock().unwrap_or_else(|e| e.into_inner());
+    scans.retain(|s| !s.same_scan(&set));
+    scans.push(set);
+}
+
+/// `chunks(doc=None)`: every chunk of the corpus (or of the documents named)
+/// as dicts with `chunk_id`, `doc_index`, `path` and `text`, in order: for
+/// mapping `llm_query_batched` over everything that must be read, not matched.
+pub(crate) async fn chunks(run: &Arc<Run>, call: &HostCall) -> Result<Value, HostError> {
+    let only = documents_arg(run, call, "doc")?;
+    let corpus = run.corpus.clone();
+    tokio::task::spawn_blocking(move || {
+        let all: Vec<usize> = (0..corpus.documents().len()).collect();
+        let mut out = Vec::new();
+        for &index in only.as_deref().unwrap_or(&all) {
+            let d = &corpus.documents()[index];
+            let chunks = corpus
+                .store()
+                .chunks_of(&d.id)
+                .map_err(|e| HostError::runtime(format!("chunks() failed: {e}")))?;
+            if out.len() + chunks.len() > MAX_CHUNKS {
+                return Err(value_error(format!(
+                    "chunks() would return more than {MAX_CHUNKS} chunks: pass doc= with fewer documents, or grep() for the lines that matter"
+                )));
+            }
+            out.extend(chunks.into_iter().map(|c| {
+                json!({"chunk_id": c.id, "doc_index": index, "path": d.path, "text": c.text})
+            }));
+        }
+        Ok(Value::Array(out))
+    })
+    .await
+    .map_err(|e| HostError::runtime(format!("chunks() failed: {e}")))?
+}
+
+/// The `doc=` argument: one document index or a list of them, checked.
+fn documents_arg(run: &Run, call: &HostCall, name: &str) -> Result<Option<Vec<usize>>, HostError> {
+    let count = run.corpus.documents().len();
+    let index = |v: &Value| {
+        v.as_u64()
+            .map(|i| i as usize)
+            .filter(|i| *i < count)
+            .ok_or_else(|| {
+                value_error(format!(
+                    "{name}= takes document indexes from 0 to {} (documents[i]['index']); got {v}",
+                    count.saturating_sub(1)
+                ))
+            })
+    };
+    match call.kwargs.get(name).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(Value::Array(items)) => items.iter().map(index).collect::<Result<_, _>>().map(Some),
+        Some(v) => index(v).map(|i| Some(vec![i])),
+    }
+}

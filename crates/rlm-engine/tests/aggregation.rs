@@ -1,0 +1,151 @@
+//! Aggregation: a question about every line of the corpus. The inspection
+//! shows exhaustive counts, `grep()` returns every matching line (the true
+//! total past its limit), and an answer computed from a scan carries the
+//! counted set, counted again when the answer is checked.
+
+use crate::common;
+
+use common::*;
+use rlm_llm::testing::{Reply, Script, ScriptedServer};
+
+/// A ledger of `n` lines per file over `files` files; every third line a
+/// refund of 10 EUR, the others purchases of 5 EUR.
+fn ledger_store(files: usize, n: usize) -> TestStore {
+    let texts: Vec<(String, String)> = (0..files)
+        .map(|f| {
+            let text: String = (0..n)
+                .map(|i| {
+                    let (kind, amount) = if i % 3 == 0 {
+                        ("refund", 10)
+                    } else {
+                        ("purchase", 5)
+                    };
+                    format!("T{f}{i:04} | user u{} | {kind} | {amount} EUR\n", i % 7)
+                })
+                .collect();
+            (format!("ledger-{f}.txt"), text)
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    store(&files)
+}
+
+fn text_config() -> rlm_engine::EngineConfig {
+    let mut c = config();
+    c.turn_format = rlm_engine::TurnFormat::Text;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_model_counting_with_grep_gets_the_exact_number_and_cites_the_set() {
+    // 8 files of 150 lines: 8 * 50 = 400 refunds, far past what search() shows.
+    let ts = ledger_store(8, 150);
+    let code = "rows = grep(r\"\\| refund \\|\")\nprint(len(rows))\nFINAL(f\"There are {len(rows)} refund transactions.\")";
+    let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, _) = ask(&engine, &ts, "How many refunds are in the ledger?").await;
+    assert_eq!(answer.answer, "There are 400 refund transactions.");
+    // The engine's inspection counted the question's words for the model,
+    // an inflected one by its stem.
+    let first_user = &server.requests()[0].messages[1].content;
+    assert!(
+        first_user.contains("refund (for refunds): 400, ledger: 0"),
+        "{first_user}"
+    );
+    // The model's scan is a set the answer was computed from; so is the
+    // engine's count of the word, since the answer states it (marked as
+    // the engine's); the counts of the other words are not.
+    assert_eq!(answer.counted.len(), 2, "{:?}", answer.counted);
+    let engine_set = &answer.counted[0];
+    assert_eq!(
+        (
+            engine_set.pattern.as_str(),
+            engine_set.by_engine,
+            engine_set.lines
+        ),
+        ("refund", true, 400)
+    );
+    let set = &answer.counted[1];
+    assert!(!set.by_engine);
+    assert_eq!(set.pattern, "\\| refund \\|");
+    assert_eq!((set.lines, set.documents), (400, 8));
+    assert_eq!(set.recounted, Some(true));
+    assert!(set.count_in_answer);
+    assert!(!set.chunk_ids.is_empty());
+    let json = serde_json::to_value(&answer).unwrap();
+    assert_eq!(json["counted"][1]["lines"], 400);
+    assert_eq!(json["counted"][1].get("by_engine"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grep_past_its_limit_says_the_true_total_and_sums_are_exact() {
+    let ts = ledger_store(4, 300);
+    // Turn 1: a cut grep; turn 2: sum the amounts of every purchase line.
+    let script = Script::new()
+        .respond_with(|r| {
+            let last = r.last_message();
+            if !r.system().contains("You are answering a question") {
+                return None;
+            }
+            if last.contains("len() of its result is not the total") {
+                let code = "total = 0\nfor r in grep(\"purchase\"):\n    total = total + int(re.search(r\"(\\d+) EUR\", r[\"text\"]).group(1))\nFINAL(f\"{total} EUR\")";
+                return Some(Reply::text(repl(&format!("import re\n{code}"))));
+            }
+            Some(Reply::text(repl("print(len(grep(\"purchase\", limit=5)))")))
+        });
+    let server = ScriptedServer::start(script).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the total of all purchases?").await;
+    // 4 files * 200 purchases * 5 EUR.
+    assert_eq!(answer.answer, "4000 EUR");
+    let reqs = server.requests();
+    let turn2 = &reqs[1].messages.last().unwrap().content;
+    assert!(
+        turn2.contains(
+            "grep(\"purchase\") matched 800 lines in 4 documents; it returned the first 5"
+        ),
+        "{turn2}"
+    );
+    // One record per distinct scan: the limit does not make another set.
+    assert_eq!(answer.counted.len(), 1, "{:?}", answer.counted);
+    assert_eq!(answer.counted[0].lines, 800);
+    assert!(!answer.counted[0].count_in_answer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_patterns_and_documents_are_python_errors_the_model_can_act_on() {
+    let ts = ledger_store(2, 10);
+    let code = "for p in ['(?<=a)b', '']:\n    try:\n        grep(p)\n    except ValueError as e:\n        print('ValueError', e)\ntry:\n    grep('refund', doc=[7])\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    grep(3)\nexcept TypeError as e:\n    print('TypeError', e)\nprint(grep_count('refund', doc=1), len(chunks()), chunks(doc=0)[0]['chunk_id'])\nFINAL('done')";
+    let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, trace) = ask(&engine, &ts, "Check the tools").await;
+    assert_eq!(answer.answer, "done");
+    let out: String = trace
+        .iter()
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .filter(|v| v["type"] == "cell_output")
+        .map(|v| v["stdout"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        out.contains("look-ahead, look-behind and back-references are not supported"),
+        "{out}"
+    );
+    assert!(out.contains("the pattern is empty"), "{out}");
+    assert!(
+        out.contains("doc= takes document indexes from 0 to 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("TypeError grep(pattern) needs a pattern string"),
+        "{out}"
+    );
+    let docs = ts.corpus.documents();
+    let first = ts.corpus.store().chunks_of(&docs[0].id).unwrap()[0]
+        .id
+        .clone();
+    let total_chunks: u32 = docs.iter().map(|d| d.chunk_count).sum();
+    assert!(out.contains(&format!("4 {total_chunks} {first}")), "{out}");
+}
