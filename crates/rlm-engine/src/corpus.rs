@@ -163,6 +163,17 @@ impl Corpus {
             })
     }
 
+    /// The document whose whole text is `text`, if one is (the same number
+    /// of characters first, so only a likely one is read).
+    pub fn document_with_text(&self, text: &str) -> Option<usize> {
+        let chars = text.chars().count() as u64;
+        self.docs
+            .iter()
+            .filter(|d| d.chars == chars)
+            .find(|d| self.document_text(d.index).is_ok_and(|t| t == text))
+            .map(|d| d.index)
+    }
+
     /// Where each chunk of document `index` starts (byte offset, chunk id),
     /// in order.
     pub fn chunk_starts(&self, index: usize) -> Result<Vec<(u64, String)>, DocumentError> {

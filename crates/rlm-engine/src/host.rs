@@ -121,11 +121,11 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
     },
     ReplFunction {
         name: "grep",
-        signature: "grep(pattern, limit=10000, ignore_case=True, doc=None)",
+        signature: "grep(pattern, text=None, limit=10000, ignore_case=True, doc=None)",
         provided: host(HostFunctionKind::Sync),
         needs_model: false,
         root_doc: Some(
-            "-> list of dicts with `doc_index`, `path`, `line`, `chunk_id`, `text` (the whole line): EVERY line of the corpus (or of documents `doc=`) that the regular expression matches, not the best few. For counting, summing, comparing or listing everything: `len(grep(\"refund\"))` is the number of lines holding the word; parse numbers out of `m[\"text\"]` with `re` and add them up in code.",
+            "-> list of dicts with `doc_index`, `path`, `line`, `chunk_id`, `text` (the whole line): EVERY line of the corpus (or of documents `doc=`, or of `text`) that the regular expression matches, not the best few. For counting, summing, comparing or listing everything: `len(grep(\"refund\"))` is the number of lines holding the word; parse numbers out of `m[\"text\"]` with `re` and add them up in code.",
         ),
         sub_doc: Some(
             "`grep(pattern)` every matching line of the corpus (dicts with `doc_index`, `path`, `line`, `chunk_id`, `text`)",
@@ -134,7 +134,7 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
     },
     ReplFunction {
         name: "grep_count",
-        signature: "grep_count(pattern, ignore_case=True, doc=None)",
+        signature: "grep_count(pattern, text=None, ignore_case=True, doc=None)",
         provided: host(HostFunctionKind::Sync),
         needs_model: false,
         root_doc: Some("-> int: how many lines `grep(pattern)` matches, with no limit."),

@@ -28,14 +28,15 @@ const KEPT_CHUNKS: usize = 200;
 /// One line a pattern matched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineMatch {
-    /// The document's position in the corpus.
-    pub doc_index: usize,
+    /// The document's position in the corpus (`None` for a text given to
+    /// `grep()` that is no document).
+    pub doc_index: Option<usize>,
     /// Its corpus-relative path.
-    pub path: String,
-    /// 1-based line in the document.
+    pub path: Option<String>,
+    /// 1-based line in the document (or the text).
     pub line: u32,
     /// The chunk holding the line's start.
-    pub chunk_id: String,
+    pub chunk_id: Option<String>,
     /// The line (without its newline), cut past [`MAX_LINE_CHARS`].
     pub text: String,
 }
@@ -102,22 +103,34 @@ pub fn grep(
         }
         let spans = corpus.chunk_starts(index)?;
         scan.documents += 1;
-        grep_document(corpus, index, &text, &spans, re, limit, &mut scan);
+        let place = Some((index, corpus.documents()[index].path.as_str()));
+        grep_document(place, &text, &spans, re, limit, &mut scan);
     }
     Ok(scan)
 }
 
-/// The matching lines of one document into `scan`.
+/// Every line of `text` (no document of the corpus) that `re` matches.
+pub fn grep_text(text: &str, re: &Regex, limit: usize) -> Scan {
+    let mut scan = Scan {
+        matches: Vec::new(),
+        total: 0,
+        documents: 0,
+        chunk_ids: Vec::new(),
+    };
+    grep_document(None, text, &[], re, limit, &mut scan);
+    scan
+}
+
+/// The matching lines of one text into `scan`: a document's (its index and
+/// path, where its chunks start) or a given text's.
 fn grep_document(
-    corpus: &Corpus,
-    index: usize,
+    place: Option<(usize, &str)>,
     text: &str,
     spans: &[(u64, String)],
     re: &Regex,
     limit: usize,
     scan: &mut Scan,
 ) {
-    let path = &corpus.documents()[index].path;
     let (mut pos, mut line, mut counted_to) = (0usize, 1u32, 0usize);
     while pos <= text.len() {
         let Some(m) = re.find_at(text, pos) else {
@@ -140,10 +153,10 @@ fn grep_document(
         }
         if scan.matches.len() < limit {
             scan.matches.push(LineMatch {
-                doc_index: index,
-                path: path.clone(),
+                doc_index: place.map(|(index, _)| index),
+                path: place.map(|(_, path)| path.to_string()),
                 line,
-                chunk_id: chunk_id.to_string(),
+                chunk_id: (!chunk_id.is_empty()).then(|| chunk_id.to_string()),
                 text: cut_line(&text[start..end]),
             });
         }
@@ -308,20 +321,27 @@ mod tests {
         assert_eq!(all.matches.len(), 110);
         assert_eq!(all.documents, 2);
         let first = &all.matches[0];
-        assert_eq!((first.doc_index, first.line), (0, 1));
+        assert_eq!((first.doc_index, first.line), (Some(0), 1));
         assert_eq!(first.text, "2024-01-01 ada refund 10 EUR");
         let fourth = &all.matches[1];
         assert_eq!(fourth.line, 4);
         // Each line's chunk holds the line.
         for m in &all.matches {
-            let chunk = crate::citations::CitationSource::chunk(&c, &m.chunk_id).unwrap();
+            let id = m.chunk_id.as_deref().unwrap();
+            let chunk = crate::citations::CitationSource::chunk(&c, id).unwrap();
             assert!(chunk.text.contains(&m.text), "{m:?}");
         }
         let cut = grep(&c, &re, 5, None).unwrap();
         assert_eq!((cut.total, cut.matches.len()), (110, 5));
         let only_b = grep(&c, &re, 1_000, Some(&[1])).unwrap();
         assert_eq!(only_b.total, 10);
-        assert_eq!(only_b.matches[0].path, "b.txt");
+        assert_eq!(only_b.matches[0].path.as_deref(), Some("b.txt"));
+        let given = grep_text("a refund\nnone\nREFUND\n", &re, 1);
+        assert_eq!((given.total, given.matches.len()), (2, 1));
+        assert_eq!(
+            (given.matches[0].doc_index, given.matches[0].line),
+            (None, 1)
+        );
     }
 
     #[test]

@@ -104,9 +104,7 @@ async fn grep_past_its_limit_says_the_true_total_and_sums_are_exact() {
     let reqs = server.requests();
     let turn2 = &reqs[1].messages.last().unwrap().content;
     assert!(
-        turn2.contains(
-            "grep(\"purchase\") matched 800 lines in 4 documents; it returned the first 5"
-        ),
+        turn2.contains("grep(\"purchase\") matched 800 lines; it returned the first 5"),
         "{turn2}"
     );
     // One record per distinct scan: the limit does not make another set.
@@ -118,7 +116,7 @@ async fn grep_past_its_limit_says_the_true_total_and_sums_are_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bad_patterns_and_documents_are_python_errors_the_model_can_act_on() {
     let ts = ledger_store(2, 10);
-    let code = "for p in ['(?<=a)b', '']:\n    try:\n        grep(p)\n    except ValueError as e:\n        print('ValueError', e)\ntry:\n    grep('refund', doc=[7])\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    grep(3)\nexcept TypeError as e:\n    print('TypeError', e)\nprint(grep_count('refund', doc=1), len(chunks()), chunks(doc=0)[0]['chunk_id'])\nFINAL('done')";
+    let code = "for p in ['(?<=a)b', '']:\n    try:\n        grep(p)\n    except ValueError as e:\n        print('ValueError', e)\ntry:\n    grep('refund', doc=[7])\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    grep(3)\nexcept TypeError as e:\n    print('TypeError', e)\nprint(grep_count('refund', doc=1), len(chunks()), chunks(doc=0)[0]['chunk_id'])\nn = 0\nfor d in documents:\n    n = n + len(grep('refund', d['text']))\nprint('per document', n, grep_count('refund', 'a refund\\nREFUND\\nnone'), grep('x', 'ax\\nb')[0]['doc_index'])\nFINAL('done')";
     let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
     let engine = engine(&server, text_config()).await;
     let (answer, trace) = ask(&engine, &ts, "Check the tools").await;
@@ -148,4 +146,15 @@ async fn bad_patterns_and_documents_are_python_errors_the_model_can_act_on() {
         .clone();
     let total_chunks: u32 = docs.iter().map(|d| d.chunk_count).sum();
     assert!(out.contains(&format!("4 {total_chunks} {first}")), "{out}");
+    // As in re.findall(pattern, text): a document's text is that document
+    // (a scan the answer may be computed from), another text is read alone.
+    assert!(out.contains("per document 8 2 None"), "{out}");
+    assert!(
+        answer
+            .counted
+            .iter()
+            .any(|c| c.documents_scanned == Some(vec![1]) && c.lines == 4),
+        "{:?}",
+        answer.counted
+    );
 }

@@ -15,32 +15,38 @@ use crate::scan::{self, CountedSet, DEFAULT_MATCHES, MAX_MATCHES};
 /// Most chunks one `chunks()` returns.
 pub(crate) const MAX_CHUNKS: usize = 20_000;
 
-/// `grep(pattern, limit=10000, ignore_case=True, doc=None)`: every matching
-/// line, as dicts; when more lines match than `limit`, the returned list is
-/// cut and the note (for the cell's output) gives the true total. The scan
-/// is recorded as a set the answer may be computed from.
+/// `grep(pattern, text=None, limit=10000, ignore_case=True, doc=None)`:
+/// every matching line, as dicts; when more lines match than `limit`, the
+/// returned list is cut and the note (for the cell's output) gives the true
+/// total. A scan of the corpus is recorded as a set the answer may be
+/// computed from.
 pub(crate) async fn grep(
     run: &Arc<Run>,
     agent: &str,
     call: &HostCall,
 ) -> Result<(Value, Option<String>), HostError> {
-    let limit = match arg(call, 1, "limit") {
+    // The limit by keyword, or where the text would be when it is a number.
+    let limit = match call
+        .kwargs
+        .get("limit")
+        .or(call.args.get(1).filter(|v| v.is_number()))
+        .filter(|v| !v.is_null())
+    {
         None => DEFAULT_MATCHES,
         Some(v) => v
             .as_u64()
             .filter(|n| (1..=MAX_MATCHES as u64).contains(n))
             .ok_or_else(|| {
                 type_error(format!(
-                    "grep(pattern, limit): limit must be an integer between 1 and {MAX_MATCHES}"
+                    "grep(pattern, limit=N): limit must be an integer between 1 and {MAX_MATCHES}"
                 ))
             })? as usize,
     };
-    let (pattern, found) = scan_for(run, agent, call, "grep", 2, limit).await?;
+    let (pattern, found) = scan_for(run, agent, call, "grep", limit).await?;
     let note = (found.total > found.matches.len() as u64).then(|| {
         format!(
-            "Note: grep({pattern:?}) matched {} lines in {} documents; it returned the first {} (limit={limit}), so len() of its result is not the total. Count with the total {}, or narrow the pattern.",
+            "Note: grep({pattern:?}) matched {} lines; it returned the first {} (limit={limit}), so len() of its result is not the total. Count with the total {}, or narrow the pattern.",
             found.total,
-            found.documents,
             found.matches.len(),
             found.total
         )
@@ -49,24 +55,26 @@ pub(crate) async fn grep(
     Ok((value, note))
 }
 
-/// `grep_count(pattern, ignore_case=True, doc=None)`: how many lines match.
+/// `grep_count(pattern, text=None, ignore_case=True, doc=None)`: how many
+/// lines match.
 pub(crate) async fn grep_count(
     run: &Arc<Run>,
     agent: &str,
     call: &HostCall,
 ) -> Result<Value, HostError> {
-    let (_, found) = scan_for(run, agent, call, "grep_count", 1, 0).await?;
+    let (_, found) = scan_for(run, agent, call, "grep_count", 0).await?;
     Ok(Value::from(found.total))
 }
 
-/// Reads the pattern, `ignore_case` (positional at `case_at`) and `doc=` of
-/// a scanning call, scans off the async runtime, records the scan.
+/// Reads the pattern, the text, `ignore_case` and `doc=` of a scanning
+/// call and scans off the async runtime: the corpus (or the documents
+/// named, or the one whose text was given), recorded; or a given text that
+/// is no document, not recorded.
 async fn scan_for(
     run: &Arc<Run>,
     agent: &str,
     call: &HostCall,
     function: &str,
-    case_at: usize,
     limit: usize,
 ) -> Result<(String, scan::Scan), HostError> {
     let pattern = match arg(call, 0, "pattern") {
@@ -77,8 +85,18 @@ async fn scan_for(
             )));
         }
     };
-    let ignore_case = match arg(call, case_at, "ignore_case") {
-        None => true,
+    // As in `re.findall(pattern, text)`: a text to read instead of the corpus.
+    let text = match arg(call, 1, "text") {
+        Some(Value::String(t)) => Some(t.clone()),
+        _ => None,
+    };
+    let ignore_case = match call.kwargs.get("ignore_case").or(call
+        .args
+        .iter()
+        .skip(1)
+        .find(|v| v.is_boolean()))
+    {
+        None | Some(Value::Null) => true,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
             return Err(type_error(format!(
@@ -86,19 +104,34 @@ async fn scan_for(
             )));
         }
     };
-    let only = documents_arg(run, call, "doc")?;
+    let given_text = text.is_some();
+    let mut only = documents_arg(run, call, "doc")?;
     let re = scan::compile(&pattern, ignore_case).map_err(value_error)?;
     let corpus = run.corpus.clone();
     let scope = only.clone();
-    let found =
-        tokio::task::spawn_blocking(move || scan::grep(&corpus, &re, limit, scope.as_deref()))
-            .await
-            .map_err(|e| HostError::runtime(format!("{function} failed: {e}")))?
-            .map_err(|e| HostError::runtime(format!("{function} failed: {e}")))?;
-    record(
-        run,
-        CountedSet::of(agent, &pattern, ignore_case, only.as_deref(), &found),
-    );
+    let (found, given_doc) = tokio::task::spawn_blocking(move || {
+        let given_doc = match &text {
+            Some(t) => match corpus.document_with_text(t) {
+                Some(i) => Some(i),
+                None => return Ok((scan::grep_text(t, &re, limit), None)),
+            },
+            None => None,
+        };
+        let scope = given_doc.map(|i| vec![i]).or(scope);
+        scan::grep(&corpus, &re, limit, scope.as_deref()).map(|s| (s, given_doc))
+    })
+    .await
+    .map_err(|e| HostError::runtime(format!("{function} failed: {e}")))?
+    .map_err(|e| HostError::runtime(format!("{function} failed: {e}")))?;
+    if !given_text || given_doc.is_some() {
+        if let Some(i) = given_doc {
+            only = Some(vec![i]);
+        }
+        record(
+            run,
+            CountedSet::of(agent, &pattern, ignore_case, only.as_deref(), &found),
+        );
+    }
     Ok((pattern, found))
 }
 
