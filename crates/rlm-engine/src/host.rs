@@ -125,7 +125,7 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
         provided: host(HostFunctionKind::Sync),
         needs_model: false,
         root_doc: Some(
-            "-> list of dicts with `doc_index`, `path`, `line`, `chunk_id`, `text` (the whole line): EVERY line of the corpus (or of documents `doc=`, or of `text`) that the regular expression matches, not the best few. For counting, summing, comparing or listing everything: `len(grep(\"refund\"))` is the number of lines holding the word; parse numbers out of `m[\"text\"]` with `re` and add them up in code.",
+            "-> list of dicts with `doc_index`, `path`, `line`, `chunk_id`, `text` (the whole line): EVERY line of the corpus (or of documents `doc=`, or of `text`) that the regular expression matches, not the best few. For counting, summing, comparing or listing everything: `len(grep(\"overdue\"))` is the number of lines holding the word; parse numbers out of `m[\"text\"]` with `re` and add them up in code.",
         ),
         sub_doc: Some(
             "`grep(pattern)` every matching line of the corpus (dicts with `doc_index`, `path`, `line`, `chunk_id`, `text`)",

@@ -472,7 +472,43 @@ pub fn code_lints(code: &str) -> Vec<String> {
             }
         }
     }
+    if let Some(note) = counts_documents(code)
+        && !notes.contains(&note)
+    {
+        notes.push(note);
+    }
     notes
+}
+
+/// A note when a cell counts the documents that contain a literal (`for d
+/// in documents: if "x" in d["text"]: n += 1`): a question about how many
+/// lines or records hold it gets the number of documents instead.
+fn counts_documents(code: &str) -> Option<String> {
+    static PATTERNS: OnceLock<[regex::Regex; 2]> = OnceLock::new();
+    let [looped, tested] = PATTERNS.get_or_init(|| {
+        [
+            regex::Regex::new(r"for\s+(\w+)\s+in\s+documents\s*:").expect("valid regex"),
+            regex::Regex::new(r#"(?:"([^"\n]+)"|'([^'\n]+)')\s+in\s+(\w+)\[\s*["']text["']\s*\]"#)
+                .expect("valid regex"),
+        ]
+    });
+    let counts = code.contains("+= 1") || code.contains("+ 1\n") || code.contains("+ 1 ");
+    if !counts {
+        return None;
+    }
+    let loop_vars: Vec<&str> = looped
+        .captures_iter(code)
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .collect();
+    let lit = tested.captures_iter(code).find_map(|c| {
+        let var = c.get(3)?.as_str();
+        loop_vars
+            .contains(&var)
+            .then(|| c.get(1).or_else(|| c.get(2)).map(|m| m.as_str()))?
+    })?;
+    Some(format!(
+        "Note: this cell counts the documents whose text holds {lit:?}, not the lines or records that do; grep_count({lit:?}) counts every line that holds it, and grep({lit:?}) returns them."
+    ))
 }
 
 /// The first JSON object in a model reply (fences and prose around it are ignored).
@@ -678,6 +714,33 @@ mod tests {
         assert_eq!(code_lints("'x' not in t.lower()").len(), 0);
         assert!(code_lints("if 'okafor' in d['text'].lower(): print(1)").is_empty());
         assert!(code_lints("if 'Okafor' in d['text']: print(1)").is_empty());
+    }
+
+    #[test]
+    fn lints_catch_counting_documents_for_lines() {
+        let notes = code_lints(
+            "count = 0\nfor d in documents:\n    if 'transfer' in d['text']:\n        count += 1\nprint(count)",
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("grep_count(\"transfer\")"), "{notes:?}");
+        let notes = code_lints(
+            "n = 0\nfor doc in documents:\n    if \"Kündigung\" in doc[\"text\"].lower():\n        n = n + 1\n",
+        );
+        assert!(
+            notes.iter().any(|n| n.contains("\"Kündigung\"")),
+            "{notes:?}"
+        );
+        // Listing documents, or counting lines, is not counting documents.
+        assert!(
+            code_lints("for d in documents:\n    if 'x' in d['text']:\n        print(d['name'])")
+                .is_empty()
+        );
+        assert!(
+            code_lints(
+                "n = 0\nfor line in context.splitlines():\n    if 'x' in line:\n        n += 1"
+            )
+            .is_empty()
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ generated corpus (counting, summing, argmax, comparison), with exact answers
 (Python 3.11, standard library only).
 
     run.py [--lines N] [--files N] [--seed N] [--rlm PATH] [--out DIR]
-           [--wall SECS] [--limit N] [--flow repl|auto]
+           [--wall SECS] [--limit N] [--flow repl|auto] [--scripted]
     run.py --report [--out DIR]
 
 Writes a ledger of N transaction lines over N files (OUT/corpus/), indexes
@@ -13,7 +13,9 @@ OUT/store --json --max-wall-secs WALL` and scores it: correct when the gold
 number (or name) is the first number (or the name) the answer states.
 Results: OUT/results.jsonl (a question already there is not asked again),
 OUT/traces/qNN.jsonl (`rlm trace show` them).
-The model is RLM_PROVIDER (default: the embedded model).
+The model is RLM_PROVIDER (default: the embedded model); --scripted starts
+scripted_model.py (a frontier-style model that writes the scanning code for
+each question shape, never knowing an answer) and points the runs at it.
 """
 
 import argparse
@@ -103,12 +105,12 @@ def correct(answer, gold):
     )
 
 
-def ask(rlm, store, question, wall, flow, trace):
+def ask(rlm, store, question, wall, flow, trace, env):
     t0 = time.time()
     p = subprocess.run(
         [rlm, "ask", question, "--store", store, "--json", "--max-wall-secs", str(wall), "--flow", flow,
          "--trace", trace],
-        capture_output=True, text=True, timeout=wall + 300,
+        capture_output=True, text=True, timeout=wall + 300, env=env,
     )
     elapsed = time.time() - t0
     try:
@@ -147,9 +149,19 @@ def main():
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--flow", default="repl")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--scripted", action="store_true")
     a = ap.parse_args()
     if a.report:
         return report(a.out)
+    env = dict(os.environ)
+    model = None
+    if a.scripted:
+        model = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                               "scripted_model.py")],
+                                 stdout=subprocess.PIPE, text=True)
+        url = model.stdout.readline().split()[-1]
+        env.update({"RLM_PROVIDER": "openai", "RLM_BASE_URL": url, "RLM_API_KEY": "dummy",
+                    "RLM_PRIMARY_MODEL": "scripted", "RLM_SUB_MODEL": "scripted", "RLM_TURN_FORMAT": "text"})
     rows = ledger(a.lines, a.files, a.seed)
     corpus, store = os.path.join(a.out, "corpus"), os.path.join(a.out, "store")
     if not os.path.isdir(store):
@@ -166,11 +178,13 @@ def main():
     for i, (q, gold) in enumerate(qs):
         if q in done:
             continue
-        r = ask(a.rlm, store, q, a.wall, a.flow, os.path.join(a.out, "traces", f"q{i:02d}.jsonl"))
+        r = ask(a.rlm, store, q, a.wall, a.flow, os.path.join(a.out, "traces", f"q{i:02d}.jsonl"), env)
         r.update({"question": q, "gold": gold, "correct": correct(r["answer"], gold)})
         with open(results, "a") as f:
             f.write(json.dumps(r) + "\n")
         print(("ok  " if r["correct"] else "BAD ") + f"{r['wall']:.0f}s {q} -> {r['answer'][:120]!r}", flush=True)
+    if model is not None:
+        model.terminate()
     report(a.out)
 
 

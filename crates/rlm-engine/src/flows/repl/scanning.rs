@@ -81,7 +81,7 @@ async fn scan_for(
         Some(Value::String(p)) => p.clone(),
         _ => {
             return Err(type_error(format!(
-                "{function}(pattern) needs a pattern string, e.g. {function}(\"refund\") or {function}(r\"amount: \\d+\")"
+                "{function}(pattern) needs a pattern string, e.g. {function}(\"overdue\") or {function}(r\"amount: \\d+\")"
             )));
         }
     };
