@@ -356,6 +356,21 @@ fn answer_result(
             g.supported, g.claims, g.engine_attached, g.related, g.contradicted, g.unverified
         );
     }
+    if !answer.counted.is_empty() {
+        md.push_str("\n\n**Counted over**\n");
+        for c in &answer.counted {
+            let again = match c.recounted {
+                Some(true) => "counted again: same",
+                Some(false) => "counted again: DIFFERENT",
+                None => "not counted again",
+            };
+            let _ = write!(
+                md,
+                "\n- `grep({:?})`: {} lines in {} documents; {again}",
+                c.pattern, c.lines, c.documents
+            );
+        }
+    }
     if answer.partial {
         let _ = write!(
             md,
@@ -392,6 +407,7 @@ fn answer_result(
         "claims": claims,
         "unsupported_claims": unsupported,
         "grounded": answer.grounded,
+        "counted": answer.counted,
         "usage": answer.usage,
         "run_id": answer.trace.id,
         "session_not_saved": not_saved,
@@ -565,6 +581,33 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(sources_json(&answer), json!([]));
+    }
+
+    /// The sets an answer was counted over are in the text and the
+    /// structured result.
+    #[test]
+    fn counted_sets_are_listed() {
+        let answer: Answer = serde_json::from_value(json!({
+            "answer": "79", "partial": false, "partial_reason": null,
+            "citations": [], "verification": null,
+            "usage": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0,
+                      "cost_usd": null, "estimated": false, "wall_ms": 0, "by_depth": []},
+            "trace": {"id": "r", "events": 0}, "findings": [],
+            "counted": [{"agent": "root", "pattern": "refund", "ignore_case": true, "lines": 79,
+                         "documents": 8, "chunk_ids": ["c-0"], "count_in_answer": true,
+                         "recounted": true}]
+        }))
+        .unwrap();
+        let result = answer_result(&answer, Vec::new(), Vec::new(), None);
+        let text = serde_json::to_value(&result.content).unwrap().to_string();
+        assert!(
+            text.contains("`grep(\\\"refund\\\")`: 79 lines in 8 documents; counted again: same"),
+            "{text}"
+        );
+        assert_eq!(
+            result.structured_content.unwrap()["counted"][0]["lines"],
+            79
+        );
     }
 
     /// A claim with a passage but no verdict (or one that is not entailed)
