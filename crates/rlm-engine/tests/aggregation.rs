@@ -116,7 +116,7 @@ async fn grep_past_its_limit_says_the_true_total_and_sums_are_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bad_patterns_and_documents_are_python_errors_the_model_can_act_on() {
     let ts = ledger_store(2, 10);
-    let code = "for p in ['(?<=a)b', '']:\n    try:\n        grep(p)\n    except ValueError as e:\n        print('ValueError', e)\ntry:\n    grep('refund', doc=[7])\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    grep(3)\nexcept TypeError as e:\n    print('TypeError', e)\nprint(grep_count('refund', doc=1), len(chunks()), chunks(doc=0)[0]['chunk_id'])\nn = 0\nfor d in documents:\n    n = n + len(grep('refund', d['text']))\nprint('per document', n, grep_count('refund', 'a refund\\nREFUND\\nnone'), grep('x', 'ax\\nb')[0]['doc_index'])\nFINAL('done')";
+    let code = "for p in ['(?<=a)b', '']:\n    try:\n        grep(p)\n    except ValueError as e:\n        print('ValueError', e)\ntry:\n    grep('refund', doc=[7])\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    grep(3)\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    grep('refund', 5)\nexcept TypeError as e:\n    print('TypeError', e)\nprint(grep_count('refund', doc=1), len(chunks()), chunks(doc=0)[0]['chunk_id'])\nn = 0\nfor d in documents:\n    n = n + len(grep('refund', d['text']))\nprint('per document', n, grep_count('refund', 'a refund\\nREFUND\\nnone'), grep('x', 'ax\\nb')[0]['doc_index'])\nFINAL('done')";
     let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
     let engine = engine(&server, text_config()).await;
     let (answer, trace) = ask(&engine, &ts, "Check the tools").await;
@@ -138,6 +138,10 @@ async fn bad_patterns_and_documents_are_python_errors_the_model_can_act_on() {
     );
     assert!(
         out.contains("TypeError grep(pattern) needs a pattern string"),
+        "{out}"
+    );
+    assert!(
+        out.contains("TypeError grep(pattern, N): grep() has no k"),
         "{out}"
     );
     let docs = ts.corpus.documents();

@@ -125,6 +125,13 @@ pub struct ReplySchema {
     pub name: String,
     /// The JSON Schema.
     pub schema: serde_json::Value,
+    /// Strings of the schema (JSON pointers, `#/properties/code`) the
+    /// embedded model's grammar lets hold unescaped double quotes: a small
+    /// model writing Python in a JSON string ends the string at the first
+    /// `"` of `d["key"]` otherwise. The reply is then no strict JSON; its
+    /// reader must expect that. Other providers ignore it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raw_quotes: Vec<String>,
 }
 
 impl ReplySchema {
@@ -133,7 +140,15 @@ impl ReplySchema {
         ReplySchema {
             name: name.into(),
             schema,
+            raw_quotes: Vec::new(),
         }
+    }
+
+    /// The schema, with the strings at `paths` allowed unescaped quotes
+    /// in the embedded model's grammar ([`ReplySchema::raw_quotes`]).
+    pub fn with_raw_quotes(mut self, paths: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.raw_quotes = paths.into_iter().map(Into::into).collect();
+        self
     }
 }
 

@@ -16,7 +16,7 @@ const MAX_REPEAT: u64 = 2000;
 
 /// The rules every grammar may use, each added with what it uses when
 /// first needed: (name, body, uses).
-const FIXED: [(&str, &str, &[&str]); 11] = [
+const FIXED: [(&str, &str, &[&str]); 12] = [
     // Between tokens: nothing, one blank, or one line break and a short
     // indent. Bounded, so a small model cannot fill its budget with blanks.
     ("ws", r#"( [ \t] | "\n" [ \t]{0,10} )?"#, &[]),
@@ -26,6 +26,9 @@ const FIXED: [(&str, &str, &[&str]); 11] = [
         &[],
     ),
     ("string", r#""\"" char* "\"""#, &["char"]),
+    // A character of a string that may hold unescaped double quotes (a
+    // small model's Python code): a quote not followed by `}` goes on.
+    ("raw-char", r#"char | "\"" [^}\x00-\x1F]"#, &["char"]),
     // Digits are bounded too: 16 before the point, 15 after, 2 in the
     // exponent (every such number is a finite double).
     ("integer", r#""-"? ( "0" | [1-9] [0-9]{0,15} )"#, &[]),
@@ -72,8 +75,20 @@ const FIXED: [(&str, &str, &[&str]); 11] = [
 /// keywords, an `enum` none of whose values meets the other keywords, a
 /// schema that admits nothing.
 pub fn to_gbnf(schema: &Value) -> Result<String, SchemaError> {
+    to_gbnf_with_raw_quotes(schema, &[])
+}
+
+/// [`to_gbnf`], where the strings at `raw_quotes` (JSON pointers into
+/// `schema`, as `#/properties/code`) may also hold unescaped double quotes
+/// not followed by `}` ([`crate::ReplySchema::raw_quotes`]): a small model
+/// writing Python in a JSON string ends it at the first `"` of `d["key"]`.
+pub fn to_gbnf_with_raw_quotes(
+    schema: &Value,
+    raw_quotes: &[String],
+) -> Result<String, SchemaError> {
     check(schema)?;
     let mut grammar = Grammar::new(schema);
+    grammar.raw_quotes = raw_quotes.iter().cloned().collect();
     let root = grammar.body(schema, "#", "root")?;
     grammar.rules.insert(0, ("root".to_string(), root));
     Ok(grammar
@@ -143,6 +158,8 @@ struct Grammar<'a> {
     taken: HashSet<String>,
     by_body: HashMap<String, String>,
     by_ref: HashMap<String, String>,
+    /// Paths of the strings that may hold unescaped quotes.
+    raw_quotes: HashSet<String>,
 }
 
 impl<'a> Grammar<'a> {
@@ -153,6 +170,7 @@ impl<'a> Grammar<'a> {
             taken: HashSet::from(["root".to_string()]),
             by_body: HashMap::new(),
             by_ref: HashMap::new(),
+            raw_quotes: HashSet::new(),
         }
     }
 
@@ -282,7 +300,7 @@ impl<'a> Grammar<'a> {
                 "boolean" => self.fixed("boolean"),
                 "integer" => self.fixed("integer"),
                 "number" => self.fixed("number"),
-                "string" => self.string(map),
+                "string" => self.string(map, path),
                 "array" => self.array(map, path, hint)?,
                 _ => self.object(map, path, hint)?,
             });
@@ -386,17 +404,19 @@ impl<'a> Grammar<'a> {
     }
 
     /// A string within `minLength` / `maxLength`.
-    fn string(&mut self, map: &Map<String, Value>) -> String {
+    fn string(&mut self, map: &Map<String, Value>, path: &str) -> String {
         let min = map.get("minLength").and_then(Value::as_u64).unwrap_or(0);
         let max = map.get("maxLength").and_then(Value::as_u64);
-        if min == 0 && max.is_none() {
+        let raw = self.raw_quotes.contains(path);
+        if min == 0 && max.is_none() && !raw {
             return self.fixed("string");
         }
-        let char = self.fixed("char");
+        let char = self.fixed(if raw { "raw-char" } else { "char" });
         let chars = self.repeat(&char, min, max);
+        let kind = if raw { "raw-string" } else { "string" };
         let hint = match max {
-            Some(max) => format!("string-{min}-{max}"),
-            None => format!("string-{min}"),
+            Some(max) => format!("{kind}-{min}-{max}"),
+            None => format!("{kind}-{min}"),
         };
         self.define(&hint, format!(r#""\"" {chars} "\"""#))
     }

@@ -25,13 +25,14 @@ pub(crate) async fn grep(
     agent: &str,
     call: &HostCall,
 ) -> Result<(Value, Option<String>), HostError> {
-    // The limit by keyword, or where the text would be when it is a number.
-    let limit = match call
-        .kwargs
-        .get("limit")
-        .or(call.args.get(1).filter(|v| v.is_number()))
-        .filter(|v| !v.is_null())
-    {
+    // A number in second place is `search(query, k)`'s habit: here it would
+    // cut the list that a count is taken of.
+    if call.args.get(1).is_some_and(Value::is_number) {
+        return Err(type_error(
+            "grep(pattern, N): grep() has no k; it returns every matching line, so len() is the count: call grep(pattern) (or grep_count(pattern)); limit=N cuts the list to its first N lines".into(),
+        ));
+    }
+    let limit = match call.kwargs.get("limit").filter(|v| !v.is_null()) {
         None => DEFAULT_MATCHES,
         Some(v) => v
             .as_u64()

@@ -126,7 +126,7 @@ pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
         }
         Steps::AnswerOnly => "answer",
     };
-    ReplySchema::new(
+    let schema = ReplySchema::new(
         name,
         json!({
             "type": "object",
@@ -137,7 +137,68 @@ pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
             "required": ["thought", "step"],
             "additionalProperties": false,
         }),
-    )
+    );
+    match steps {
+        // The embedded model's grammar lets the code hold unescaped
+        // quotes ([`raw_code`] reads them back).
+        Steps::Any => schema.with_raw_quotes([CODE_PATH]),
+        Steps::AnswerOnly => schema,
+    }
+}
+
+/// Where a code step's code is in the turn schema.
+const CODE_PATH: &str = "#/properties/step/anyOf/0/properties/code";
+
+/// The code of a code turn whose JSON is broken only by unescaped double
+/// quotes in its code (the embedded model's grammar allows them, since a
+/// small model writing `d["key"]` inside a JSON string ends the string
+/// there): the text from `"code": "` to the quote before the reply's two
+/// closing braces, JSON escapes read, raw quotes kept.
+fn raw_code(reply: &str) -> Option<String> {
+    let step = reply.find("\"step\"")?;
+    let key = reply[step..].find("\"code\"")? + step + "\"code\"".len();
+    let body = reply[key..]
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start()
+        .strip_prefix('"')?;
+    let body = body
+        .trim_end()
+        .strip_suffix('}')?
+        .trim_end()
+        .strip_suffix('}')?
+        .trim_end()
+        .strip_suffix('"')?;
+    let code = unescape_json(body);
+    (!code.trim().is_empty()).then_some(code)
+}
+
+/// The text of a JSON string's body: escapes read, anything else (a raw
+/// quote) kept as it is.
+fn unescape_json(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                let ch = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32);
+                out.push(ch.unwrap_or('\u{fffd}'));
+            }
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 /// The turn a reply holds, when it is a structured turn: the JSON document
@@ -151,7 +212,9 @@ pub(crate) fn parse_turn(reply: &str) -> Option<Turn> {
         return None;
     }
     let Some(doc) = crate::parse::parse_json_object(reply) else {
-        return cut_answer(reply).map(Turn::Answer);
+        return raw_code(reply)
+            .map(Turn::Code)
+            .or_else(|| cut_answer(reply).map(Turn::Answer));
     };
     // A reply that is the step itself (the thought left out) is read too.
     let step = match doc.get("step") {
@@ -342,6 +405,27 @@ mod tests {
             parse_turn(r#"{"thought": "x", "step": {"code": "print(1"#),
             None
         );
+    }
+
+    /// The embedded model's grammar lets code hold unescaped quotes (its
+    /// `d["key"]` ended the JSON string and cut the code): they are read
+    /// back, with the escapes.
+    #[test]
+    fn code_with_unescaped_quotes_is_read_whole() {
+        let reply = r#"{"thought": "list them", "step": {"code": "for d in documents:\n    print(f'{d["index"]}: {d["name"]}', \"\u00e9\")"}}"#;
+        assert_eq!(
+            parse_turn(reply),
+            Some(Turn::Code(
+                "for d in documents:\n    print(f'{d[\"index\"]}: {d[\"name\"]}', \"é\")".into()
+            ))
+        );
+        let schema = turn_schema(&[], Steps::Any);
+        assert_eq!(schema.raw_quotes, [CODE_PATH]);
+        let grammar =
+            rlm_llm::schema::to_gbnf_with_raw_quotes(&schema.schema, &schema.raw_quotes).unwrap();
+        assert!(grammar.contains("raw-char ::="), "{grammar}");
+        assert!(grammar.contains("raw-string-1-"), "{grammar}");
+        assert!(turn_schema(&[], Steps::AnswerOnly).raw_quotes.is_empty());
     }
 
     #[test]
