@@ -187,14 +187,18 @@ fn unescape_json(body: &str) -> String {
             Some('n') => out.push('\n'),
             Some('t') => out.push('\t'),
             Some('r') => out.push('\r'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
             Some('u') => {
                 let hex: String = chars.by_ref().take(4).collect();
                 let ch = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32);
                 out.push(ch.unwrap_or('\u{fffd}'));
             }
-            Some(other) => out.push(other),
+            Some(c @ ('"' | '\\' | '/')) => out.push(c),
+            // `\b`, `\f` and escapes JSON lacks (`\d`, `\s`) are the
+            // regular expression's: kept as written.
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
             None => out.push('\\'),
         }
     }
@@ -225,7 +229,10 @@ pub(crate) fn parse_turn(reply: &str) -> Option<Turn> {
         return None;
     };
     if let Some(code) = fields.get("code").and_then(Value::as_str) {
-        return (!code.trim().is_empty()).then(|| Turn::Code(code.to_string()));
+        // A backspace or form feed in code is a regex's `\b` or `\f`
+        // written with one backslash inside the JSON string.
+        let code = code.replace('\u{8}', "\\b").replace('\u{c}', "\\f");
+        return (!code.trim().is_empty()).then_some(Turn::Code(code));
     }
     if let Some(items) = fields.get("answer") {
         let statements: Vec<Statement> = serde_json::from_value(items.clone()).ok()?;
@@ -418,6 +425,20 @@ mod tests {
             Some(Turn::Code(
                 "for d in documents:\n    print(f'{d[\"index\"]}: {d[\"name\"]}', \"é\")".into()
             ))
+        );
+        // A regex's `\b` and `\d` written with one backslash stay a regex's.
+        let reply =
+            r#"{"thought": "sum", "step": {"code": "m = re.search(r'\b(\d+) EUR', t[\"x\"])"}}"#;
+        assert_eq!(
+            parse_turn(reply),
+            Some(Turn::Code(
+                r#"m = re.search(r'\b(\d+) EUR', t["x"])"#.into()
+            ))
+        );
+        let valid = r#"{"thought": "sum", "step": {"code": "m = re.search(r'\bEUR\f', t)"}}"#;
+        assert_eq!(
+            parse_turn(valid),
+            Some(Turn::Code(r"m = re.search(r'\bEUR\f', t)".into()))
         );
         let schema = turn_schema(&[], Steps::Any);
         assert_eq!(schema.raw_quotes, [CODE_PATH]);
