@@ -487,12 +487,14 @@ fn counts_documents(code: &str) -> Option<String> {
     static PATTERNS: OnceLock<[regex::Regex; 2]> = OnceLock::new();
     let [looped, tested] = PATTERNS.get_or_init(|| {
         [
-            regex::Regex::new(r"for\s+(\w+)\s+in\s+documents\s*:").expect("valid regex"),
+            regex::Regex::new(r"for\s+(\w+)\s+in\s+documents\b").expect("valid regex"),
             regex::Regex::new(r#"(?:"([^"\n]+)"|'([^'\n]+)')\s+in\s+(\w+)\[\s*["']text["']\s*\]"#)
                 .expect("valid regex"),
         ]
     });
-    let counts = code.contains("+= 1") || code.contains("+ 1\n") || code.contains("+ 1 ");
+    let counts = ["+= 1", "+ 1\n", "+ 1 ", "sum(1 for", "len(["]
+        .iter()
+        .any(|c| code.contains(c));
     if !counts {
         return None;
     }
@@ -730,6 +732,16 @@ mod tests {
             notes.iter().any(|n| n.contains("\"Kündigung\"")),
             "{notes:?}"
         );
+        for comprehension in [
+            "count = sum(1 for d in documents if 'user mila' in d['text'])",
+            "n = len([d for d in documents if 'user mila' in d['text']])",
+        ] {
+            let notes = code_lints(comprehension);
+            assert!(
+                notes.iter().any(|n| n.contains("\"user mila\"")),
+                "{comprehension}: {notes:?}"
+            );
+        }
         // Listing documents, or counting lines, is not counting documents.
         assert!(
             code_lints("for d in documents:\n    if 'x' in d['text']:\n        print(d['name'])")
