@@ -267,10 +267,7 @@ async fn bench_fanout() {
 /// Peak memory of an `rlm ask` process (and its sandbox worker) over a store
 /// of `RLM_BENCH_MB` megabytes (default 100).
 async fn bench_memory() {
-    let mb: usize = std::env::var("RLM_BENCH_MB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+    let mb = bench_mb();
     let dir = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
     let docs = mb * 10;
@@ -317,6 +314,15 @@ async fn bench_memory() {
     );
 }
 
+/// The corpus size of the memory and scan benchmarks: `RLM_BENCH_MB`
+/// megabytes (default 100).
+fn bench_mb() -> usize {
+    std::env::var("RLM_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
+
 fn rss_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -352,10 +358,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 /// once (the cost of reading and matching everything) and one on every
 /// line (plus building the line records), timed in process.
 fn bench_scan() {
-    let mb: usize = std::env::var("RLM_BENCH_MB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+    let mb = bench_mb();
     let dir = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
     let corpus = make_store(dir.path(), 100, mb * 10_000);
