@@ -732,9 +732,10 @@ impl Agent {
     /// in a row, or the next turn's message with the outputs and notes.
     async fn run_code(&mut self, state: &mut LoopState, parsed: ParsedReply) -> Next {
         let (mut outputs, mut notes) = (Vec::new(), Vec::new());
+        let mut printed = String::new();
         let blocks = &parsed.code_blocks;
         if let Some(commit) = self
-            .run_cells(state, blocks, &mut outputs, &mut notes)
+            .run_cells(state, blocks, &mut outputs, &mut printed, &mut notes)
             .await
         {
             return Next::Commit(commit);
@@ -758,20 +759,32 @@ impl Agent {
         if state.consecutive_errors >= limit {
             return Next::Stop(self.exhausted(Exhausted::Errors { limit }));
         }
-        Next::Nudge(self.next_turn(state, blocks, outputs, notes).await)
+        Next::Nudge(
+            self.next_turn(state, blocks, outputs, &printed, notes)
+                .await,
+        )
     }
 
-    /// Runs the cells in order, each one's output kept for the next turn; a
-    /// FINAL a cell called is taken at once (`Some` when it commits).
+    /// Runs the cells in order, each one's output kept for the next turn
+    /// (and what the cells printed themselves, without the engine's notes,
+    /// in `printed`); a FINAL a cell called is taken at once (`Some` when it
+    /// commits).
     async fn run_cells(
         &mut self,
         state: &mut LoopState,
         blocks: &[CodeBlock],
         outputs: &mut Vec<String>,
+        printed: &mut String,
         notes: &mut Vec<String>,
     ) -> Option<Commit> {
         for (i, block) in blocks.iter().enumerate() {
-            let rendered = self.cell_output(state, i, &block.code).await;
+            let (mut rendered, cell_notes) = self.cell_output(state, i, &block.code).await;
+            printed.push_str(&rendered);
+            printed.push('\n');
+            for note in cell_notes {
+                rendered.push('\n');
+                rendered.push_str(&note);
+            }
             outputs.push(if blocks.len() > 1 {
                 format!("REPL output of cell {}:\n{}", i + 1, rendered)
             } else {
@@ -789,9 +802,14 @@ impl Agent {
     }
 
     /// Runs one cell of turn `state.turn`: its output as the model sees it
-    /// (errors say what happened, silence says what to try, notes on code
-    /// that cannot work follow).
-    async fn cell_output(&mut self, state: &mut LoopState, index: usize, code: &str) -> String {
+    /// (errors say what happened, silence says what to try) and the notes
+    /// that follow it (a cut scan, code that cannot work).
+    async fn cell_output(
+        &mut self,
+        state: &mut LoopState,
+        index: usize,
+        code: &str,
+    ) -> (String, Vec<String>) {
         let rendered = match self.run_cell(state.turn, index, code).await {
             Ok(r) => {
                 state.cell_ran(r.error.is_some());
@@ -804,21 +822,18 @@ impl Agent {
                 )
             }
         };
-        let mut rendered = if rendered.trim().is_empty() {
+        let rendered = if rendered.trim().is_empty() {
             NO_OUTPUT.to_string()
         } else {
             rendered
         };
-        for note in self
+        let notes = self
             .host
             .take_notes()
             .into_iter()
             .chain(parse::code_lints(code))
-        {
-            rendered.push('\n');
-            rendered.push_str(&note);
-        }
-        rendered
+            .collect();
+        (rendered, notes)
     }
 
     /// The `answer = {"content": ..., "ready": True}` convention.
@@ -878,11 +893,12 @@ impl Agent {
         state: &mut LoopState,
         blocks: &[CodeBlock],
         outputs: Vec<String>,
+        printed: &str,
         mut notes: Vec<String>,
     ) -> String {
         let mut body = outputs.join("\n\n");
         notes.extend(state.note_if_stuck(blocks, &body));
-        if let Some(count) = state.counts_only_streak(&body)
+        if let Some(count) = state.counts_only_streak(printed)
             && let Some(windows) = self.match_windows().await
         {
             notes.push(render(
