@@ -20,6 +20,7 @@ use crate::hybrid::{
     ExpandOptions, ExpandedFile, ExpandedFiles, HybridHit, HybridResults, RRF_K, RetrievalMode,
     SearchOptions,
 };
+use crate::language::LanguageShare;
 use crate::records::{Chunk, Document, StoreStats};
 use crate::vector::{EmbedOptions, EmbedProgress, EmbedReport, RetrievalError, VectorStatus};
 
@@ -38,6 +39,12 @@ pub trait CorpusStore: Send + Sync + std::fmt::Debug {
 
     /// Totals of the store.
     fn stats(&self) -> Result<StoreStats, CorpusError>;
+
+    /// The languages of the store's documents, the most common first
+    /// (empty for a back-end that does not detect languages).
+    fn languages(&self) -> Result<Vec<LanguageShare>, CorpusError> {
+        Ok(Vec::new())
+    }
 
     /// All documents, ordered by path.
     fn documents(&self) -> Result<Vec<Document>, CorpusError>;

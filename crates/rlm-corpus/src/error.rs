@@ -94,6 +94,13 @@ pub enum CorpusError {
     /// The full-text index failed.
     #[error("search index error: {0} (if it persists, run `rlm index --rebuild` on the store)")]
     Index(String),
+    /// The full-text index was written by an rlm that analyzed every text
+    /// as English; it is rebuilt from the store's documents when the store
+    /// is next opened by a process that can write it.
+    #[error(
+        "the search index in {0} was written by an older rlm and must be rebuilt: run `rlm index --rebuild` on the store (or open it once where no other rlm is indexing it)"
+    )]
+    FulltextOutdated(PathBuf),
     /// A store back-end other than the local folder failed (PostgreSQL): its
     /// own one-line message, naming the store and what to do.
     #[error("{0}")]

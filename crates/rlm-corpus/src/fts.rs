@@ -1,36 +1,66 @@
-//! The full-text index over chunks (tantivy, BM25, English analyzer).
+//! The full-text index over chunks (tantivy, BM25): each chunk in the field
+//! of its document's language, analyzed by that language's stemmer and stop
+//! words (see [`crate::language`]); a query is analyzed for every language
+//! present in the store, and in compounding languages widened to compounds
+//! that hold its words and to the parts of its compound words.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use tantivy::collector::TopDocs;
-use tantivy::query::QueryParser;
+use tantivy::collector::{Count, TopDocs};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{
     Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
     Value,
 };
 use tantivy::snippet::SnippetGenerator;
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+use tantivy::{
+    Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term, doc,
+};
 
+use crate::compound;
 use crate::error::CorpusError;
+use crate::language::{ANALYSES, Analysis, analysis_for};
 
-const ANALYZER: &str = "en_stem_stop";
 /// Memory for the index writer, shared by its threads. Bounded so that
 /// indexing a large corpus stays within a predictable footprint.
 const WRITER_HEAP_BYTES: usize = 192 * 1024 * 1024;
+/// Weight of a compound that holds a query word, and of the parts of a
+/// compound query word, beside the query's own words (1.0): they widen
+/// recall without outranking a passage that has the words as asked.
+const COMPOUND_BOOST: f32 = 0.5;
+
+/// One clause of a boolean query.
+type Clause = (Occur, Box<dyn Query>);
 
 /// Fields of the chunk index.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Fields {
     chunk_id: Field,
     doc_id: Field,
     path: Field,
     ordinal: Field,
-    text: Field,
+    /// The chunk's text, stored (the language fields are indexed only).
+    body: Field,
+    /// The language code of the chunk's document (`de`, `und`).
+    lang: Field,
+    /// One indexed text field per analysis, in [`ANALYSES`] order.
+    text: Vec<Field>,
+}
+
+impl Fields {
+    fn text_for(&self, analysis: &Analysis) -> Field {
+        let i = ANALYSES
+            .iter()
+            .position(|a| a == analysis)
+            .unwrap_or_default();
+        self.text[i]
+    }
 }
 
 /// One chunk to add to the index.
@@ -40,6 +70,8 @@ pub(crate) struct FtsChunk<'a> {
     pub path: &'a str,
     pub ordinal: u32,
     pub text: &'a str,
+    /// Its document's language code (see [`crate::language::detect`]).
+    pub language: &'a str,
 }
 
 /// One search result: a chunk found by BM25 in the full-text index.
@@ -70,29 +102,39 @@ pub(crate) struct FullText {
 
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let text_opts = TextOptions::default()
-        .set_indexing_options(
+    let indexed = |analyzer: &str| {
+        TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
-                .set_tokenizer(ANALYZER)
+                .set_tokenizer(analyzer)
                 .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         )
-        .set_stored();
+    };
     let fields = Fields {
         chunk_id: b.add_text_field("chunk_id", STRING | STORED),
         doc_id: b.add_text_field("doc_id", STRING | STORED),
         path: b.add_text_field("path", STORED),
         ordinal: b.add_u64_field("ordinal", INDEXED | STORED),
-        text: b.add_text_field("text", text_opts),
+        body: b.add_text_field("body", STORED),
+        lang: b.add_text_field("lang", STRING | STORED),
+        text: ANALYSES
+            .iter()
+            .map(|a| b.add_text_field(a.field, indexed(a.analyzer)))
+            .collect(),
     };
     (b.build(), fields)
 }
 
-fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(SimpleTokenizer::default())
+fn analyzer(analysis: &Analysis) -> TextAnalyzer {
+    let builder = TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
-        .filter(StopWordFilter::new(Language::English).expect("tantivy ships English stopwords"))
-        .filter(Stemmer::new(Language::English))
+        .dynamic();
+    let builder = match StopWordFilter::new(analysis.stemming) {
+        Some(stop) => builder.filter_dynamic(stop),
+        None => builder,
+    };
+    builder
+        .filter_dynamic(Stemmer::new(analysis.stemming))
         .build()
 }
 
@@ -102,7 +144,14 @@ impl FullText {
         let (schema, fields) = schema();
         std::fs::create_dir_all(dir).map_err(|e| CorpusError::io(dir, e))?;
         let mmap = tantivy::directory::MmapDirectory::open(dir).map_err(CorpusError::index)?;
-        let index = Index::open_or_create(mmap, schema).map_err(CorpusError::index)?;
+        if Index::exists(&mmap).map_err(CorpusError::index)? {
+            let index = Index::open(mmap).map_err(CorpusError::index)?;
+            if index.schema() != schema {
+                return Err(CorpusError::FulltextOutdated(dir.to_path_buf()));
+            }
+            return Self::over(index, fields);
+        }
+        let index = Index::create(mmap, schema, Default::default()).map_err(CorpusError::index)?;
         Self::over(index, fields)
     }
 
@@ -113,7 +162,11 @@ impl FullText {
     }
 
     fn over(index: Index, fields: Fields) -> Result<FullText, CorpusError> {
-        index.tokenizers().register(ANALYZER, analyzer());
+        for analysis in &ANALYSES {
+            index
+                .tokenizers()
+                .register(analysis.analyzer, analyzer(analysis));
+        }
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -150,7 +203,7 @@ impl FullText {
             .map_err(CorpusError::index)?;
         Ok(FtsWriter {
             writer,
-            fields: self.fields,
+            fields: self.fields.clone(),
         })
     }
 
@@ -162,9 +215,20 @@ impl FullText {
     /// BM25 search; `k` best chunks with highlighted snippets.
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<SearchHit>, CorpusError> {
         let searcher = self.reader.searcher();
-        let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
+        let analyses = self.analyses_present(&searcher)?;
+        let fields: Vec<Field> = analyses.iter().map(|a| self.fields.text_for(a)).collect();
+        let parser = QueryParser::for_index(&self.index, fields);
         // Lenient: a user's stray quote or colon must not turn into a syntax error.
-        let (query, _errors) = parser.parse_query_lenient(&bounded_nesting(query));
+        let (parsed, _errors) = parser.parse_query_lenient(&bounded_nesting(query));
+        let mut clauses: Vec<Clause> = vec![(Occur::Should, parsed)];
+        for analysis in analyses.iter().filter(|a| a.compounds) {
+            clauses.extend(self.compound_clauses(&searcher, analysis, query)?);
+        }
+        let query: Box<dyn Query> = if clauses.len() == 1 {
+            clauses.pop().map(|(_, q)| q).expect("one clause")
+        } else {
+            Box::new(BooleanQuery::new(clauses))
+        };
         // The collector allocates for `k` hits up front: never ask for more
         // than there are chunks (a huge `k` would abort on the allocation).
         let limit = k.clamp(
@@ -174,11 +238,9 @@ impl FullText {
                 .max(1),
         );
         let top = searcher
-            .search(&query, &TopDocs::with_limit(limit))
+            .search(&*query, &TopDocs::with_limit(limit))
             .map_err(CorpusError::index)?;
-        let mut snippets = SnippetGenerator::create(&searcher, &*query, self.fields.text)
-            .map_err(CorpusError::index)?;
-        snippets.set_max_num_chars(200);
+        let mut snippets: HashMap<Field, SnippetGenerator> = HashMap::new();
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
             let d: TantivyDocument = searcher.doc(addr).map_err(CorpusError::index)?;
@@ -188,8 +250,20 @@ impl FullText {
                     .unwrap_or_default()
                     .to_string()
             };
-            let text = text_of(self.fields.text);
-            let snippet = render_snippet(&snippets.snippet(&text), &text);
+            let text = text_of(self.fields.body);
+            let field = self
+                .fields
+                .text_for(analysis_for(&text_of(self.fields.lang)));
+            let generator = match snippets.entry(field) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let mut g = SnippetGenerator::create(&searcher, &*query, field)
+                        .map_err(CorpusError::index)?;
+                    g.set_max_num_chars(200);
+                    e.insert(g)
+                }
+            };
+            let snippet = render_snippet(&generator.snippet(&text), &text);
             hits.push(SearchHit {
                 chunk_id: text_of(self.fields.chunk_id),
                 doc_id: text_of(self.fields.doc_id),
@@ -204,6 +278,126 @@ impl FullText {
             });
         }
         Ok(hits)
+    }
+
+    /// The analyses of the languages present in the index (English alone
+    /// for an empty index), each once.
+    fn analyses_present(&self, searcher: &Searcher) -> Result<Vec<&'static Analysis>, CorpusError> {
+        let mut out: Vec<&'static Analysis> = Vec::new();
+        for (code, _) in self.languages_in(searcher)? {
+            let analysis = analysis_for(&code);
+            if !out.contains(&analysis) {
+                out.push(analysis);
+            }
+        }
+        if out.is_empty() {
+            out.push(&ANALYSES[0]);
+        }
+        Ok(out)
+    }
+
+    /// Each language code in the index with its number of chunks, the most
+    /// common first.
+    pub fn languages(&self) -> Result<Vec<(String, u64)>, CorpusError> {
+        self.languages_in(&self.reader.searcher())
+    }
+
+    fn languages_in(&self, searcher: &Searcher) -> Result<Vec<(String, u64)>, CorpusError> {
+        let mut codes = std::collections::BTreeSet::new();
+        for segment in searcher.segment_readers() {
+            let inverted = segment
+                .inverted_index(self.fields.lang)
+                .map_err(CorpusError::index)?;
+            let mut terms = inverted.terms().stream().map_err(CorpusError::index)?;
+            while terms.advance() {
+                codes.insert(String::from_utf8_lossy(terms.key()).into_owned());
+            }
+        }
+        let mut out = Vec::new();
+        for code in codes {
+            let term = TermQuery::new(
+                Term::from_field_text(self.fields.lang, &code),
+                IndexRecordOption::Basic,
+            );
+            // Counted through a search so deleted chunks are not counted.
+            let n = searcher.search(&term, &Count).map_err(CorpusError::index)? as u64;
+            if n > 0 {
+                out.push((code, n));
+            }
+        }
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
+    }
+
+    /// Clauses that widen `query` in a compounding language: each word also
+    /// finds indexed compounds that hold it, and a compound word the pair
+    /// of indexed words it is made of (both required), at
+    /// [`COMPOUND_BOOST`].
+    fn compound_clauses(
+        &self,
+        searcher: &Searcher,
+        analysis: &Analysis,
+        query: &str,
+    ) -> Result<Vec<Clause>, CorpusError> {
+        let field = self.fields.text_for(analysis);
+        let mut tokenizer = self
+            .index
+            .tokenizer_for_field(field)
+            .map_err(CorpusError::index)?;
+        let mut stem = |word: &str| {
+            let mut stream = tokenizer.token_stream(word);
+            let mut out = None;
+            while stream.advance() {
+                out = Some(stream.token().text.clone());
+            }
+            out
+        };
+        let words: Vec<String> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect();
+        let stems: Vec<String> = words.iter().filter_map(|w| stem(w)).collect();
+        let term = |t: &str| Term::from_field_text(field, t);
+        let boosted = |q: Box<dyn Query>| -> Clause {
+            (Occur::Should, Box::new(BoostQuery::new(q, COMPOUND_BOOST)))
+        };
+        let mut clauses = Vec::new();
+        let mut finder = compound::CompoundFinder::new(&stems);
+        if !finder.is_empty() {
+            for segment in searcher.segment_readers() {
+                let inverted = segment.inverted_index(field).map_err(CorpusError::index)?;
+                let mut terms = inverted.terms().stream().map_err(CorpusError::index)?;
+                while terms.advance() {
+                    if let Ok(word) = std::str::from_utf8(terms.key()) {
+                        finder.offer(word, u64::from(terms.value().doc_freq));
+                    }
+                }
+            }
+        }
+        for (_, compounds) in finder.finish() {
+            for word in compounds {
+                clauses.push(boosted(Box::new(TermQuery::new(
+                    term(&word),
+                    IndexRecordOption::WithFreqs,
+                ))));
+            }
+        }
+        let frequency = |t: &str| searcher.doc_freq(&term(t)).unwrap_or(0);
+        for word in &words {
+            if let Some(parts) = compound::split_compound(word, &mut stem, frequency) {
+                let both: Vec<Clause> = parts
+                    .iter()
+                    .map(|p| {
+                        let q: Box<dyn Query> =
+                            Box::new(TermQuery::new(term(p), IndexRecordOption::WithFreqs));
+                        (Occur::Must, q)
+                    })
+                    .collect();
+                clauses.push(boosted(Box::new(BooleanQuery::new(both))));
+            }
+        }
+        Ok(clauses)
     }
 
     /// Number of indexed chunks in the last visible commit.
@@ -241,14 +435,16 @@ pub(crate) struct FtsWriter {
 
 impl FtsWriter {
     pub fn add(&self, c: &FtsChunk<'_>) -> Result<(), CorpusError> {
-        let f = self.fields;
+        let f = &self.fields;
         self.writer
             .add_document(doc!(
                 f.chunk_id => c.chunk_id,
                 f.doc_id => c.doc_id,
                 f.path => c.path,
                 f.ordinal => c.ordinal as u64,
-                f.text => c.text,
+                f.body => c.text,
+                f.lang => c.language,
+                f.text_for(analysis_for(c.language)) => c.text,
             ))
             .map_err(CorpusError::index)?;
         Ok(())

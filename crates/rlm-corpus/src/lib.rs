@@ -28,6 +28,7 @@
 
 mod backend;
 pub mod chunk;
+mod compound;
 pub mod embed;
 mod error;
 pub mod eval;
@@ -37,6 +38,7 @@ pub mod html;
 mod hybrid;
 mod index_options;
 pub mod ingest;
+pub mod language;
 pub mod pdf;
 mod records;
 mod store;

@@ -4,6 +4,7 @@
 
 mod retrieval_support;
 
+mod languages;
 mod memory_store;
 mod retrieval;
 mod retrieval_eval;

@@ -162,6 +162,10 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
         .store()
         .stats()
         .map_err(|e| ApiError::internal(e.to_string()))?;
+    let languages = app
+        .store()
+        .languages()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     // The first look for CPython starts it under bubblewrap once (~0.3 s;
     // cached for the process): off the async workers.
     let sandboxes = tokio::task::spawn_blocking(sandboxes)
@@ -183,6 +187,7 @@ async fn info(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
             "chunks": stats.chunks,
             "bytes": stats.bytes,
             "chars": stats.chars,
+            "languages": languages,
         },
         "models": {"root": c.root_model, "sub": c.sub_model},
         "defaults": {

@@ -9,6 +9,7 @@ use crate::backend::{CorpusStore, TextPage};
 use crate::embed::Embedder;
 use crate::error::CorpusError;
 use crate::fts::SearchHit;
+use crate::language::LanguageShare;
 use crate::records::{Chunk, Document, StoreStats};
 use crate::vector::{EmbedOptions, EmbedProgress, EmbedReport, RetrievalError, VectorStatus};
 
@@ -23,6 +24,10 @@ impl CorpusStore for Store {
 
     fn stats(&self) -> Result<StoreStats, CorpusError> {
         Store::stats(self)
+    }
+
+    fn languages(&self) -> Result<Vec<LanguageShare>, CorpusError> {
+        Store::languages(self)
     }
 
     fn documents(&self) -> Result<Vec<Document>, CorpusError> {

@@ -133,6 +133,23 @@ fn check_version(dir: &Path, conn: &Connection) -> Result<u64, CorpusError> {
         .unwrap_or(0))
 }
 
+/// A full-text index in the current form for the store at `dir`, whose
+/// index was written in an older one: deleted and created empty under the
+/// write lock, then refilled by [`Store::open`]'s repair (its generation,
+/// none, disagrees with SQLite's). Fails, saying what to do, while another
+/// process holds the lock.
+fn upgrade_fulltext(dir: &Path) -> Result<FullText, CorpusError> {
+    let fts_dir = dir.join(FTS_DIR);
+    let _lock =
+        WriteLock::acquire(dir).map_err(|_| CorpusError::FulltextOutdated(fts_dir.clone()))?;
+    // Another process may have upgraded it while this one waited.
+    if let Ok(fts) = FullText::open_or_create(&fts_dir) {
+        return Ok(fts);
+    }
+    std::fs::remove_dir_all(&fts_dir).map_err(|e| CorpusError::io(&fts_dir, e))?;
+    FullText::open_or_create(&fts_dir)
+}
+
 impl Store {
     /// Opens an existing store for reading and searching.
     pub fn open(dir: &Path) -> Result<Store, CorpusError> {
@@ -141,7 +158,10 @@ impl Store {
         }
         let conn = open_db(dir)?;
         let generation = check_version(dir, &conn)?;
-        let fts = FullText::open_or_create(&dir.join(FTS_DIR))?;
+        let fts = match FullText::open_or_create(&dir.join(FTS_DIR)) {
+            Err(CorpusError::FulltextOutdated(_)) => upgrade_fulltext(dir)?,
+            other => other?,
+        };
         let store = Store::from_parts(dir, conn, fts);
         if store.fts.committed_generation()? != Some(generation) && !WriteLock::is_held(dir) {
             // An earlier run died between its two commits: repair if we can

@@ -156,6 +156,17 @@ impl Store {
         self.fts.search(query, k)
     }
 
+    /// The languages of the store's documents (detected when they were
+    /// indexed), the most common first.
+    pub fn languages(&self) -> Result<Vec<crate::language::LanguageShare>, CorpusError> {
+        Ok(self
+            .fts
+            .languages()?
+            .into_iter()
+            .map(|(code, chunks)| crate::language::LanguageShare::new(&code, chunks))
+            .collect())
+    }
+
     /// Number of chunks in the full-text index (equals `stats().chunks` when consistent).
     pub fn indexed_chunks(&self) -> u64 {
         self.fts.num_chunks()

@@ -163,6 +163,11 @@ fn open_fulltext_for_writing(
         // Asked for, a rebuild of a damaged index is no recovery to report.
         Err(_) if rebuild => {}
         Err(CorpusError::Index(e)) => *recreated = Some(e),
+        Err(CorpusError::FulltextOutdated(_)) => {
+            *recreated = Some(
+                "it was written by an older rlm, which analyzed every text as English".to_string(),
+            )
+        }
         Err(e) => *recreated = Some(e.to_string()),
     }
     match std::fs::remove_dir_all(&fts_dir) {
@@ -233,6 +238,7 @@ pub(super) fn insert_rows(
     spans: &[ChunkSpan],
 ) -> Result<u64, CorpusError> {
     let id = document_id(row.path);
+    let language = crate::language::detect(row.text);
     conn.execute(
         "INSERT INTO documents (id, path, root, kind, size_bytes, mtime_ns, chars, hash, title,
                                 chunk_count, lossy, text)
@@ -276,6 +282,7 @@ pub(super) fn insert_rows(
             path: row.path,
             ordinal: ordinal as u32,
             text: &row.text[s.byte_start..s.byte_end],
+            language,
         })?;
     }
     Ok(spans.len() as u64)
@@ -299,6 +306,7 @@ fn add_all_chunks(
         }
         let path: String = row.get(1)?;
         let text: String = row.get(2)?;
+        let language = crate::language::detect(&text);
         let list = spans
             .query_map([&id], |r| {
                 Ok((
@@ -315,6 +323,7 @@ fn add_all_chunks(
                 path: &path,
                 ordinal,
                 text: text.get(start..end).unwrap_or_default(),
+                language,
             })?;
         }
     }

@@ -633,5 +633,13 @@ pub fn docs(args: DocsArgs) -> anyhow::Result<()> {
         )?;
     }
     writeln!(out, "{} documents", docs.len())?;
+    let languages = store.languages()?;
+    if !languages.is_empty() {
+        writeln!(
+            out,
+            "languages: {}",
+            rlm_corpus::language::describe(&languages)
+        )?;
+    }
     Ok(())
 }
