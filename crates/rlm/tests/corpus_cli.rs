@@ -118,6 +118,16 @@ fn index_search_show_docs_roundtrip() {
         "{text}"
     );
 
+    let out = run(&["docs", "--store", &f.s()]);
+    assert!(out.status.success());
+    let listing = stdout(&out);
+    let last = listing.lines().last().unwrap_or_default();
+    // Short files are too short to tell (analyzed as English).
+    assert_eq!(
+        last, "languages: undetermined (5 chunks), English (1 chunk)",
+        "{listing}"
+    );
+
     let out = run(&["docs", "--store", &f.s(), "--json"]);
     assert!(out.status.success());
     let docs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
