@@ -267,6 +267,44 @@ pub fn detect(text: &str) -> &'static str {
     }
 }
 
+/// The most likely language code of a short `text` (a claim, a question),
+/// without the reliability [`detect`] asks of a document: `"und"` only
+/// when it has too few letters to guess at all.
+pub fn guess(text: &str) -> &'static str {
+    if text.chars().filter(|c| c.is_alphabetic()).count() < 8 {
+        return UNDETERMINED;
+    }
+    whatlang::detect(text)
+        .and_then(|info| iso_639_1(info.lang()))
+        .unwrap_or(UNDETERMINED)
+}
+
+/// True when `word` (lower-cased) is a stop word of language `code`, by the
+/// list its full-text analyzer drops (false for a language without one).
+pub fn is_stop_word(word: &str, code: &str) -> bool {
+    use std::sync::{Mutex, OnceLock};
+    use tantivy::tokenizer::{SimpleTokenizer, StopWordFilter, TextAnalyzer};
+    static FILTERS: OnceLock<Vec<(&'static str, Mutex<TextAnalyzer>)>> = OnceLock::new();
+    let filters = FILTERS.get_or_init(|| {
+        ANALYSES
+            .iter()
+            .filter_map(|a| {
+                let stop = StopWordFilter::new(a.stemming)?;
+                let analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+                    .filter(stop)
+                    .build();
+                Some((a.code, Mutex::new(analyzer)))
+            })
+            .collect()
+    });
+    let Some((_, analyzer)) = filters.iter().find(|(c, _)| *c == code) else {
+        return false;
+    };
+    let mut analyzer = analyzer.lock().unwrap_or_else(|p| p.into_inner());
+    let mut stream = analyzer.token_stream(word);
+    !stream.advance()
+}
+
 /// The code of a text whose language could not be told.
 pub const UNDETERMINED: &str = "und";
 
@@ -400,6 +438,17 @@ mod tests {
         let s = sample(&text);
         assert!(s.len() < text.len());
         assert_eq!(detect(&text), "de");
+    }
+
+    #[test]
+    fn stop_words_are_per_language_and_short_texts_are_guessed() {
+        assert!(is_stop_word("der", "de") && is_stop_word("und", "de"));
+        assert!(!is_stop_word("frist", "de"));
+        assert!(is_stop_word("the", "en") && !is_stop_word("der", "en"));
+        assert!(is_stop_word("les", "fr"));
+        assert!(!is_stop_word("der", "ta") && !is_stop_word("der", UNDETERMINED));
+        assert_eq!(guess("Die Frist beträgt drei Monate."), "de");
+        assert_eq!(guess("ok"), UNDETERMINED);
     }
 
     #[test]

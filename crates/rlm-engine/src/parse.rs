@@ -563,9 +563,10 @@ pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
     let says_little_else = || {
         let rest = chunk_id.replace_all(&text, " ");
         let asked = words(question);
+        let language = rlm_corpus::language::guess(question);
         let new: Vec<String> = words(&rest)
             .into_iter()
-            .filter(|w| !asked.contains(w) && !crate::text::STOP_WORDS.contains(&w.as_str()))
+            .filter(|w| !asked.contains(w) && !crate::text::is_stop_word(w, language))
             .collect();
         let has_digit = |w: &String| w.chars().any(|c| c.is_ascii_digit());
         !new.iter().any(has_digit) && new.iter().filter(|w| w.chars().count() >= 3).count() < 2

@@ -29,6 +29,15 @@ pub(crate) fn words(s: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
+/// True when `word` (lower-cased) says nothing of a claim's content: an
+/// English stop word or model phrase ([`STOP_WORDS`]), or a stop word of
+/// `language` (the text's language code, see
+/// [`rlm_corpus::language::guess`]) by its full-text analyzer's list.
+pub(crate) fn is_stop_word(word: &str, language: &str) -> bool {
+    STOP_WORDS.contains(&word)
+        || (language != "en" && rlm_corpus::language::is_stop_word(word, language))
+}
+
 /// Words that say nothing of a claim's content: function words, and the
 /// words models use to refer to their material ("according to the passage").
 pub(crate) const STOP_WORDS: &[&str] = &[

@@ -20,7 +20,10 @@ async fn a_run_streams_every_step_then_its_verified_answer_and_survives_a_restar
     assert_eq!(info["store"]["documents"], 3);
     // Every chunk is in one detected language (or "und").
     let languages = info["store"]["languages"].as_array().unwrap();
-    let chunks: u64 = languages.iter().map(|l| l["chunks"].as_u64().unwrap()).sum();
+    let chunks: u64 = languages
+        .iter()
+        .map(|l| l["chunks"].as_u64().unwrap())
+        .sum();
     assert_eq!(chunks, info["store"]["chunks"].as_u64().unwrap(), "{info}");
     assert!(languages.iter().all(|l| l["name"].is_string()), "{info}");
     assert_eq!(info["models"]["root"], "root-model");

@@ -163,8 +163,10 @@ pub(super) fn search_chunks(corpus: &Corpus, claim: &str) -> Vec<SourceChunk> {
 }
 
 /// The words of a claim that a supporting passage must share: numbers and
-/// content words (three letters or more, not stop words).
+/// content words (three letters or more, not stop words of English or of
+/// the claim's language).
 pub(super) fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
+    let language = rlm_corpus::language::guess(claim);
     let mut numbers = Vec::new();
     let mut words = Vec::new();
     for lower in text::words(claim) {
@@ -173,7 +175,7 @@ pub(super) fn claim_terms(claim: &str) -> (Vec<String>, Vec<String>) {
                 numbers.push(lower);
             }
         } else if lower.chars().count() >= 3
-            && !text::STOP_WORDS.contains(&lower.as_str())
+            && !text::is_stop_word(&lower, language)
             && !words.contains(&lower)
         {
             words.push(lower);
@@ -444,6 +446,19 @@ pub(super) fn engine_citation(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claims_terms_leave_out_the_stop_words_of_its_language() {
+        let (numbers, words) =
+            claim_terms("Die Frist für die Kündigung des Vertrags beträgt 3 Monate.");
+        assert_eq!(numbers, vec!["3"]);
+        assert_eq!(
+            words,
+            vec!["frist", "kündigung", "vertrags", "beträgt", "monate"]
+        );
+        let (_, words) = claim_terms("The notice period for the lease is three months.");
+        assert_eq!(words, vec!["notice", "period", "lease", "three", "months"]);
+    }
 
     #[test]
     fn a_long_sentence_is_quoted_around_its_matching_words() {

@@ -365,8 +365,10 @@ pub async fn evaluate_chunk(
     as_bool(2)
 }
 
-/// Distinct lowercase words of at least 3 letters that are not stop words.
+/// Distinct lowercase words of at least 3 letters that are not stop words
+/// (English question words, or stop words of the text's own language).
 pub fn query_terms(text: &str) -> Vec<String> {
+    let language = rlm_corpus::language::guess(text);
     static STOP: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
         "the and for are was were with what which who whom whose when where why how does did
          do can could would should will shall may might must has have had not but all any
@@ -382,7 +384,11 @@ pub fn query_terms(text: &str) -> Vec<String> {
         .map(str::to_lowercase)
     {
         let w = w.trim_end_matches("'s").to_string();
-        if w.chars().count() >= 3 && !STOP.contains(w.as_str()) && !out.contains(&w) {
+        if w.chars().count() >= 3
+            && !STOP.contains(w.as_str())
+            && !rlm_corpus::language::is_stop_word(&w, language)
+            && !out.contains(&w)
+        {
             out.push(w);
         }
     }
@@ -491,6 +497,14 @@ mod tests {
         assert!(
             validate_iteration_program(&fb, "Alexis skills Python", "").is_ok(),
             "{fb}"
+        );
+    }
+
+    #[test]
+    fn terms_drop_stop_words_of_the_question_language() {
+        assert_eq!(
+            query_terms("Wie lang ist die Kündigungsfrist für den Mietvertrag?"),
+            vec!["lang", "kündigungsfrist", "mietvertrag"]
         );
     }
 
