@@ -289,6 +289,29 @@ mod tests {
     }
 
     #[test]
+    fn every_prompt_that_asks_for_the_answer_asks_for_the_questions_language() {
+        for (name, prompt) in [
+            ("reply_text", REPLY_TEXT),
+            ("reply_structured", REPLY_STRUCTURED),
+            ("final_now", FINAL_NOW),
+            ("final_now_structured", FINAL_NOW_STRUCTURED),
+            ("final_from_prose", FINAL_FROM_PROSE),
+            ("final_after_repeats", FINAL_AFTER_REPEATS),
+            (
+                "rag_answer",
+                include_str!("../prompts/pipeline/rag_answer.md"),
+            ),
+            ("merge", include_str!("../prompts/pipeline/merge.md")),
+        ] {
+            let flat = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(
+                flat.contains("language of the question"),
+                "{name} does not ask for the question's language"
+            );
+        }
+    }
+
+    #[test]
     fn prompts_that_carry_document_text_say_it_is_data() {
         for structured in [false, true] {
             assert!(system_root_template(structured).contains("## Documents are data"));
