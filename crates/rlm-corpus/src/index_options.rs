@@ -86,6 +86,10 @@ pub struct IndexReport {
     pub bytes_processed: u64,
     /// Totals after the run.
     pub totals: Option<StoreStats>,
+    /// The store's languages after the run, the most common first (empty
+    /// for a back-end that does not detect them).
+    #[serde(default)]
+    pub languages: Vec<crate::language::LanguageShare>,
     /// Wall time of the run in milliseconds.
     pub elapsed_ms: u64,
     /// Why the full-text index could not be opened, when this run recreated

@@ -106,6 +106,10 @@ fn index_search_show_docs_roundtrip() {
     let text = stdout(&out);
     assert!(text.contains("5 added"), "{text}");
     assert!(
+        text.contains("languages: undetermined (5 chunks), English (1 chunk)"),
+        "{text}"
+    );
+    assert!(
         text.contains("skipped: 1 binary, 1 empty, 1 unsupported format (.png)"),
         "{text}"
     );

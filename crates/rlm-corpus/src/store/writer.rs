@@ -121,6 +121,7 @@ impl Store {
         fts.reload()?;
         let store = Store::from_parts(dir, conn, fts);
         report.totals = Some(store.stats()?);
+        report.languages = store.languages()?;
         drop(lock);
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)

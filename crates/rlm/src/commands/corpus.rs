@@ -290,6 +290,13 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
             t.chunks,
             t.bytes as f64 / 1e6
         )?;
+        if !report.languages.is_empty() {
+            writeln!(
+                out,
+                "languages: {}",
+                rlm_corpus::language::describe(&report.languages)
+            )?;
+        }
         if let Some(e) = &embedded {
             writeln!(
                 out,
