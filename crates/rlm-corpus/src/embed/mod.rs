@@ -6,6 +6,7 @@
 //! OpenAI-compatible `/v1/embeddings` endpoint. Both return L2-normalized
 //! vectors, so a dot product is the cosine similarity.
 
+mod bert;
 mod minilm;
 mod provider;
 mod settings;
