@@ -9,11 +9,13 @@
 mod bert;
 mod minilm;
 mod provider;
+mod sentencepiece;
 mod settings;
 mod wordpiece;
 
 pub use minilm::{MINILM_DIMENSION, MINILM_MAX_TOKENS, MINILM_MODEL_ID, MiniLmEmbedder};
 pub use provider::{DEFAULT_PROVIDER_MODEL, ProviderEmbedder, ProviderEmbedderConfig};
+pub use sentencepiece::{METASPACE, SentencePieceTokenizer, UnigramVocab};
 pub use settings::{EmbeddingSettings, EmbeddingsChoice};
 pub use wordpiece::WordPieceTokenizer;
 
