@@ -215,7 +215,7 @@ fn main() {
             println!("MiniLM load: {:.2}s", t.elapsed().as_secs_f64());
             let (ms, _) = time_ms(5, || {
                 model
-                    .embed(&["what is the notice period for termination?"])
+                    .embed_queries(&["what is the notice period for termination?"])
                     .unwrap()
             });
             println!("MiniLM query embedding: {ms:.1} ms");

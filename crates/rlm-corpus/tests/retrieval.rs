@@ -545,6 +545,50 @@ fn settings_come_from_rlm_toml_and_environment() {
     );
 }
 
+/// Embeds queries apart from chunks, as e5 does with its prefixes.
+struct QueryAwareEmbedder {
+    queries: AtomicUsize,
+}
+
+impl Embedder for QueryAwareEmbedder {
+    fn model_id(&self) -> &str {
+        "test:query-aware"
+    }
+    fn dimension(&self) -> usize {
+        64
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|t| hash_embed(t, 64)).collect())
+    }
+    fn embed_queries(&self, queries: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.queries.fetch_add(queries.len(), Ordering::SeqCst);
+        self.embed(queries)
+    }
+}
+
+#[test]
+fn searches_embed_the_query_as_a_query() {
+    let (_tmp, _docs, dir) = corpus();
+    let store = Store::open(&dir).unwrap();
+    let e = QueryAwareEmbedder {
+        queries: AtomicUsize::new(0),
+    };
+    embed(&store, &e);
+    assert_eq!(
+        e.queries.load(Ordering::SeqCst),
+        0,
+        "chunks are not queries"
+    );
+    for mode in [RetrievalMode::Vector, RetrievalMode::Hybrid] {
+        let hits = store
+            .search_hybrid("apples harvest", &SearchOptions::new(mode), Some(&e))
+            .unwrap()
+            .hits;
+        assert!(hits[0].path.ends_with("apples.md"), "{hits:?}");
+    }
+    assert_eq!(e.queries.load(Ordering::SeqCst), 2);
+}
+
 /// How the test server answers each request, in order; the last repeats.
 #[derive(Clone)]
 enum Reply {

@@ -5,6 +5,10 @@
 //! disk (no download at run time), and [`ProviderEmbedder`] calls an
 //! OpenAI-compatible `/v1/embeddings` endpoint. Both return L2-normalized
 //! vectors, so a dot product is the cosine similarity.
+//!
+//! Some models embed a query differently from the text it should find (e5
+//! prefixes `"query: "` or `"passage: "`): whoever embeds a search query calls
+//! [`Embedder::embed_queries`], and chunks go through [`Embedder::embed`].
 
 mod bert;
 mod minilm;
@@ -37,8 +41,17 @@ pub trait Embedder: Send + Sync {
         32
     }
 
-    /// One normalized vector per text, in order.
+    /// One normalized vector per text, in order: the texts searched in
+    /// (chunks, passages).
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// One normalized vector per search query, in order. Models trained
+    /// with an instruction or prefix for queries (multilingual-e5-small's
+    /// `"query: "`) override this; for the others a query is embedded like
+    /// any text.
+    fn embed_queries(&self, queries: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(queries)
+    }
 }
 
 /// Everything that can go wrong loading or calling an embedder.
