@@ -10,11 +10,13 @@
 
 use crate::retrieval_support;
 
-use retrieval_support::e5_model;
+use retrieval_support::{e5_dir, e5_model};
 use rlm_corpus::embed::{
     E5_DIMENSION, E5_MAX_TOKENS, E5_MODEL_ID, E5_PASSAGE_PREFIX, E5_QUERY_PREFIX, E5Embedder, dot,
 };
-use rlm_corpus::Embedder;
+use rlm_corpus::{
+    EmbedOptions, Embedder, EmbeddingSettings, IndexOptions, RetrievalMode, SearchOptions, Store,
+};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -132,4 +134,55 @@ fn a_long_text_is_cut_at_512_tokens_not_refused() {
     // Nothing to embed is still a vector.
     let empty = model.embed(&[""]).unwrap().remove(0);
     assert!((dot(&empty, &empty).sqrt() - 1.0).abs() < 1e-5);
+}
+
+#[test]
+fn a_store_embedded_with_e5_is_searched_with_e5() {
+    let Some(dir) = e5_dir() else { return };
+    let Some(model) = e5_model() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    for (i, text) in GERMAN_PASSAGES.iter().enumerate() {
+        std::fs::write(docs.join(format!("doc{i}.txt")), text).unwrap();
+    }
+    let store_dir = tmp.path().join("store");
+    Store::index(&store_dir, &[docs], &IndexOptions::default(), &mut |_| {}).unwrap();
+    let store = Store::open(&store_dir).unwrap();
+    store
+        .embed_chunks(model, &EmbedOptions::default(), &mut |_| {})
+        .unwrap();
+    // The store's model decides, whatever local_model says.
+    let settings = EmbeddingSettings {
+        e5_model_path: Some(dir),
+        ..EmbeddingSettings::default()
+    };
+    let embedder = settings
+        .embedder_for_store(&store, || unreachable!("no provider"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(embedder.model_id(), E5_MODEL_ID);
+    let hits = store
+        .search_hybrid(
+            GERMAN_QUERY,
+            &SearchOptions::new(RetrievalMode::Vector),
+            Some(embedder.as_ref()),
+        )
+        .unwrap()
+        .hits;
+    assert_eq!(
+        hits[0].path.rsplit('/').next(),
+        Some("doc2.txt"),
+        "{hits:?}"
+    );
+    // Without the folder, the error says what to run.
+    let err = EmbeddingSettings::default()
+        .embedder_for_store(&store, || unreachable!("no provider"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("fetch-e5.sh") && err.contains("RLM_EMBED_E5_MODEL"),
+        "{err}"
+    );
 }

@@ -3,8 +3,8 @@
 //! Three implementations of [`Embedder`] ship with the crate. Two run a
 //! model in-process on the CPU from files on disk (no download at run time),
 //! over the same BERT forward pass: [`MiniLmEmbedder`] (all-MiniLM-L6-v2,
-//! English) and [`E5Embedder`] (multilingual-e5-small, about 100 languages).
-//! [`ProviderEmbedder`]
+//! English) and [`E5Embedder`] (multilingual-e5-small, about 100 languages;
+//! [`local_model_for_languages`] picks between them). [`ProviderEmbedder`]
 //! calls an OpenAI-compatible `/v1/embeddings` endpoint. All return
 //! L2-normalized vectors, so a dot product is the cosine similarity.
 //!
@@ -27,7 +27,9 @@ pub use e5::{
 pub use minilm::{MINILM_DIMENSION, MINILM_MAX_TOKENS, MINILM_MODEL_ID, MiniLmEmbedder};
 pub use provider::{DEFAULT_PROVIDER_MODEL, ProviderEmbedder, ProviderEmbedderConfig};
 pub use sentencepiece::{METASPACE, SentencePieceTokenizer, UnigramVocab};
-pub use settings::{EmbeddingSettings, EmbeddingsChoice};
+pub use settings::{
+    EmbeddingSettings, EmbeddingsChoice, LocalModel, LocalModelChoice, local_model_for_languages,
+};
 pub use wordpiece::WordPieceTokenizer;
 
 /// Turns texts into fixed-size, L2-normalized vectors.
