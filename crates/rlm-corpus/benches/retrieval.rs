@@ -5,7 +5,9 @@
 //! vector (MiniLM's size; the values do not matter for the cost of an exact
 //! scan), then times vector, BM25 and hybrid search (query embedding excluded)
 //! and file expansion. When all-MiniLM-L6-v2 is available (RLM_EMBED_MODEL or
-//! the scripts/fetch-minilm.sh folder) it also times embedding on this CPU.
+//! the scripts/fetch-minilm.sh folder) it also times embedding on this CPU,
+//! and likewise multilingual-e5-small (RLM_EMBED_E5_MODEL or the
+//! scripts/fetch-e5.sh folder).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -215,7 +217,7 @@ fn main() {
             println!("MiniLM load: {:.2}s", t.elapsed().as_secs_f64());
             let (ms, _) = time_ms(5, || {
                 model
-                    .embed(&["what is the notice period for termination?"])
+                    .embed_queries(&["what is the notice period for termination?"])
                     .unwrap()
             });
             println!("MiniLM query embedding: {ms:.1} ms");
@@ -231,4 +233,52 @@ fn main() {
         }
         None => println!("MiniLM: skipped (no model; scripts/fetch-minilm.sh)"),
     }
+    bench_e5();
+}
+
+/// A German passage of about 1,000 characters (repeated to fill), the size of
+/// a typical chunk.
+fn german_chunk() -> String {
+    let text = "Der Mieter kann das Mietverhältnis mit einer Frist von drei Monaten schriftlich kündigen. \
+        Die Kündigung muss spätestens am dritten Werktag eines Kalendermonats zugehen. \
+        Über die Vorauszahlungen für Heizung, Warmwasser und Müllabfuhr wird jährlich abgerechnet; \
+        Nachzahlungen sind innerhalb von dreißig Tagen nach Zugang der Abrechnung fällig. ";
+    text.chars().cycle().take(1000).collect()
+}
+
+/// multilingual-e5-small on this CPU, when its folder is there
+/// (RLM_EMBED_E5_MODEL or the scripts/fetch-e5.sh folder).
+fn bench_e5() {
+    use rlm_corpus::embed::{E5_MODEL_FILE, E5Embedder};
+    let dir = std::env::var_os("RLM_EMBED_E5_MODEL")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/rlm/multilingual-e5-small"))
+        });
+    let Some(dir) = dir.filter(|d| d.join(E5_MODEL_FILE).is_file()) else {
+        println!("multilingual-e5-small: skipped (no model; scripts/fetch-e5.sh)");
+        return;
+    };
+    let t = Instant::now();
+    let model = E5Embedder::load(&dir).unwrap();
+    println!(
+        "multilingual-e5-small load: {:.2}s",
+        t.elapsed().as_secs_f64()
+    );
+    let (ms, _) = time_ms(5, || {
+        model
+            .embed_queries(&["Wie lange ist die Kündigungsfrist?"])
+            .unwrap()
+    });
+    println!("multilingual-e5-small query embedding: {ms:.1} ms");
+    let chunk = german_chunk();
+    let tokens = model.token_ids(&format!("passage: {chunk}")).len();
+    let texts: Vec<&str> = (0..32).map(|_| chunk.as_str()).collect();
+    let t = Instant::now();
+    model.embed(&texts).unwrap();
+    let per_s = texts.len() as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "multilingual-e5-small chunk embedding (1,000 characters, {tokens} tokens each, all cores): {per_s:.1} chunks/s"
+    );
 }

@@ -334,7 +334,8 @@ fn vector_candidates<S: CorpusStore + ?Sized>(
         embedded,
         chunks: store.stats()?.chunks,
     };
-    let q = embedder.embed(&[query])?;
+    // The query form: models such as e5 embed queries and passages apart.
+    let q = embedder.embed_queries(&[query])?;
     let q = q
         .into_iter()
         .next()

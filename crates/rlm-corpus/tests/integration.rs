@@ -7,6 +7,7 @@ mod retrieval_support;
 mod languages;
 mod memory_store;
 mod retrieval;
+mod retrieval_e5;
 mod retrieval_eval;
 mod retrieval_model;
 mod store;

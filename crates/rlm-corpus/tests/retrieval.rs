@@ -545,6 +545,138 @@ fn settings_come_from_rlm_toml_and_environment() {
     );
 }
 
+#[test]
+fn the_local_model_setting_and_the_languages_choose_the_model() {
+    use rlm_corpus::embed::{LocalModel, LocalModelChoice, local_model_for_languages};
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("rlm.toml");
+    std::fs::write(
+        &file,
+        "[embeddings]\nlocal_model = \"e5-small\"\ne5_model_path = \"models/e5\"\n",
+    )
+    .unwrap();
+    let s = EmbeddingSettings::load_with_env(Some(&file), |_| None).unwrap();
+    assert_eq!(s.local_model, LocalModelChoice::E5Small);
+    assert_eq!(s.e5_model_path, Some(tmp.path().join("models/e5")));
+    let s = EmbeddingSettings::load_with_env(Some(&file), |k| match k {
+        "RLM_EMBED_LOCAL_MODEL" => Some("minilm".to_string()),
+        "RLM_EMBED_E5_MODEL" => Some("/elsewhere/e5".to_string()),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(s.local_model, LocalModelChoice::MiniLm);
+    assert_eq!(s.e5_model_path, Some(PathBuf::from("/elsewhere/e5")));
+    assert_eq!(
+        EmbeddingSettings::load_with_env(None, |_| None)
+            .unwrap()
+            .local_model,
+        LocalModelChoice::Auto
+    );
+    let err = EmbeddingSettings::load_with_env(None, |k| {
+        (k == "RLM_EMBED_LOCAL_MODEL").then(|| "bert".to_string())
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("RLM_EMBED_LOCAL_MODEL") && err.contains("minilm, e5-small or auto"),
+        "{err}"
+    );
+
+    // English or unknown everywhere: the English model; anything else: e5.
+    for langs in [&[][..], &["en"], &["en-GB", "und", ""], &["English", "eng"]] {
+        assert_eq!(
+            local_model_for_languages(langs),
+            LocalModel::MiniLm,
+            "{langs:?}"
+        );
+    }
+    for langs in [&["de"][..], &["en", "de"], &["fr_FR"], &["zh", "und"]] {
+        assert_eq!(
+            local_model_for_languages(langs),
+            LocalModel::E5Small,
+            "{langs:?}"
+        );
+    }
+    let auto = LocalModelChoice::Auto;
+    assert_eq!(auto.resolve(None), LocalModel::MiniLm);
+    assert_eq!(auto.resolve(Some(&["de"])), LocalModel::E5Small);
+    assert_eq!(
+        LocalModelChoice::MiniLm.resolve(Some(&["de"])),
+        LocalModel::MiniLm
+    );
+    assert_eq!(
+        LocalModel::from_model_id("local:multilingual-e5-small"),
+        Some(LocalModel::E5Small)
+    );
+
+    // `--embeddings local` with e5 chosen and no folder: what to run.
+    let s = EmbeddingSettings {
+        local_model: LocalModelChoice::E5Small,
+        ..EmbeddingSettings::default()
+    };
+    let err = s
+        .embedder(EmbeddingsChoice::Local, || unreachable!("no provider"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("fetch-e5.sh") && err.contains("RLM_EMBED_E5_MODEL"),
+        "{err}"
+    );
+    let err = EmbeddingSettings::default()
+        .embedder_for_languages(EmbeddingsChoice::Local, &["de"], || {
+            unreachable!("no provider")
+        })
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("multilingual-e5-small not found"), "{err}");
+}
+
+/// Embeds queries apart from chunks, as e5 does with its prefixes.
+struct QueryAwareEmbedder {
+    queries: AtomicUsize,
+}
+
+impl Embedder for QueryAwareEmbedder {
+    fn model_id(&self) -> &str {
+        "test:query-aware"
+    }
+    fn dimension(&self) -> usize {
+        64
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|t| hash_embed(t, 64)).collect())
+    }
+    fn embed_queries(&self, queries: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.queries.fetch_add(queries.len(), Ordering::SeqCst);
+        self.embed(queries)
+    }
+}
+
+#[test]
+fn searches_embed_the_query_as_a_query() {
+    let (_tmp, _docs, dir) = corpus();
+    let store = Store::open(&dir).unwrap();
+    let e = QueryAwareEmbedder {
+        queries: AtomicUsize::new(0),
+    };
+    embed(&store, &e);
+    assert_eq!(
+        e.queries.load(Ordering::SeqCst),
+        0,
+        "chunks are not queries"
+    );
+    for mode in [RetrievalMode::Vector, RetrievalMode::Hybrid] {
+        let hits = store
+            .search_hybrid("apples harvest", &SearchOptions::new(mode), Some(&e))
+            .unwrap()
+            .hits;
+        assert!(hits[0].path.ends_with("apples.md"), "{hits:?}");
+    }
+    assert_eq!(e.queries.load(Ordering::SeqCst), 2);
+}
+
 /// How the test server answers each request, in order; the last repeats.
 #[derive(Clone)]
 enum Reply {

@@ -1,19 +1,35 @@
 //! Text embedders: the vector side of hybrid retrieval.
 //!
-//! Two implementations of [`Embedder`] ship with the crate:
-//! [`MiniLmEmbedder`] runs all-MiniLM-L6-v2 in-process on the CPU from files on
-//! disk (no download at run time), and [`ProviderEmbedder`] calls an
-//! OpenAI-compatible `/v1/embeddings` endpoint. Both return L2-normalized
-//! vectors, so a dot product is the cosine similarity.
+//! Three implementations of [`Embedder`] ship with the crate. Two run a
+//! model in-process on the CPU from files on disk (no download at run time),
+//! over the same BERT forward pass: [`MiniLmEmbedder`] (all-MiniLM-L6-v2,
+//! English) and [`E5Embedder`] (multilingual-e5-small, about 100 languages;
+//! [`local_model_for_languages`] picks between them). [`ProviderEmbedder`]
+//! calls an OpenAI-compatible `/v1/embeddings` endpoint. All return
+//! L2-normalized vectors, so a dot product is the cosine similarity.
+//!
+//! Some models embed a query differently from the text it should find (e5
+//! prefixes `"query: "` or `"passage: "`): whoever embeds a search query calls
+//! [`Embedder::embed_queries`], and chunks go through [`Embedder::embed`].
 
+mod bert;
+mod e5;
 mod minilm;
 mod provider;
+mod sentencepiece;
 mod settings;
 mod wordpiece;
 
+pub use e5::{
+    E5_DIMENSION, E5_MAX_TOKENS, E5_MODEL_FILE, E5_MODEL_ID, E5_PASSAGE_PREFIX, E5_QUERY_PREFIX,
+    E5Embedder,
+};
 pub use minilm::{MINILM_DIMENSION, MINILM_MAX_TOKENS, MINILM_MODEL_ID, MiniLmEmbedder};
 pub use provider::{DEFAULT_PROVIDER_MODEL, ProviderEmbedder, ProviderEmbedderConfig};
-pub use settings::{EmbeddingSettings, EmbeddingsChoice};
+pub use sentencepiece::{METASPACE, SentencePieceTokenizer, UnigramVocab};
+pub use settings::{
+    EmbeddingSettings, EmbeddingsChoice, LocalModel, LocalModelChoice, local_model_for_languages,
+};
 pub use wordpiece::WordPieceTokenizer;
 
 /// Turns texts into fixed-size, L2-normalized vectors.
@@ -34,18 +50,32 @@ pub trait Embedder: Send + Sync {
         32
     }
 
-    /// One normalized vector per text, in order.
+    /// One normalized vector per text, in order: the texts searched in
+    /// (chunks, passages).
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// One normalized vector per search query, in order. Models trained
+    /// with an instruction or prefix for queries (multilingual-e5-small's
+    /// `"query: "`) override this; for the others a query is embedded like
+    /// any text.
+    fn embed_queries(&self, queries: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(queries)
+    }
 }
 
 /// Everything that can go wrong loading or calling an embedder.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
-    /// The local model folder is missing or incomplete.
+    /// The local all-MiniLM-L6-v2 folder is missing or incomplete.
     #[error(
-        "embedding model not found: {0} (set RLM_EMBED_MODEL, or `[embeddings] model_path` in rlm.toml, to a folder with all-MiniLM-L6-v2's config.json, vocab.txt and model.safetensors)"
+        "embedding model not found: {0} (run crates/rlm-corpus/scripts/fetch-minilm.sh, then set RLM_EMBED_MODEL, or `[embeddings] model_path` in rlm.toml, to the folder it prints: all-MiniLM-L6-v2's config.json, vocab.txt and model.safetensors)"
     )]
     ModelNotFound(String),
+    /// The local multilingual-e5-small folder is missing or incomplete.
+    #[error(
+        "multilingual-e5-small not found: {0} (run crates/rlm-corpus/scripts/fetch-e5.sh, then set RLM_EMBED_E5_MODEL, or `[embeddings] e5_model_path` in rlm.toml, to the folder it prints, which holds e5-small-q4.bin)"
+    )]
+    E5ModelNotFound(String),
     /// `--embeddings` (or `RLM_EMBEDDINGS`) names no embedder.
     #[error("unknown embeddings choice {0:?}: use local, provider or none")]
     UnknownChoice(String),

@@ -7,8 +7,8 @@ use std::time::Duration;
 use rlm_settings::{Reader, Setting, SettingError, SettingsFile, table};
 
 use super::{
-    DEFAULT_PROVIDER_MODEL, EmbedError, Embedder, MiniLmEmbedder, ProviderEmbedder,
-    ProviderEmbedderConfig,
+    DEFAULT_PROVIDER_MODEL, E5_MODEL_ID, E5Embedder, EmbedError, Embedder, MINILM_MODEL_ID,
+    MiniLmEmbedder, ProviderEmbedder, ProviderEmbedderConfig,
 };
 
 /// The `--embeddings` choice of `rlm index`.
@@ -17,7 +17,7 @@ pub enum EmbeddingsChoice {
     /// No vectors (BM25 only).
     #[default]
     None,
-    /// all-MiniLM-L6-v2 in-process, from `RLM_EMBED_MODEL`.
+    /// A model in-process on the CPU: which one, [`LocalModelChoice`] says.
     Local,
     /// The configured provider's `/v1/embeddings`.
     Provider,
@@ -36,11 +36,105 @@ impl std::str::FromStr for EmbeddingsChoice {
     }
 }
 
+/// A model `--embeddings local` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalModel {
+    /// all-MiniLM-L6-v2: English only, 6 layers (the faster one).
+    MiniLm,
+    /// multilingual-e5-small: about 100 languages, 12 layers.
+    E5Small,
+}
+
+impl LocalModel {
+    /// The id recorded in a store for this model's vectors.
+    pub fn model_id(self) -> &'static str {
+        match self {
+            LocalModel::MiniLm => MINILM_MODEL_ID,
+            LocalModel::E5Small => E5_MODEL_ID,
+        }
+    }
+
+    /// The model whose vectors a store records as `id`, if it is local.
+    pub fn from_model_id(id: &str) -> Option<LocalModel> {
+        [LocalModel::MiniLm, LocalModel::E5Small]
+            .into_iter()
+            .find(|m| m.model_id() == id)
+    }
+}
+
+/// The `local_model` setting (`RLM_EMBED_LOCAL_MODEL`): a model, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LocalModelChoice {
+    /// all-MiniLM-L6-v2.
+    MiniLm,
+    /// multilingual-e5-small.
+    E5Small,
+    /// The caller decides by the languages of the documents
+    /// ([`local_model_for_languages`]); all-MiniLM-L6-v2 when it knows none.
+    #[default]
+    Auto,
+}
+
+impl LocalModelChoice {
+    /// The model to run for documents in `languages` (`None`: not known).
+    pub fn resolve(self, languages: Option<&[&str]>) -> LocalModel {
+        match (self, languages) {
+            (LocalModelChoice::MiniLm, _) => LocalModel::MiniLm,
+            (LocalModelChoice::E5Small, _) => LocalModel::E5Small,
+            (LocalModelChoice::Auto, Some(langs)) => local_model_for_languages(langs),
+            (LocalModelChoice::Auto, None) => LocalModel::MiniLm,
+        }
+    }
+}
+
+impl std::str::FromStr for LocalModelChoice {
+    type Err = EmbedError;
+
+    fn from_str(s: &str) -> Result<Self, EmbedError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "minilm" | "all-minilm-l6-v2" => Ok(LocalModelChoice::MiniLm),
+            "e5-small" | "e5" | "multilingual-e5-small" => Ok(LocalModelChoice::E5Small),
+            "auto" => Ok(LocalModelChoice::Auto),
+            other => Err(EmbedError::Config(format!(
+                "unknown local embedding model {other:?}: use minilm, e5-small or auto"
+            ))),
+        }
+    }
+}
+
+/// The local model for documents in `languages` (ISO 639 codes or English
+/// names, with or without a region: `en`, `en-GB`, `eng`, `English`, `de`):
+/// all-MiniLM-L6-v2 when every language is English or unknown (`""`, `und`,
+/// `unknown`, `zxx`), which is also the answer for no languages at all, else
+/// multilingual-e5-small. all-MiniLM-L6-v2 has only an English vocabulary:
+/// German or French text comes out as word fragments it was never trained on.
+pub fn local_model_for_languages(languages: &[&str]) -> LocalModel {
+    let english_or_unknown = |lang: &&str| {
+        let lang = lang.trim().to_ascii_lowercase();
+        let primary = lang.split(['-', '_']).next().unwrap_or("");
+        matches!(
+            primary,
+            "en" | "eng" | "english" | "" | "und" | "unknown" | "zxx"
+        )
+    };
+    if languages.iter().all(english_or_unknown) {
+        LocalModel::MiniLm
+    } else {
+        LocalModel::E5Small
+    }
+}
+
 /// Embedding settings that do not belong to the model provider's config.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EmbeddingSettings {
     /// Folder of the local all-MiniLM-L6-v2 files (`RLM_EMBED_MODEL`, `model_path`).
     pub model_path: Option<PathBuf>,
+    /// Folder of multilingual-e5-small's `e5-small-q4.bin`
+    /// (`RLM_EMBED_E5_MODEL`, `e5_model_path`).
+    pub e5_model_path: Option<PathBuf>,
+    /// Which model `--embeddings local` runs (`RLM_EMBED_LOCAL_MODEL`,
+    /// `local_model`; default `auto`).
+    pub local_model: LocalModelChoice,
     /// Provider embedding model (`RLM_EMBED_PROVIDER_MODEL`, `provider_model`).
     pub provider_model: Option<String>,
     /// Texts per provider request (`RLM_EMBED_BATCH`, `batch_size`; default 64).
@@ -69,25 +163,47 @@ impl EmbeddingSettings {
         };
         let found = |s: &Setting| file.env_then_file(s, &env);
         let r = Reader::new(&found);
-        let model_path = match rlm_settings::env_found(&table::EMBED_MODEL, &env) {
+        // Relative to the config file, like other paths in it.
+        let path = |s: &Setting| match rlm_settings::env_found(s, &env) {
             Some(f) => Some(PathBuf::from(f.value)),
-            // Relative to the config file, like other paths in it.
-            None => file.path_value(&table::EMBED_MODEL),
+            None => file.path_value(s),
         };
         Ok(EmbeddingSettings {
-            model_path,
+            model_path: path(&table::EMBED_MODEL),
+            e5_model_path: path(&table::EMBED_E5_MODEL),
+            local_model: r
+                .parsed(&table::EMBED_LOCAL_MODEL)
+                .map_err(config_error)?
+                .unwrap_or_default(),
             provider_model: r.text(&table::EMBED_PROVIDER_MODEL),
             batch_size: r.whole(&table::EMBED_BATCH).map_err(config_error)?,
         })
     }
 
-    /// Loads the local model named by `model_path`.
+    /// Loads all-MiniLM-L6-v2 from `model_path`.
     pub fn local(&self) -> Result<MiniLmEmbedder, EmbedError> {
         let path = self
             .model_path
             .as_ref()
             .ok_or_else(|| EmbedError::ModelNotFound("no model folder configured".to_string()))?;
         MiniLmEmbedder::load(path)
+    }
+
+    /// Loads multilingual-e5-small from `e5_model_path`.
+    pub fn e5(&self) -> Result<E5Embedder, EmbedError> {
+        let path = self
+            .e5_model_path
+            .as_ref()
+            .ok_or_else(|| EmbedError::E5ModelNotFound("no model folder configured".to_string()))?;
+        E5Embedder::load(path)
+    }
+
+    /// Loads the local `model`.
+    pub fn local_model(&self, model: LocalModel) -> Result<Box<dyn Embedder>, EmbedError> {
+        Ok(match model {
+            LocalModel::MiniLm => Box::new(self.local()?),
+            LocalModel::E5Small => Box::new(self.e5()?),
+        })
     }
 
     /// Connects to a provider at `base_url` with `api_key`.
@@ -110,15 +226,37 @@ impl EmbeddingSettings {
     }
 
     /// The embedder for `choice`, or `None` for [`EmbeddingsChoice::None`].
-    /// `provider` supplies the base URL, key and timeout when needed.
+    /// `provider` supplies the base URL, key and timeout when needed. With
+    /// `local_model = auto` this runs all-MiniLM-L6-v2: a caller that knows
+    /// the documents' languages calls [`EmbeddingSettings::embedder_for_languages`].
     pub fn embedder(
         &self,
         choice: EmbeddingsChoice,
         provider: impl FnOnce() -> Result<(String, Option<String>, Duration), EmbedError>,
     ) -> Result<Option<Box<dyn Embedder>>, EmbedError> {
+        self.embedder_with(choice, None, provider)
+    }
+
+    /// [`EmbeddingSettings::embedder`] for documents in `languages`: with
+    /// `local_model = auto`, [`local_model_for_languages`] picks the model.
+    pub fn embedder_for_languages(
+        &self,
+        choice: EmbeddingsChoice,
+        languages: &[&str],
+        provider: impl FnOnce() -> Result<(String, Option<String>, Duration), EmbedError>,
+    ) -> Result<Option<Box<dyn Embedder>>, EmbedError> {
+        self.embedder_with(choice, Some(languages), provider)
+    }
+
+    fn embedder_with(
+        &self,
+        choice: EmbeddingsChoice,
+        languages: Option<&[&str]>,
+        provider: impl FnOnce() -> Result<(String, Option<String>, Duration), EmbedError>,
+    ) -> Result<Option<Box<dyn Embedder>>, EmbedError> {
         Ok(match choice {
             EmbeddingsChoice::None => None,
-            EmbeddingsChoice::Local => Some(Box::new(self.local()?)),
+            EmbeddingsChoice::Local => Some(self.local_model(self.local_model.resolve(languages))?),
             EmbeddingsChoice::Provider => {
                 let (url, key, timeout) = provider()?;
                 Some(Box::new(self.provider(&url, key, timeout)?))
@@ -127,8 +265,9 @@ impl EmbeddingSettings {
     }
 
     /// The embedder that can embed queries for `store`: the model recorded in
-    /// it (local all-MiniLM-L6-v2, or the provider model it was embedded with,
-    /// whatever `provider_model` says). `None` when the store has no embeddings.
+    /// it (a local model, whatever `local_model` says, or the provider model it
+    /// was embedded with, whatever `provider_model` says). `None` when the
+    /// store has no embeddings.
     pub fn embedder_for_store(
         &self,
         store: &dyn crate::CorpusStore,
@@ -138,7 +277,11 @@ impl EmbeddingSettings {
             return Ok(None);
         };
         let mut settings = self.clone();
-        let choice = if model == super::MINILM_MODEL_ID {
+        let choice = if let Some(local) = LocalModel::from_model_id(&model) {
+            settings.local_model = match local {
+                LocalModel::MiniLm => LocalModelChoice::MiniLm,
+                LocalModel::E5Small => LocalModelChoice::E5Small,
+            };
             EmbeddingsChoice::Local
         } else if let Some(name) = model.strip_prefix("provider:") {
             settings.provider_model = Some(name.to_string());

@@ -112,6 +112,8 @@ pub const ALL: &[&Setting] = &[
     &EMBEDDINGS_CHOICE,
     &SEARCH_MODE,
     &EMBED_MODEL,
+    &EMBED_LOCAL_MODEL,
+    &EMBED_E5_MODEL,
     &EMBED_PROVIDER_MODEL,
     &EMBED_BATCH,
     &SERVE_ADDR,
@@ -160,6 +162,10 @@ pub const TEST_VARIABLES: &[(&str, &str)] = &[
     (
         "RLM_REQUIRE_CPYTHON_SANDBOX",
         "`1`: the CPython sandbox tests fail instead of skipping when bubblewrap is missing",
+    ),
+    (
+        "RLM_REQUIRE_E5",
+        "`1`: the multilingual-e5-small tests fail instead of skipping when its folder is missing",
     ),
     (
         "RLM_REQUIRE_BROWSER",

@@ -37,7 +37,7 @@ pub const EMBEDDINGS_CHOICE: Setting = Setting::new(
     Some("RLM_EMBEDDINGS"),
     Kind::Choice(&["none", "local", "provider"]),
     "none",
-    "Vectors `rlm index` computes: `local` (all-MiniLM-L6-v2 on the CPU), `provider` (the configured /v1/embeddings), or `none`.",
+    "Vectors `rlm index` computes: `local` (a model on the CPU, see `embeddings.local_model`), `provider` (the configured /v1/embeddings), or `none`.",
 )
 .flag("--embeddings");
 /// Search ranking.
@@ -60,6 +60,26 @@ pub const EMBED_MODEL: Setting = Setting::new(
     Kind::Path,
     "none",
     "Folder of the local all-MiniLM-L6-v2 files.",
+);
+/// Which local embedding model.
+pub const EMBED_LOCAL_MODEL: Setting = Setting::new(
+    Store,
+    EMBEDDINGS,
+    "local_model",
+    Some("RLM_EMBED_LOCAL_MODEL"),
+    Kind::Choice(&["minilm", "e5-small", "auto"]),
+    "auto",
+    "Model of `--embeddings local`: `minilm` (all-MiniLM-L6-v2, English), `e5-small` (multilingual-e5-small, about 100 languages), or `auto` (by the documents' languages where the caller knows them, else `minilm`). A store keeps the model it was embedded with.",
+);
+/// multilingual-e5-small's files.
+pub const EMBED_E5_MODEL: Setting = Setting::new(
+    Store,
+    EMBEDDINGS,
+    "e5_model_path",
+    Some("RLM_EMBED_E5_MODEL"),
+    Kind::Path,
+    "none",
+    "Folder of multilingual-e5-small's `e5-small-q4.bin` (`crates/rlm-corpus/scripts/fetch-e5.sh` fetches it).",
 );
 /// Provider embedding model.
 pub const EMBED_PROVIDER_MODEL: Setting = Setting::new(
