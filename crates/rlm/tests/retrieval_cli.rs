@@ -14,6 +14,8 @@ fn rlm(dir: &Path) -> Command {
         "RLM_STORE",
         "RLM_EMBEDDINGS",
         "RLM_EMBED_MODEL",
+        "RLM_EMBED_E5_MODEL",
+        "RLM_EMBED_LOCAL_MODEL",
         "RLM_EMBED_PROVIDER_MODEL",
         "RLM_EMBED_BATCH",
         "RLM_SEARCH_MODE",
@@ -364,6 +366,116 @@ fn local_embeddings_end_to_end() {
         .output()
         .unwrap();
     assert!(text(&o).0.contains("docs/lease.md"), "{:?}", text(&o));
+}
+
+/// A folder of German documents.
+fn german_workspace() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("akten");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("mietvertrag.txt"),
+        "Mietvertrag\n\nDer Mieter kann das Mietverhältnis mit einer Frist von drei Monaten schriftlich kündigen. \
+         Die Miete ist monatlich im Voraus zu zahlen, spätestens am dritten Werktag des Monats.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("garten.txt"),
+        "Gartenpflege\n\nTomaten brauchen volle Sonne und regelmäßiges Gießen. Im Herbst werden die Beete \
+         umgegraben und mit Kompost versorgt, damit der Boden im Frühjahr locker ist.\n",
+    )
+    .unwrap();
+    tmp
+}
+
+#[test]
+fn local_embeddings_follow_the_documents_language() {
+    let (Some(minilm), Some(e5)) = (model_dir(), e5_dir()) else {
+        return;
+    };
+    let ws = german_workspace();
+    let index = |extra: &[&str], e5: &Path| {
+        let mut args = vec!["index", "akten", "--store", "s", "--embeddings", "local"];
+        args.extend_from_slice(extra);
+        rlm(ws.path())
+            .args(&args)
+            .env("RLM_EMBED_MODEL", &minilm)
+            .env("RLM_EMBED_E5_MODEL", e5)
+            .output()
+            .unwrap()
+    };
+    // The e5 folder missing: the documents are indexed, the error names
+    // what to run and how to choose the English model instead.
+    let o = index(&[], &ws.path().join("no-e5"));
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}{err}");
+    assert!(err.contains("fetch-e5.sh"), "{err}");
+    assert!(
+        err.contains("The documents were indexed (2 chunks; languages: German (2 chunks))"),
+        "{out}{err}"
+    );
+    assert!(err.contains("RLM_EMBED_LOCAL_MODEL=minilm"), "{err}");
+    // With it, `auto` picks the multilingual model for German documents.
+    let o = index(&[], &e5);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("embeddings (local:multilingual-e5-small, 384 dims): 2 embedded"),
+        "{out}"
+    );
+    // A paraphrase with no shared word finds the lease.
+    let o = rlm(ws.path())
+        .args([
+            "search",
+            "Wie beende ich meine Wohnung?",
+            "--store",
+            "s",
+            "--mode",
+            "vector",
+            "-k",
+            "1",
+        ])
+        .env("RLM_EMBED_E5_MODEL", &e5)
+        .output()
+        .unwrap();
+    assert!(
+        text(&o).0.contains("akten/mietvertrag.txt"),
+        "{:?}",
+        text(&o)
+    );
+    // Indexing again keeps the model the vectors have.
+    let o = index(&[], &e5);
+    assert!(
+        text(&o)
+            .0
+            .contains("embeddings (local:multilingual-e5-small"),
+        "{:?}",
+        text(&o)
+    );
+}
+
+fn e5_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("RLM_EMBED_E5_MODEL")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+            Some(cache.join("rlm/multilingual-e5-small"))
+        })?;
+    if dir.join("e5-small-q4.bin").is_file() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var("RLM_REQUIRE_E5").as_deref() != Ok("1"),
+        "RLM_REQUIRE_E5=1 but multilingual-e5-small is not at {}",
+        dir.display()
+    );
+    eprintln!(
+        "skipped: no multilingual-e5-small at {} (crates/rlm-corpus/scripts/fetch-e5.sh)",
+        dir.display()
+    );
+    None
 }
 
 fn model_dir() -> Option<PathBuf> {

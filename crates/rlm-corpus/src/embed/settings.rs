@@ -62,6 +62,10 @@ impl LocalModel {
     }
 }
 
+/// The share of a store's chunks a language needs to count when `auto`
+/// chooses the local model.
+pub const MIN_LANGUAGE_SHARE: f64 = 0.05;
+
 /// The `local_model` setting (`RLM_EMBED_LOCAL_MODEL`): a model, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LocalModelChoice {
@@ -262,6 +266,45 @@ impl EmbeddingSettings {
                 Some(Box::new(self.provider(&url, key, timeout)?))
             }
         })
+    }
+
+    /// True when the embedder for `choice` depends on the documents (a
+    /// local model chosen `auto`): [`EmbeddingSettings::embedder_for_index`]
+    /// then picks it after indexing.
+    pub fn chosen_by_documents(&self, choice: EmbeddingsChoice) -> bool {
+        choice == EmbeddingsChoice::Local && self.local_model == LocalModelChoice::Auto
+    }
+
+    /// The embedder for an indexing run into `store` with `choice`: a local
+    /// model chosen `auto` is the one the store's vectors already have
+    /// (unless `replace`, which embeds everything again), else the one for
+    /// the store's languages, counting those with at least
+    /// [`MIN_LANGUAGE_SHARE`] of its chunks (one French file in an English
+    /// codebase does not make it multilingual).
+    pub fn embedder_for_index(
+        &self,
+        choice: EmbeddingsChoice,
+        store: &dyn crate::CorpusStore,
+        replace: bool,
+        provider: impl FnOnce() -> Result<(String, Option<String>, Duration), EmbedError>,
+    ) -> Result<Option<Box<dyn Embedder>>, crate::RetrievalError> {
+        if !self.chosen_by_documents(choice) {
+            return Ok(self.embedder(choice, provider)?);
+        }
+        if !replace
+            && let Some((id, _)) = store.embedding_model()?
+            && let Some(model) = LocalModel::from_model_id(&id)
+        {
+            return Ok(Some(self.local_model(model)?));
+        }
+        let shares = store.languages()?;
+        let total: u64 = shares.iter().map(|s| s.chunks).sum();
+        let languages: Vec<&str> = shares
+            .iter()
+            .filter(|s| s.chunks as f64 >= MIN_LANGUAGE_SHARE * total as f64)
+            .map(|s| s.code.as_str())
+            .collect();
+        Ok(self.embedder_for_languages(choice, &languages, provider)?)
     }
 
     /// The embedder that can embed queries for `store`: the model recorded in

@@ -239,9 +239,36 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
         max_file_bytes: args.max_file_mb.saturating_mul(1024 * 1024),
         rebuild: args.rebuild,
     };
-    // Load the embedder before indexing so a missing model fails before any work.
-    let embedder = load_embedder(args.embeddings, args.config.as_deref())?;
+    // Load the embedder before indexing so a missing model fails before any
+    // work, unless it is chosen by the documents' languages.
+    let settings = embedding_settings(args.embeddings, args.config.as_deref())?;
+    let deferred = settings
+        .as_ref()
+        .is_some_and(|s| s.chosen_by_documents(args.embeddings));
+    let early = match &settings {
+        Some(s) if !deferred => s.embedder(args.embeddings, || {
+            provider_endpoint(args.config.as_deref())
+        })?,
+        _ => None,
+    };
     let report = index_paths(&args.store.store, &args.paths, &opts, !args.json)?;
+    let embedder = match (&settings, early) {
+        (_, Some(e)) => Some(e),
+        (Some(s), None) if deferred => {
+            let store = open_store(&args.store.store)?;
+            s.embedder_for_index(args.embeddings, store.as_ref(), args.rebuild, || {
+                provider_endpoint(args.config.as_deref())
+            })
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{e}\nThe documents were indexed ({} chunks; languages: {}) but not embedded; RLM_EMBED_LOCAL_MODEL=minilm embeds them with the English-only model instead.",
+                    report.chunks_written,
+                    rlm_corpus::language::describe(&report.languages)
+                )
+            })?
+        }
+        _ => None,
+    };
     let embedded = match &embedder {
         Some(e) => Some(embed_store(
             &args.store.store,
@@ -386,11 +413,12 @@ pub fn search(args: SearchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The embedder for `choice`, with the provider's URL and key from the `[llm]` config.
-fn load_embedder(
+/// The embedding settings for `choice` from the environment and the
+/// `[embeddings]` config (`None` for no embeddings).
+fn embedding_settings(
     choice: EmbeddingsChoice,
     config: Option<&std::path::Path>,
-) -> anyhow::Result<Option<Box<dyn Embedder>>> {
+) -> anyhow::Result<Option<EmbeddingSettings>> {
     if choice == EmbeddingsChoice::None {
         return Ok(None);
     }
@@ -399,8 +427,9 @@ fn load_embedder(
     {
         bail!("config file {} does not exist", c.display());
     }
-    let settings = EmbeddingSettings::load(Some(config.unwrap_or("rlm.toml".as_ref())))?;
-    Ok(settings.embedder(choice, || provider_endpoint(config))?)
+    Ok(Some(EmbeddingSettings::load(Some(
+        config.unwrap_or("rlm.toml".as_ref()),
+    ))?))
 }
 
 /// Base URL, key and timeout of the configured provider, for its /embeddings.
