@@ -513,6 +513,19 @@ fn counts_documents(code: &str) -> Option<String> {
     ))
 }
 
+/// The answer's language and the question's when they differ (the answer's
+/// citation markers, which quote the documents, left out). `None` when they
+/// agree or either cannot be told (a number, a name, a few words).
+pub fn language_mismatch(answer: &str, question: &str) -> Option<(&'static str, &'static str)> {
+    use rlm_corpus::language::{UNDETERMINED, guess};
+    let asked = guess(question);
+    if asked == UNDETERMINED {
+        return None;
+    }
+    let answered = guess(&crate::citations::without_markers(answer));
+    (answered != UNDETERMINED && answered != asked).then_some((answered, asked))
+}
+
 /// The first JSON object in a model reply (fences and prose around it are ignored).
 pub fn parse_json_object(reply: &str) -> Option<Value> {
     let start = reply.find('{')?;
@@ -681,6 +694,29 @@ mod engine_output_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_in_another_language_than_the_question_is_told_apart() {
+        let de = "Wie lang ist die Kündigungsfrist für den Mietvertrag?";
+        assert_eq!(
+            language_mismatch(
+                "The notice period for the lease is three months, as the contract says.",
+                de
+            ),
+            Some(("en", "de"))
+        );
+        // Quotes in citation markers are the documents' words, not the answer's.
+        assert_eq!(
+            language_mismatch(
+                "Die Kündigungsfrist beträgt drei Monate zum Monatsende. [[doc:0 \"the notice period is three months\"]]",
+                de
+            ),
+            None
+        );
+        // A bare number or name says nothing of a language.
+        assert_eq!(language_mismatch("3 Monate", de), None);
+        assert_eq!(language_mismatch("4721", "What is the code?"), None);
+    }
 
     #[test]
     fn abstentions_are_told_from_answers() {

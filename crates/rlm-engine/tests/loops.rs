@@ -98,6 +98,36 @@ async fn a_chunk_id_as_the_answer_is_sent_back_once() {
     );
 }
 
+/// An answer in another language than the question is sent back once,
+/// naming both; the answer in the question's language is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_in_another_language_is_sent_back_once() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new().on_sequence(
+            root(),
+            [
+                "FINAL(The secret code written in the notes is 4721, as the second document says.)"
+                    .to_string(),
+                "FINAL(Der geheime Code in den Notizen lautet 4721, wie das zweite Dokument sagt.)"
+                    .to_string(),
+                "FINAL(never asked)".to_string(),
+            ],
+        ),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "Wie lautet der geheime Code in den Notizen?").await;
+    assert!(answer.answer.starts_with("Der geheime Code"), "{answer:?}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let note = reqs[1].last_message();
+    assert!(
+        note.contains("it is written in English, but the question is in German"),
+        "{note}"
+    );
+}
+
 /// If the second answer is no better, it is committed, marked partial.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_placeholder_answer_twice_is_partial() {

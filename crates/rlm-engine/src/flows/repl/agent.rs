@@ -81,6 +81,16 @@ enum AnswerRefused {
         /// What makes it no answer.
         why: String,
     },
+    /// At the root, the answer is in another language than the question.
+    #[error(
+        "Note: your answer was not accepted yet: it is written in {answered}, but the question is in {asked}. Write the same answer in {asked}, with the same sources."
+    )]
+    OtherLanguage {
+        /// The answer's language (its English name).
+        answered: String,
+        /// The question's.
+        asked: String,
+    },
     /// The answer copies the engine's own output (document headers, the
     /// search listing): never committed.
     #[error(
@@ -138,6 +148,9 @@ struct Agent {
     deferred: Option<String>,
     /// An answer that was not an answer was sent back once already.
     rejected_answer: bool,
+    /// The root was told once that its answer is not in the question's
+    /// language.
+    asked_for_language: bool,
     /// Replies are asked for as structured turns ([`structured`]).
     structured: bool,
     /// A reply outside the structured format was noted in the trace.
@@ -181,6 +194,7 @@ pub(crate) fn run_agent(
             last_outputs: Vec::new(),
             deferred: None,
             rejected_answer: false,
+            asked_for_language: false,
             structured: ctx_structured,
             text_reply_noted: false,
             last_reply_structured: false,
@@ -484,6 +498,19 @@ impl Agent {
         // on any turn: the loop's end makes the extraction call instead.
         if parse::holds_engine_output(answer) {
             return Err(AnswerRefused::EngineOutput);
+        }
+        // Answers are written in the question's language: asked once.
+        if self.is_root()
+            && !last_turn
+            && !self.asked_for_language
+            && let Some((answered, asked)) = parse::language_mismatch(answer, &self.task)
+        {
+            self.asked_for_language = true;
+            let name = |code: &str| rlm_corpus::language::language_name(code).to_string();
+            return Err(AnswerRefused::OtherLanguage {
+                answered: name(answered),
+                asked: name(asked),
+            });
         }
         // Sub-agents may be asked for ids (the pipeline's repl inspector).
         let Some(why) = self
