@@ -299,7 +299,7 @@ pub fn guess(text: &str) -> &'static str {
             )
         })
         .collect();
-    votes.sort_by(|a, b| b.0.cmp(&a.0));
+    votes.sort_by_key(|v| std::cmp::Reverse(v.0));
     match votes.as_slice() {
         [(first, code), (second, _), ..] if *first >= 2 && first > second => code,
         _ => UNDETERMINED,
