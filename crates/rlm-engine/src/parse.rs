@@ -654,16 +654,21 @@ pub fn announces_steps(reply: &str) -> bool {
 
 /// True when a short answer says the material does not answer the question
 /// ("The passages do not answer the question.", "No information about it
-/// is provided."): an abstention, not a claim.
+/// is provided.", "Die Passagen enthalten keine Angaben dazu."): an
+/// abstention, not a claim. One pattern per language (English, German).
 pub fn abstains(answer: &str) -> bool {
-    static ABSTENTION: OnceLock<regex::Regex> = OnceLock::new();
-    let re = ABSTENTION.get_or_init(|| {
-        regex::Regex::new(
+    static ABSTENTION: OnceLock<[regex::Regex; 2]> = OnceLock::new();
+    let [english, german] = ABSTENTION.get_or_init(|| {
+        [regex::Regex::new(
             r"(?i)\b(do|does|did)(\s+not|n't)\s+(directly\s+|explicitly\s+|specifically\s+|clearly\s+)?(answer|mention|contain|provide|say|state|specify|include|address|give|discuss)\b|\bno\s+(relevant\s+|specific\s+)?information\b|\bnot\s+(explicitly\s+|directly\s+)?(mentioned|stated|found|provided|specified|given)\b|\b(cannot|can't|could\s+not|unable\s+to)\s+(be\s+)?(determined|answered|find|determine|answer)\b",
         )
-        .expect("valid regex")
+        .expect("valid regex"),
+        regex::Regex::new(
+            r"(?i)\b(enthalten|enthält|nennen|nennt|erwähnen|erwähnt|beantworten|beantwortet)\s+(\w+\s+){0,3}(keine|nicht|kein)\b|\bkeine\s+(relevanten\s+|konkreten\s+|genauen\s+)?(Informationen?|Angaben?|Hinweise?)\b|\bnicht\s+(ausdrücklich\s+|explizit\s+|direkt\s+)?(erwähnt|genannt|angegeben|gefunden|beantwortet|bestimmt|bestimmen|beantworten|feststellen)\b|\b(kann|können|konnte|lässt)\s+(sich\s+)?(nicht|keine)\s+(\w+\s+){0,3}?(bestimmen|beantworten|finden|feststellen|bestimmt|beantwortet)\b",
+        )
+        .expect("valid regex")]
     });
-    answer.chars().count() <= 400 && re.is_match(answer)
+    answer.chars().count() <= 400 && (english.is_match(answer) || german.is_match(answer))
 }
 
 #[cfg(test)]
@@ -727,12 +732,18 @@ mod tests {
             "The year is not mentioned in the passages provided.",
             "I cannot determine this from the passages.",
             "The passages don't say.",
+            "Die Passagen beantworten die Frage nicht.",
+            "Die Dokumente enthalten keine Angaben zum Gründungsjahr.",
+            "Das Jahr wird in den Passagen nicht erwähnt.",
+            "Das lässt sich aus den Passagen nicht bestimmen.",
         ] {
             assert!(abstains(a), "{a}");
         }
         for a in [
             "Luther wrote the treatise in 1543.",
             "The Broncos did not lose: they won their third title in 2016.",
+            "Luther schrieb die Abhandlung 1543.",
+            "Die Kündigungsfrist beträgt drei Monate; eine kürzere Frist ist nicht vereinbart.",
             &format!(
                 "{} The passages do not answer the rest.",
                 "A long answer. ".repeat(40)
