@@ -53,6 +53,7 @@ pub mod session;
 pub mod settings;
 mod text;
 pub mod trace;
+mod translate;
 mod typed_answer;
 pub mod values;
 

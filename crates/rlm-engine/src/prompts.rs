@@ -56,6 +56,8 @@ pub const FINAL_NOW_STRUCTURED: &str = include_str!("../prompts/final_now_struct
 pub const EXTRACT: &str = include_str!("../prompts/extract.md");
 /// A typed answer: the answer put into the user's schema.
 pub const TYPED_ANSWER: &str = include_str!("../prompts/typed_answer.md");
+/// Asks for an answer in the question's language (see `translate.rs`).
+pub const TRANSLATE: &str = include_str!("../prompts/translate.md");
 
 /// The root agent's system prompt template, with the REPL's functions
 /// listed from the one table ([`crate::host::REPL_FUNCTIONS`]) and the

@@ -674,11 +674,12 @@ impl Run {
     /// entailment judge, `run_finished`, the answer.
     pub(crate) async fn finish(&self, done: Finished) -> Answer {
         let Finished {
-            mut text,
+            text,
             partial_reason,
             mut report,
             file_summaries,
         } = done;
+        let mut text = self.in_question_language(text).await;
         // The citation markers the documents the run read hold, read once:
         // an answer that repeats one has copied it, not cited.
         let injected = if self.config.verify_citations {
@@ -897,6 +898,41 @@ impl Run {
     /// One call of the judge: its instructions and a batch of claims, with
     /// the reply schema asked for (a server that does not honour it is read
     /// tolerantly).
+    /// `text` in the question's language: rewritten by the model when it is
+    /// in another (the rewrite kept only when its markers all come back and
+    /// its language is now the question's), else as it is.
+    async fn in_question_language(&self, text: String) -> String {
+        let Some((prompt, markers)) = crate::translate::request(&text, &self.question) else {
+            return text;
+        };
+        let reply = self
+            .call_model(
+                ROOT_AGENT,
+                0,
+                ModelRole::Root,
+                &[Message::user(prompt)],
+                0,
+                CallOpts::default(),
+                CallPurpose::Translation,
+                0,
+            )
+            .await;
+        let rewritten = reply
+            .ok()
+            .and_then(|r| crate::translate::accept(&r.text, &markers, &self.question));
+        self.step(
+            ROOT_AGENT,
+            "translation",
+            if rewritten.is_some() {
+                "the answer was rewritten in the question's language".into()
+            } else {
+                "the answer could not be rewritten in the question's language; it is kept as written".into()
+            },
+            Value::Null,
+        );
+        rewritten.unwrap_or(text)
+    }
+
     async fn judge(&self, system: String, user: String) -> Result<String, CallError> {
         let messages = [Message::system(system), Message::user(user)];
         let opts = CallOpts {

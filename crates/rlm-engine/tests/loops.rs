@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use rlm_llm::testing::{Script, ScriptedServer};
+use rlm_llm::testing::{Matcher, Script, ScriptedServer};
 
 const STUCK: &str = "same code as one of your last turns";
 
@@ -126,6 +126,52 @@ async fn an_answer_in_another_language_is_sent_back_once() {
         note.contains("it is written in English, but the question is in German"),
         "{note}"
     );
+}
+
+/// A model that keeps answering in another language: its answer is
+/// rewritten in the question's by one more call, citation markers kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_left_in_another_language_is_rewritten_with_its_markers() {
+    let ts = needle_store();
+    let english = "FINAL(The secret code written in the notes is 4721 [[doc:1 \"The secret code is 4721\"]], as the notes say.)";
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(
+                Matcher::last_contains("Write the answer below in German"),
+                "Der geheime Code in den Notizen lautet 4721 ⟦1⟧, wie die Notizen sagen.",
+            )
+            .on_sequence(
+                root(),
+                [
+                    english.to_string(),
+                    english.replace("as the notes say", "as the meeting notes say"),
+                ],
+            ),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "Wie lautet der geheime Code in den Notizen?").await;
+    assert_eq!(
+        answer.answer,
+        "Der geheime Code in den Notizen lautet 4721 [[doc:1 \"The secret code is 4721\"]], wie die Notizen sagen.",
+        "{answer:?}"
+    );
+    let rewrite = server
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r.last_message()
+                .contains("Write the answer below in German")
+        })
+        .expect("a rewrite was asked for");
+    assert!(
+        rewrite
+            .last_message()
+            .contains("is 4721 ⟦1⟧, as the meeting notes say."),
+        "{}",
+        rewrite.last_message()
+    );
+    assert!(answer.verification.unwrap().all_valid);
 }
 
 /// If the second answer is no better, it is committed, marked partial.

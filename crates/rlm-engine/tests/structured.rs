@@ -363,7 +363,13 @@ async fn not_found_asks_the_extraction_call_and_its_not_found_is_partial() {
     )
     .await;
     let engine = engine(&server, config()).await;
-    let (answer, _) = ask(&engine, &ts, "What is the secret code?").await;
+    // Asked in German: an answer in another language would be rewritten.
+    let (answer, _) = ask(
+        &engine,
+        &ts,
+        "Wie lautet der geheime Code in den Dokumenten?",
+    )
+    .await;
     assert!(answer.partial);
     assert_eq!(answer.answer, "Die Dokumente nennen keinen Code.");
     assert!(

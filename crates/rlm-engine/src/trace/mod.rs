@@ -69,6 +69,8 @@ pub enum CallPurpose {
     SemanticCheck,
     /// The answer put into the user's schema (a typed answer).
     TypedAnswer,
+    /// The answer rewritten in the question's language.
+    Translation,
 }
 
 impl CallPurpose {

@@ -228,6 +228,68 @@ pub(crate) fn index_paths(
     Ok(report)
 }
 
+/// The local embedder the store's languages call for, after indexing
+/// (`auto`); when it cannot be loaded, the error says the documents were
+/// indexed and how to embed them with the English model instead.
+fn embedder_by_languages(
+    settings: &EmbeddingSettings,
+    choice: EmbeddingsChoice,
+    (store, rebuild): (&Path, bool),
+    config: Option<&Path>,
+    report: &rlm_corpus::IndexReport,
+) -> anyhow::Result<Option<Box<dyn Embedder>>> {
+    let store = open_store(store)?;
+    settings
+        .embedder_for_index(choice, store.as_ref(), rebuild, || {
+            provider_endpoint(config)
+        })
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{e}\nThe documents were indexed ({} chunks; languages: {}) but not embedded; RLM_EMBED_LOCAL_MODEL=minilm embeds them with the English-only model instead.",
+                report.chunks_written,
+                rlm_corpus::language::describe(&report.languages)
+            )
+        })
+}
+
+/// The `rlm index` summary's lines after the run's: the store's totals,
+/// its languages, the embedding run.
+fn write_store_lines(
+    out: &mut impl Write,
+    t: &rlm_corpus::StoreStats,
+    languages: &[rlm_corpus::language::LanguageShare],
+    embedded: Option<&rlm_corpus::EmbedReport>,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "store: {} documents, {} chunks, {:.1} MB",
+        t.documents,
+        t.chunks,
+        t.bytes as f64 / 1e6
+    )?;
+    if !languages.is_empty() {
+        writeln!(
+            out,
+            "languages: {}",
+            rlm_corpus::language::describe(languages)
+        )?;
+    }
+    if let Some(e) = embedded {
+        writeln!(
+            out,
+            "embeddings ({}, {} dims): {} embedded, {} reused, {} unchanged, {} removed in {:.2}s",
+            e.model,
+            e.dimension,
+            e.embedded,
+            e.reused,
+            e.unchanged,
+            e.removed,
+            e.elapsed_ms as f64 / 1000.0
+        )?;
+    }
+    Ok(())
+}
+
 /// `rlm index`.
 pub fn index(args: IndexArgs) -> anyhow::Result<()> {
     let opts = IndexOptions {
@@ -254,19 +316,13 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
     let report = index_paths(&args.store.store, &args.paths, &opts, !args.json)?;
     let embedder = match (&settings, early) {
         (_, Some(e)) => Some(e),
-        (Some(s), None) if deferred => {
-            let store = open_store(&args.store.store)?;
-            s.embedder_for_index(args.embeddings, store.as_ref(), args.rebuild, || {
-                provider_endpoint(args.config.as_deref())
-            })
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "{e}\nThe documents were indexed ({} chunks; languages: {}) but not embedded; RLM_EMBED_LOCAL_MODEL=minilm embeds them with the English-only model instead.",
-                    report.chunks_written,
-                    rlm_corpus::language::describe(&report.languages)
-                )
-            })?
-        }
+        (Some(s), None) if deferred => embedder_by_languages(
+            s,
+            args.embeddings,
+            (&args.store.store, args.rebuild),
+            args.config.as_deref(),
+            &report,
+        )?,
         _ => None,
     };
     let embedded = match &embedder {
@@ -310,33 +366,7 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
             report.bytes_processed as f64 / 1e6,
             report.elapsed_ms as f64 / 1000.0,
         )?;
-        writeln!(
-            out,
-            "store: {} documents, {} chunks, {:.1} MB",
-            t.documents,
-            t.chunks,
-            t.bytes as f64 / 1e6
-        )?;
-        if !report.languages.is_empty() {
-            writeln!(
-                out,
-                "languages: {}",
-                rlm_corpus::language::describe(&report.languages)
-            )?;
-        }
-        if let Some(e) = &embedded {
-            writeln!(
-                out,
-                "embeddings ({}, {} dims): {} embedded, {} reused, {} unchanged, {} removed in {:.2}s",
-                e.model,
-                e.dimension,
-                e.embedded,
-                e.reused,
-                e.unchanged,
-                e.removed,
-                e.elapsed_ms as f64 / 1000.0
-            )?;
-        }
+        write_store_lines(&mut out, &t, &report.languages, embedded.as_ref())?;
         if !report.skipped.is_empty() {
             let by_reason: Vec<String> = report
                 .skipped
