@@ -319,8 +319,8 @@ fn file_names_with_escapes_and_newlines_stay_in_their_row() {
         );
     }
     let o = succeeds(dir, &["docs", "--store", "store"]);
-    // Header, one row, the count.
-    assert_eq!(stdout(&o).lines().count(), 3, "{}", stdout(&o));
+    // Header, one row, the count, the languages.
+    assert_eq!(stdout(&o).lines().count(), 4, "{}", stdout(&o));
     // --json keeps the name exactly (JSON escapes it).
     let o = succeeds(dir, &["docs", "--store", "store", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

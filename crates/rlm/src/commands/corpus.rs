@@ -290,6 +290,16 @@ fn write_store_lines(
     Ok(())
 }
 
+/// Fails when neither local model can be loaded: the model is chosen after
+/// indexing, but a missing one still fails before any work.
+fn some_local_model(settings: &EmbeddingSettings) -> anyhow::Result<()> {
+    use rlm_corpus::embed::LocalModel;
+    match settings.local_model(LocalModel::MiniLm) {
+        Err(e) if settings.local_model(LocalModel::E5Small).is_err() => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 /// `rlm index`.
 pub fn index(args: IndexArgs) -> anyhow::Result<()> {
     let opts = IndexOptions {
@@ -307,6 +317,9 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
     let deferred = settings
         .as_ref()
         .is_some_and(|s| s.chosen_by_documents(args.embeddings));
+    if let Some(s) = settings.as_ref().filter(|_| deferred) {
+        some_local_model(s)?;
+    }
     let early = match &settings {
         Some(s) if !deferred => s.embedder(args.embeddings, || {
             provider_endpoint(args.config.as_deref())
