@@ -455,14 +455,7 @@ fn local_embeddings_follow_the_documents_language() {
 }
 
 fn e5_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("RLM_EMBED_E5_MODEL")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-            Some(cache.join("rlm/multilingual-e5-small"))
-        })?;
+    let dir = model_folder("RLM_EMBED_E5_MODEL", "multilingual-e5-small")?;
     if dir.join("e5-small-q4.bin").is_file() {
         return Some(dir);
     }
@@ -478,15 +471,19 @@ fn e5_dir() -> Option<PathBuf> {
     None
 }
 
+/// A local model's folder: the one `var` names, else `rlm/<name>` in the
+/// user's cache folder.
+fn model_folder(var: &str, name: &str) -> Option<PathBuf> {
+    std::env::var_os(var).map(PathBuf::from).or_else(|| {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(cache.join("rlm").join(name))
+    })
+}
+
 fn model_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("RLM_EMBED_MODEL")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-            Some(cache.join("rlm/all-MiniLM-L6-v2"))
-        })?;
+    let dir = model_folder("RLM_EMBED_MODEL", "all-MiniLM-L6-v2")?;
     if dir.join("model.safetensors").is_file() {
         return Some(dir);
     }
