@@ -134,20 +134,17 @@ fn check_version(dir: &Path, conn: &Connection) -> Result<u64, CorpusError> {
 }
 
 /// A full-text index in the current form for the store at `dir`, whose
-/// index was written in an older one: deleted and created empty under the
-/// write lock, then refilled by [`Store::open`]'s repair (its generation,
-/// none, disagrees with SQLite's). Fails, saying what to do, while another
-/// process holds the lock.
+/// index was written in an older one: recreated empty under the write lock
+/// as a writer recreates an index it cannot open, then refilled by
+/// [`Store::open`]'s repair (its generation, none, disagrees with
+/// SQLite's). Fails, saying what to do, while another process holds the
+/// lock.
 fn upgrade_fulltext(dir: &Path) -> Result<FullText, CorpusError> {
-    let fts_dir = dir.join(FTS_DIR);
     let _lock =
-        WriteLock::acquire(dir).map_err(|_| CorpusError::FulltextOutdated(fts_dir.clone()))?;
-    // Another process may have upgraded it while this one waited.
-    if let Ok(fts) = FullText::open_or_create(&fts_dir) {
-        return Ok(fts);
-    }
-    std::fs::remove_dir_all(&fts_dir).map_err(|e| CorpusError::io(&fts_dir, e))?;
-    FullText::open_or_create(&fts_dir)
+        WriteLock::acquire(dir).map_err(|_| CorpusError::FulltextOutdated(dir.join(FTS_DIR)))?;
+    // Another process may have upgraded it while this one waited: then it
+    // opens as it is.
+    writer::open_fulltext_for_writing(dir, false, &mut None).map(|(fts, _)| fts)
 }
 
 impl Store {

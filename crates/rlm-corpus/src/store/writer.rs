@@ -148,7 +148,7 @@ impl Store {
 /// it is deleted and created empty; its generation (none) then disagrees with
 /// SQLite's and the run re-adds every document, as after a kill between the
 /// two commits. The reason is recorded in `recreated`.
-fn open_fulltext_for_writing(
+pub(super) fn open_fulltext_for_writing(
     dir: &Path,
     rebuild: bool,
     recreated: &mut Option<String>,
