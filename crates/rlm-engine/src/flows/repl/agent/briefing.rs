@@ -1,0 +1,173 @@
+//! What an agent is told before its first turn: the system prompt, the
+//! corpus overview and the first message.
+
+use super::*;
+
+impl Agent {
+    /// The agent's first messages: the system prompt and the question with
+    /// what an inspection cell found.
+    pub(super) async fn brief(&mut self, max_turns: u32) {
+        let (shape, sizes) = self.context_shape();
+        let total: u64 = sizes.iter().sum();
+        let context_note = render(
+            prompts::CONTEXT_NOTE,
+            &[
+                ("context_description", &shape),
+                ("total_chars", &total.to_string()),
+                ("doc_count", &sizes.len().to_string()),
+                ("doc_sizes", &prompts::describe_sizes(&sizes)),
+            ],
+        )
+        .trim_end()
+        .to_string();
+        let system = self.system_prompt(&shape, &context_note, max_turns).await;
+        self.messages.push(Message::system(system));
+        let first = self.first_message(&context_note).await;
+        self.messages.push(Message::user(first));
+    }
+
+    /// What `context` is, in words, and the characters of each of its parts.
+    pub(super) fn context_shape(&self) -> (String, Vec<u64>) {
+        if let Some(v) = &self.input {
+            return input_sizes(v);
+        }
+        let sizes = self
+            .ctx
+            .corpus
+            .documents()
+            .iter()
+            .map(|d| d.chars)
+            .collect();
+        let desc = match self.ctx.config.context_shape {
+            ContextShape::String => {
+                "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`, slice it freely; `documents[i][\"text\"]` is document i alone)"
+            }
+            ContextShape::List => {
+                "a list of strings, `context[i]` is the text of document i (fast to slice per document)"
+            }
+        };
+        (desc.to_string(), sizes)
+    }
+
+    /// The system prompt: the root's, with the briefing and the corpus
+    /// index, or a sub-agent's.
+    pub(super) async fn system_prompt(
+        &mut self,
+        shape: &str,
+        context_note: &str,
+        max_turns: u32,
+    ) -> String {
+        let cfg = &self.ctx.config;
+        let depth_note = if self.depth + 1 >= cfg.budget.max_depth {
+            " At your depth, `rlm_query` is a plain `llm_query`."
+        } else {
+            ""
+        };
+        let truncate = cfg.budget.truncate_len.to_string();
+        let sub_chars = cfg.sub_context_chars.to_string();
+        if self.depth != 0 {
+            return render(
+                &prompts::system_sub_template(self.structured),
+                &[
+                    ("context_shape", shape),
+                    ("sub_context_chars", &sub_chars),
+                    ("truncate_len", &truncate),
+                    ("depth_note", depth_note),
+                    ("iterations", &max_turns.to_string()),
+                ],
+            );
+        }
+        let briefing = self
+            .ctx
+            .briefing
+            .as_ref()
+            .map(|b| {
+                format!(
+                    "\n## Briefing (domain instructions from the user)\n\n{}\n",
+                    b.trim()
+                )
+            })
+            .unwrap_or_default();
+        let corpus = if self.is_root() {
+            self.corpus_overview(context_note).await
+        } else {
+            String::new()
+        };
+        render(
+            &prompts::system_root_template(self.structured),
+            &[
+                ("context_shape", shape),
+                ("sub_context_chars", &sub_chars),
+                ("depth_note", depth_note),
+                ("truncate_len", &truncate),
+                ("briefing", &briefing),
+                ("corpus", &corpus),
+            ],
+        )
+    }
+
+    /// The root's document index, from a cell run for it. It goes into the
+    /// system prompt, not the first user message: it depends on the corpus
+    /// only, so the system prompt is a prefix every question over the corpus
+    /// shares.
+    pub(super) async fn corpus_overview(&mut self, context_note: &str) -> String {
+        let overview = match self.run_cell(0, 0, CORPUS_OVERVIEW).await {
+            Ok(r) => r.render(self.ctx.config.budget.truncate_len),
+            Err(e) => format!("(the index cell failed: {e})"),
+        };
+        render(
+            prompts::CORPUS_OVERVIEW,
+            &[
+                ("context_note", context_note),
+                ("overview_code", CORPUS_OVERVIEW),
+                ("overview_output", overview.trim_end()),
+            ],
+        )
+    }
+
+    /// The first user message: the question and the output of an inspection
+    /// cell (even a weak model starts from a scouted corpus).
+    pub(super) async fn first_message(&mut self, context_note: &str) -> String {
+        let is_root = self.is_root();
+        let inspection = if is_root {
+            root_inspection(self.ctx.config.inspect_search_k)
+        } else {
+            SUB_INSPECTION.to_string()
+        };
+        let output = match self.run_cell(0, usize::from(is_root), &inspection).await {
+            Ok(r) => r.render(self.ctx.config.budget.truncate_len),
+            Err(e) => format!("(inspection failed: {e})"),
+        };
+        // The engine's own counts: a set the answer was computed from only
+        // if the answer states one (its code may also count again).
+        for s in self
+            .ctx
+            .scans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .filter(|s| s.agent == self.id)
+        {
+            s.by_engine = true;
+        }
+        let output = match output.trim_end() {
+            "" => "(nothing printed)",
+            out => out,
+        };
+        let context_note = if is_root {
+            String::new()
+        } else {
+            format!("{context_note}\n\n")
+        };
+        render(
+            prompts::FIRST_USER,
+            &[
+                ("question", &self.task),
+                ("context_note", &context_note),
+                ("inspection_code", &inspection),
+                ("inspection_output", output),
+                ("next_step", prompts::next_step(self.structured, true)),
+            ],
+        )
+    }
+}
