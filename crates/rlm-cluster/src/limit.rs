@@ -172,4 +172,12 @@ impl Provider for ClusterLimited {
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, LlmError>> {
         self.inner.list_models()
     }
+
+    fn reproducible(&self, request: &ModelRequest) -> bool {
+        self.inner.reproducible(request)
+    }
+
+    fn reply_identity(&self) -> String {
+        self.inner.reply_identity()
+    }
 }

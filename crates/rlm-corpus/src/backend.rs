@@ -46,6 +46,15 @@ pub trait CorpusStore: Send + Sync + std::fmt::Debug {
         Ok(Vec::new())
     }
 
+    /// Where this store keeps model replies for reuse
+    /// ([`ReplyCache`](crate::ReplyCache)); `None` for a store that keeps
+    /// none (one built in memory). Opened on first use: an error says why
+    /// the cache cannot be used (a read-only folder), and the caller goes on
+    /// without it.
+    fn reply_cache(&self) -> Result<Option<Arc<dyn crate::ReplyCache>>, CorpusError> {
+        Ok(None)
+    }
+
     /// All documents, ordered by path.
     fn documents(&self) -> Result<Vec<Document>, CorpusError>;
 

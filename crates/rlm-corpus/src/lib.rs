@@ -41,6 +41,7 @@ pub mod ingest;
 pub mod language;
 pub mod pdf;
 mod records;
+pub mod reply_cache;
 mod store;
 mod vector;
 mod walk;
@@ -55,6 +56,7 @@ pub use hybrid::{
     ExpandedFile, ExpandedFiles, HIGH_RECALL_K, HIGH_RECALL_MIN_SIMILARITY, HybridHit,
     HybridResults, RRF_K, RetrievalMode, SearchOptions,
 };
+pub use reply_cache::{CachedReply, FolderReplyCache, ReplyCache, ReplyCacheStats};
 pub use store::{
     Chunk, Document, FORMAT_VERSION, IndexOptions, IndexProgress, IndexReport, MemoryDocument,
     SearchHit, Store, StoreStats, chunk_id, document_id,

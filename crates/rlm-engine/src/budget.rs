@@ -265,6 +265,12 @@ pub struct DepthUsage {
     pub cached_input_tokens: u64,
     /// Cost in USD of the calls with a known price.
     pub cost_usd: f64,
+    /// Calls served from the store's reply cache (not in `calls`).
+    #[serde(default)]
+    pub cached_calls: u32,
+    /// Tokens (input and output) those calls cost when first made.
+    #[serde(default)]
+    pub tokens_saved: u64,
 }
 
 /// Totals of one question, as reported in the answer.
@@ -286,6 +292,13 @@ pub struct UsageReport {
     pub wall_ms: u64,
     /// Per-depth breakdown, depth 0 first.
     pub by_depth: Vec<DepthUsage>,
+    /// Calls served from the store's reply cache: free, and not counted in
+    /// `calls` or the token totals.
+    #[serde(default)]
+    pub cached_calls: u32,
+    /// Tokens (input and output) the cached calls cost when first made.
+    #[serde(default)]
+    pub tokens_saved: u64,
 }
 
 /// One call's usage, as reported by the model layer.
@@ -465,19 +478,21 @@ impl Budget {
             self.estimated.store(true, Ordering::SeqCst);
         }
         let mut levels = self.by_depth.lock().unwrap_or_else(|e| e.into_inner());
-        while levels.len() <= depth as usize {
-            let d = levels.len() as u32;
-            levels.push(DepthUsage {
-                depth: d,
-                ..Default::default()
-            });
-        }
-        let l = &mut levels[depth as usize];
+        let l = level(&mut levels, depth);
         l.calls += 1;
         l.input_tokens += usage.input_tokens;
         l.output_tokens += usage.output_tokens;
         l.cached_input_tokens += usage.cached_input_tokens;
         l.cost_usd += usage.cost_usd.unwrap_or(0.0);
+    }
+
+    /// A call served from the reply cache: free (no call, token or cost
+    /// counted), recorded as saved.
+    pub fn record_cached(&self, depth: u32, tokens_saved: u64) {
+        let mut levels = self.by_depth.lock().unwrap_or_else(|e| e.into_inner());
+        let l = level(&mut levels, depth);
+        l.cached_calls += 1;
+        l.tokens_saved += tokens_saved;
     }
 
     /// Calls reserved so far (made or in flight).
@@ -507,9 +522,23 @@ impl Budget {
                 .then(|| self.cost_micro_usd.load(Ordering::SeqCst) as f64 / 1e6),
             estimated: self.estimated.load(Ordering::SeqCst),
             wall_ms: self.elapsed().as_millis() as u64,
+            cached_calls: by_depth.iter().map(|d| d.cached_calls).sum(),
+            tokens_saved: sum(|d| d.tokens_saved),
             by_depth,
         }
     }
+}
+
+/// The usage of depth `depth`, levels up to it created as needed.
+fn level(levels: &mut Vec<DepthUsage>, depth: u32) -> &mut DepthUsage {
+    while levels.len() <= depth as usize {
+        let d = levels.len() as u32;
+        levels.push(DepthUsage {
+            depth: d,
+            ..Default::default()
+        });
+    }
+    &mut levels[depth as usize]
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ pub mod grounding;
 pub mod host;
 pub mod parse;
 pub mod prompts;
+mod replies;
 mod request;
 mod retrieval;
 mod run;

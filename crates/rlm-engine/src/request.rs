@@ -129,8 +129,9 @@ impl QuestionSettings {
     /// The settings a question can set besides its flow and RLM switch.
     /// Errors name each by its flag ([`Surface::Flags`]) or its API field
     /// ([`Surface::Api`]).
-    pub const SETTINGS: [&'static Setting; 15] = [
+    pub const SETTINGS: [&'static Setting; 16] = [
         &table::COVERAGE,
+        &table::SUBCALL_CACHE,
         &table::TURN_FORMAT,
         &table::INSPECTOR,
         &table::CITATIONS,
@@ -241,6 +242,9 @@ impl QuestionSettings {
         }
         if let Some(v) = r.parsed(&table::TURN_FORMAT)? {
             config.turn_format = v;
+        }
+        if let Some(v) = r.boolean(&table::SUBCALL_CACHE)? {
+            config.reply_cache = v;
         }
         pipeline.inspector = r.parsed(&table::INSPECTOR)?;
         let b = &mut config.budget;

@@ -83,6 +83,8 @@ pub(crate) struct Run {
     call_slots: Semaphore,
     /// An endpoint's refusal of structured replies was noted in the trace.
     schema_refusal_noted: AtomicBool,
+    /// The store's reply cache, as this run uses it.
+    replies: crate::replies::RunReplies,
     id: String,
     /// The question (coverage looks for the documents it matches).
     question: String,
@@ -99,6 +101,16 @@ pub(crate) struct CallOpts {
     pub(crate) stop: Vec<String>,
     /// The schema the reply must follow (structured turns, extraction).
     pub(crate) schema: Option<rlm_llm::ReplySchema>,
+}
+
+/// Who makes one model call, at which turn, why, and with which model (as
+/// the trace names it).
+struct CallSite<'a> {
+    agent: &'a str,
+    depth: u32,
+    iteration: u32,
+    purpose: CallPurpose,
+    model: String,
 }
 
 /// Who makes a model call and why, for the calls that need no turn number.
@@ -178,6 +190,11 @@ impl Run {
             budget: Arc::new(Budget::new(parts.config.budget.clone())),
             call_slots: Semaphore::new(parts.config.budget.max_concurrent),
             schema_refusal_noted: AtomicBool::new(false),
+            replies: crate::replies::RunReplies::new(
+                corpus.store(),
+                parts.config.reply_cache,
+                parts.config.reply_cache_bytes,
+            ),
             config: parts.config,
             corpus,
             trace: req.trace.clone(),
@@ -284,8 +301,8 @@ impl Run {
             .map(|r| r.text)
     }
 
-    /// Every model call goes through here: budget reservation, concurrency
-    /// slot, trace events, usage accounting.
+    /// Every model call goes through here: the store's reply cache, budget
+    /// reservation, concurrency slot, trace events, usage accounting.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn call_model(
         &self,
@@ -298,6 +315,32 @@ impl Run {
         purpose: CallPurpose,
         iteration: u32,
     ) -> Result<ChatResponse, CallError> {
+        let model = opts.model.clone().unwrap_or_else(|| match role {
+            ModelRole::Root => self.config.root_model.clone(),
+            ModelRole::Sub => self.config.sub_model.clone(),
+        });
+        let mut req = ChatRequest::new(role, messages.to_vec()).at_depth(depth);
+        req.temperature = opts.temperature;
+        req.model = opts.model;
+        req.stop = opts.stop;
+        req.schema = opts.schema;
+        let call = CallSite {
+            agent,
+            depth,
+            iteration,
+            purpose,
+            model,
+        };
+        let key = if self.config.reply_cache {
+            self.llm.reply_key(&req)
+        } else {
+            None
+        };
+        if let Some(key) = &key
+            && let Some(cached) = self.cached_reply(key, &req, &call, new_from).await
+        {
+            return cached;
+        }
         let reserved = if purpose.is_last_resort() && depth == 0 {
             self.budget.reserve_synthesis_call()
         } else {
@@ -316,72 +359,19 @@ impl Run {
             .acquire()
             .await
             .map_err(|_| CallError::Budget(Exhausted::Cancelled))?;
-        let model = opts.model.clone().unwrap_or_else(|| match role {
-            ModelRole::Root => self.config.root_model.clone(),
-            ModelRole::Sub => self.config.sub_model.clone(),
-        });
-        self.trace.emit(TraceEvent::LlmRequest {
-            agent: agent.into(),
-            depth,
-            iteration,
-            model,
-            purpose,
-            message_count: messages.len(),
-            new_messages: messages[new_from.min(messages.len())..]
-                .iter()
-                .map(|m| TraceMessage {
-                    role: m.role.as_str().into(),
-                    content: m.content.clone(),
-                })
-                .collect(),
-        });
+        self.emit_request(&call, &req.messages, new_from);
         let deltas = DeltaStream::new(self.trace.clone(), agent, depth);
         let _closing = deltas.closer();
-        let mut req = ChatRequest::new(role, messages.to_vec())
-            .at_depth(depth)
-            .streaming_to(deltas.sink());
-        req.temperature = opts.temperature;
-        req.model = opts.model;
-        req.stop = opts.stop;
-        req.schema = opts.schema;
-        let result = self.llm.chat(req).await;
+        let result = self.llm.chat(req.streaming_to(deltas.sink())).await;
         deltas.close();
         match result {
             Ok(resp) => {
-                let u = &resp.usage;
-                self.budget.record(
-                    depth,
-                    CallUsage {
-                        input_tokens: u.input_tokens,
-                        output_tokens: u.output_tokens,
-                        cached_input_tokens: u.cached_tokens.unwrap_or(0),
-                        cost_usd: u.cost_usd,
-                        estimated: u.estimated,
-                    },
-                );
-                if u.cost_usd.is_none() {
-                    self.budget.note_unpriced(&u.model);
-                }
-                if let SchemaUse::Refused { reason } = &resp.schema_use
-                    && !self.schema_refusal_noted.swap(true, Ordering::SeqCst)
+                self.record_reply(&call, &resp, false);
+                if let Some(key) = &key
+                    && let Err(e) = self.replies.keep(key, &resp).await
                 {
-                    self.fallback(
-                        agent,
-                        "structured_reply",
-                        &format!("the endpoint refused the reply schema, so replies are plain text: {reason}"),
-                    );
+                    self.note_cache_failure(agent, &e);
                 }
-                self.trace.emit(TraceEvent::LlmResponse {
-                    agent: agent.into(),
-                    depth,
-                    model: u.model.clone(),
-                    text: resp.text.clone(),
-                    input_tokens: u.input_tokens,
-                    output_tokens: u.output_tokens,
-                    cached_input_tokens: u.cached_tokens.unwrap_or(0),
-                    cost_usd: u.cost_usd,
-                    latency_ms: u.latency.as_millis() as u64,
-                });
                 Ok(resp)
             }
             Err(e) => {
@@ -393,6 +383,110 @@ impl Run {
                 });
                 Err(CallError::Model(message))
             }
+        }
+    }
+
+    /// The reply kept in the store's cache for `req`, served as the call's
+    /// answer (free: no budget, no slot); `None` on a miss.
+    async fn cached_reply(
+        &self,
+        key: &str,
+        req: &ChatRequest,
+        call: &CallSite<'_>,
+        new_from: usize,
+    ) -> Option<Result<ChatResponse, CallError>> {
+        let cached = match self.replies.lookup(key).await {
+            Ok(found) => found?,
+            Err(e) => {
+                self.note_cache_failure(call.agent, &e);
+                return None;
+            }
+        };
+        if self.budget.is_cancelled() {
+            return Some(Err(CallError::Budget(Exhausted::Cancelled)));
+        }
+        self.emit_request(call, &req.messages, new_from);
+        let resp = crate::replies::as_response(cached, req.role, call.depth, req.schema.is_some());
+        self.trace.emit(TraceEvent::LlmDelta {
+            agent: call.agent.into(),
+            depth: call.depth,
+            attempt: 1,
+            text: resp.text.clone(),
+        });
+        self.record_reply(call, &resp, true);
+        Some(Ok(resp))
+    }
+
+    /// The trace's record of a request about to be answered.
+    fn emit_request(&self, call: &CallSite<'_>, messages: &[Message], new_from: usize) {
+        self.trace.emit(TraceEvent::LlmRequest {
+            agent: call.agent.into(),
+            depth: call.depth,
+            iteration: call.iteration,
+            model: call.model.clone(),
+            purpose: call.purpose,
+            message_count: messages.len(),
+            new_messages: messages[new_from.min(messages.len())..]
+                .iter()
+                .map(|m| TraceMessage {
+                    role: m.role.as_str().into(),
+                    content: m.content.clone(),
+                })
+                .collect(),
+        });
+    }
+
+    /// Accounts a reply (a cached one as saved, not spent) and traces it.
+    fn record_reply(&self, call: &CallSite<'_>, resp: &ChatResponse, from_cache: bool) {
+        let u = &resp.usage;
+        if from_cache {
+            self.budget
+                .record_cached(call.depth, u.input_tokens + u.output_tokens);
+        } else {
+            self.budget.record(
+                call.depth,
+                CallUsage {
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                    cached_input_tokens: u.cached_tokens.unwrap_or(0),
+                    cost_usd: u.cost_usd,
+                    estimated: u.estimated,
+                },
+            );
+            if u.cost_usd.is_none() {
+                self.budget.note_unpriced(&u.model);
+            }
+        }
+        if let SchemaUse::Refused { reason } = &resp.schema_use
+            && !self.schema_refusal_noted.swap(true, Ordering::SeqCst)
+        {
+            self.fallback(
+                call.agent,
+                "structured_reply",
+                &format!(
+                    "the endpoint refused the reply schema, so replies are plain text: {reason}"
+                ),
+            );
+        }
+        self.trace.emit(TraceEvent::LlmResponse {
+            agent: call.agent.into(),
+            depth: call.depth,
+            model: u.model.clone(),
+            text: resp.text.clone(),
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cached_input_tokens: u.cached_tokens.unwrap_or(0),
+            cost_usd: u.cost_usd,
+            latency_ms: u.latency.as_millis() as u64,
+            from_cache,
+        });
+    }
+
+    /// Notes, once per run, that the reply cache failed (the run goes on
+    /// without it).
+    fn note_cache_failure(&self, agent: &str, failure: &str) {
+        if self.replies.first_failure() {
+            self.fallback(agent, "reply_cache", failure);
         }
     }
 

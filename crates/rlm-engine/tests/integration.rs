@@ -15,6 +15,7 @@ mod in_memory;
 mod inspection_lead;
 mod loops;
 mod pipeline;
+mod reply_cache;
 mod settings;
 mod slow_subcalls;
 mod structured;

@@ -155,6 +155,12 @@ impl Provider for RecordingProvider {
         self.inner.name()
     }
 
+    /// Never: a reply served from a cache would be missing from the
+    /// cassette being recorded.
+    fn reproducible(&self, _request: &ModelRequest) -> bool {
+        false
+    }
+
     fn endpoint(&self) -> &str {
         self.inner.endpoint()
     }
@@ -275,6 +281,12 @@ impl ReplayProvider {
 impl Provider for ReplayProvider {
     fn name(&self) -> &str {
         "replay"
+    }
+
+    /// Never: the cassette is the record of what was answered; a store's
+    /// cache in front of it would hide what the cassette holds.
+    fn reproducible(&self, _request: &ModelRequest) -> bool {
+        false
     }
 
     fn endpoint(&self) -> &str {

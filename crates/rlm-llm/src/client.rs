@@ -2,6 +2,7 @@
 //! models, checks the context window, bounds concurrency, retries, times out,
 //! and accounts for every call.
 
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,6 +24,16 @@ use crate::usage::UsageTotals;
 pub trait ChatModel: Send + Sync {
     /// Answers one request. Dropping the future cancels the call.
     fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>>;
+
+    /// The key a reply to `request` may be kept under for reuse, when the
+    /// reply is reproducible (temperature 0, or a provider whose sampling
+    /// has a fixed seed); `None` when it is not, or the model cannot tell.
+    /// The key covers everything that decides the reply: the provider and
+    /// its endpoint, the model, the whole prompt, the sampling parameters,
+    /// the stop sequences and the reply schema.
+    fn reply_key(&self, _request: &ChatRequest) -> Option<String> {
+        None
+    }
 }
 
 /// A model client. Cheap to clone; clones share the connection pool, the
@@ -330,6 +341,25 @@ impl LlmClient {
 impl ChatModel for LlmClient {
     fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
         Box::pin(LlmClient::chat(self, request))
+    }
+
+    fn reply_key(&self, request: &ChatRequest) -> Option<String> {
+        let resolved = self.resolve(request);
+        let provider = &self.inner.provider;
+        if !provider.reproducible(&resolved) {
+            return None;
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(provider.reply_identity().as_bytes());
+        hasher.update([0]);
+        hasher.update(crate::cassette::request_hash(&resolved).as_bytes());
+        Some(
+            hasher
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        )
     }
 }
 

@@ -59,6 +59,10 @@ pub(super) fn read_question(state: &McpState, args: &ToolArgs) -> Result<Questio
             &table::COVERAGE,
             args.bool("coverage")?.map(|c| c.to_string()),
         )
+        .with(
+            &table::SUBCALL_CACHE,
+            args.bool("subcall_cache")?.map(|c| c.to_string()),
+        )
         .with(&table::MAX_LLM_CALLS, args.number_text("max_llm_calls")?)
         .with(&table::MAX_ITERATIONS, args.number_text("max_iterations")?)
         .with(&table::MAX_DEPTH, args.number_text("max_depth")?)
@@ -562,6 +566,7 @@ mod tests {
             cached_input_tokens: 0,
             cost_usd: None,
             latency_ms: 1,
+            from_cache: false,
         };
         assert_eq!(
             step_message(&reply("0"), 3).unwrap(),

@@ -80,7 +80,7 @@ fn backend_kwarg(setting: &Setting) -> String {
 
 /// One question setting: the keyword argument, the `QuestionSettings`
 /// field it fills (and that errors of `resolve` name).
-const QUESTION_KWARGS: [(&str, &str); 12] = [
+const QUESTION_KWARGS: [(&str, &str); 13] = [
     ("flow", "flow"),
     ("inspector", "inspector"),
     ("citations", "citations"),
@@ -88,6 +88,7 @@ const QUESTION_KWARGS: [(&str, &str); 12] = [
     ("coverage", "coverage"),
     ("context_shape", "context_shape"),
     ("turn_format", "turn_format"),
+    ("subcall_cache", "subcall_cache"),
     ("max_llm_calls", "max_llm_calls"),
     ("max_iterations", "max_iterations"),
     ("max_depth", "max_depth"),

@@ -115,6 +115,10 @@ pub struct AskBody {
     /// How the agents reply each turn: `auto`, `structured` or `text`.
     #[serde(default)]
     pub turn_format: Option<String>,
+    /// False: make every model call afresh, without the store's reply
+    /// cache (`RLM_SUBCALL_CACHE`).
+    #[serde(default)]
+    pub subcall_cache: Option<bool>,
     /// A JSON Schema the answer is also returned in (the answer's `data`:
     /// the value and each value's citations).
     #[serde(default)]
@@ -555,6 +559,10 @@ impl App {
             .with(&table::CITATIONS, body.citations.clone())
             .with(&table::COVERAGE, body.coverage.map(|c| c.to_string()))
             .with(&table::TURN_FORMAT, body.turn_format.clone())
+            .with(
+                &table::SUBCALL_CACHE,
+                body.subcall_cache.map(|c| c.to_string()),
+            )
             .with(&table::HIGH_RECALL, body.high_recall.map(|c| c.to_string()))
             .with(
                 &table::EXPAND_FILES,

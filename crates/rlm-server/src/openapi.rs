@@ -228,6 +228,7 @@ fn schemas() -> Value {
             "coverage": {"type": "boolean", "description": "also report the documents that match the question but back no claim (grounded.coverage)"},
             "response_schema": {"type": "object", "description": "A JSON Schema (type, enum, const, properties, required, additionalProperties false, items, min/maxItems, min/maxLength, anyOf, oneOf, $ref to #/$defs): the answer is also returned as JSON following it, in data.value, with each value's citations in data.citations (data.error says why when no reply followed it)"},
             "turn_format": {"enum": ["auto", "structured", "text"], "description": "How the agents reply each turn: structured (a JSON turn the provider constrains; sources may name only passages the run was shown), text (```repl blocks and FINAL) or auto (structured; text where the endpoint refuses the schema). RLM_TURN_FORMAT"},
+            "subcall_cache": {"type": "boolean", "description": "false: make every model call afresh, without the store's reply cache (reproducible replies kept for reuse; RLM_SUBCALL_CACHE)"},
             "max_llm_calls": number_schema("RLM_MAX_LLM_CALLS"),
             "max_iterations": number_schema("RLM_MAX_ITERATIONS"),
             "max_depth": number_schema("RLM_MAX_DEPTH"),

@@ -24,6 +24,7 @@
 //! - `read.rs`: lookups and full-text search.
 //! - `bm25.rs`: BM25 ranking in PostgreSQL over term statistics kept at
 //!   index time, scoring a bounded set of candidates.
+//! - `replies.rs`: the reply cache (model replies kept for reuse).
 //! - `vectors.rs`: embeddings (stored as bytes, searched exactly in process).
 //! - `db.rs`: the connection, with a blocking API safe from any thread.
 
@@ -35,6 +36,7 @@ mod bm25;
 #[doc(hidden)]
 pub mod db;
 mod read;
+mod replies;
 mod schema;
 #[doc(hidden)]
 pub mod testing;
@@ -57,7 +59,7 @@ pub use schema::SCHEMA_VERSION;
 /// An open PostgreSQL store: one connection (queries from several threads
 /// are pipelined on it).
 pub struct PgStore {
-    db: db::Reconnecting,
+    db: Arc<db::Reconnecting>,
     vectors: vectors::VectorCache,
 }
 
@@ -80,7 +82,7 @@ impl PgStore {
         Ok(PgStore {
             // A lookup after PostgreSQL restarted connects again (the one
             // that met the ended connection failed).
-            db: db::Reconnecting::new(url, application_name, db),
+            db: Arc::new(db::Reconnecting::new(url, application_name, db)),
             vectors: Default::default(),
         })
     }
@@ -129,6 +131,12 @@ impl CorpusStore for PgStore {
 
     fn stats(&self) -> Result<StoreStats, CorpusError> {
         read::stats(&*self.db.get()?)
+    }
+
+    fn reply_cache(&self) -> Result<Option<Arc<dyn rlm_corpus::ReplyCache>>, CorpusError> {
+        Ok(Some(Arc::new(replies::PgReplyCache {
+            db: self.db.clone(),
+        })))
     }
 
     fn documents(&self) -> Result<Vec<Document>, CorpusError> {

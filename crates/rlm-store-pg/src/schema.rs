@@ -90,6 +90,20 @@ INSERT INTO rlm_meta (key, value)
     SELECT 'chunk_lexemes', coalesce(sum(length(tsv)), 0)::text FROM rlm_chunks;
 ",
     },
+    Migration {
+        version: 3,
+        description: "the reply cache: model replies kept for reuse, least recently used evicted",
+        sql: "
+CREATE SEQUENCE rlm_reply_use;
+CREATE TABLE rlm_replies (
+    key text PRIMARY KEY,
+    reply text NOT NULL,
+    bytes bigint NOT NULL,
+    last_used bigint NOT NULL
+);
+CREATE INDEX rlm_replies_last_used ON rlm_replies (last_used);
+",
+    },
 ];
 
 /// The schema version this build reads and writes.

@@ -3,5 +3,6 @@
 //! Run one file's tests with `cargo test --test integration -- FILE::`.
 
 mod pg_ranking;
+mod pg_replies;
 mod pg_store;
 mod retrieval_eval;

@@ -775,3 +775,88 @@ fn ask_with_paths_indexes_them_first_then_answers() {
     assert!(!o.status.success());
     assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
 }
+
+/// Asks the needle question over `store` three times with reproducible
+/// calls (temperature 0): the second run is served from the store's reply
+/// cache, the third (`--no-cache`) makes its calls again.
+fn asked_again_from_the_cache(f: &Fixture, store: &str) {
+    let server = ScriptedServer::spawn(
+        Script::new()
+            .on_sequence(
+                root(),
+                [
+                    "```repl\nimport re\nprint(re.findall(r\"secret code is (\\d+)\", context))\n```"
+                        .to_string(),
+                    "FINAL(The secret code is 4721 [[doc:1 \"The secret code is 4721\"]])"
+                        .to_string(),
+                ]
+                .iter()
+                .cycle()
+                .take(4)
+                .cloned(),
+            )
+            .on(common::judge(), judge_reply(&[Verdict::Entailed])),
+    );
+    let mut env = model_env(&server);
+    env.push(("RLM_ROOT_TEMPERATURE", "0".into()));
+    env.push(("RLM_SUB_TEMPERATURE", "0".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let question = [
+        "ask",
+        "What is the secret code?",
+        "--store",
+        store,
+        "--json",
+    ];
+    let first = f.rlm(&question, &env);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let made = server.request_count();
+    assert!(made >= 2, "{made}");
+
+    let second = f.rlm(&question, &env);
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(server.request_count(), made, "no model call repeated");
+    let json: serde_json::Value = serde_json::from_str(&stdout(&second)).unwrap();
+    let first_json: serde_json::Value = serde_json::from_str(&stdout(&first)).unwrap();
+    assert_eq!(json["answer"], first_json["answer"]);
+    assert_eq!(json["usage"]["calls"], 0);
+    assert_eq!(json["usage"]["cached_calls"], made);
+
+    let plain = f.rlm(&question[..4], &env);
+    assert!(
+        stderr(&plain).contains(&format!("{made} calls served from the store's reply cache")),
+        "{}",
+        stderr(&plain)
+    );
+    assert_eq!(server.request_count(), made);
+
+    let mut fresh = question.to_vec();
+    fresh.push("--no-cache");
+    let third = f.rlm(&fresh, &env);
+    assert!(third.status.success(), "{}", stderr(&third));
+    assert_eq!(
+        server.request_count(),
+        2 * made,
+        "--no-cache asks the model"
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout(&third)).unwrap();
+    assert_eq!(json["usage"]["cached_calls"], 0);
+}
+
+#[test]
+fn a_question_asked_again_is_answered_from_the_reply_cache() {
+    let f = Fixture::new();
+    asked_again_from_the_cache(&f, "store");
+    assert!(f.path("store/replies.sqlite").exists());
+}
+
+#[test]
+fn processes_on_one_postgres_store_share_its_reply_cache() {
+    let Some(db) = rlm_store_pg::testing::test_database() else {
+        return;
+    };
+    let f = Fixture::new();
+    let out = f.rlm(&["index", "docs", "--store", db.url()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    asked_again_from_the_cache(&f, db.url());
+}

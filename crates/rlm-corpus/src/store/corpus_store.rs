@@ -30,6 +30,10 @@ impl CorpusStore for Store {
         Store::languages(self)
     }
 
+    fn reply_cache(&self) -> Result<Option<Arc<dyn crate::ReplyCache>>, CorpusError> {
+        Store::reply_cache(self)
+    }
+
     fn documents(&self) -> Result<Vec<Document>, CorpusError> {
         Store::documents(self)
     }

@@ -114,6 +114,7 @@ impl Store {
             fts,
             vectors: Default::default(),
             in_memory: true,
+            replies: Mutex::new(None),
         })
     }
 }

@@ -47,6 +47,8 @@ pub struct Store {
     pub(crate) vectors: crate::vector::VectorCache,
     /// Built by [`Store::in_memory`]: no folder, nothing on disk.
     in_memory: bool,
+    /// `replies.sqlite`, opened on first use ([`Store::reply_cache`]).
+    replies: Mutex<Option<std::sync::Arc<crate::FolderReplyCache>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -188,6 +190,25 @@ impl Store {
         self.db.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The store's reply cache (`replies.sqlite` in its folder), opened on
+    /// first use; `None` for a store built in memory.
+    pub fn reply_cache(
+        &self,
+    ) -> Result<Option<std::sync::Arc<dyn crate::ReplyCache>>, CorpusError> {
+        if self.in_memory {
+            return Ok(None);
+        }
+        let mut slot = self.replies.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(std::sync::Arc::new(crate::FolderReplyCache::open(
+                &self.dir,
+            )?));
+        }
+        Ok(slot
+            .clone()
+            .map(|c| c as std::sync::Arc<dyn crate::ReplyCache>))
+    }
+
     /// A store handle over an open database and full-text index.
     fn from_parts(dir: &Path, conn: Connection, fts: FullText) -> Store {
         Store {
@@ -196,6 +217,7 @@ impl Store {
             fts,
             vectors: Default::default(),
             in_memory: false,
+            replies: Mutex::new(None),
         }
     }
 }

@@ -78,6 +78,13 @@ pub struct EngineConfig {
     /// (the user's Python under OS isolation). `RLM_SANDBOX`, `--sandbox`.
     #[serde(default)]
     pub sandbox: rlm_sandbox::SandboxBackend,
+    /// Serve a reproducible model call answered before from the store's
+    /// reply cache, free of budget, and keep new replies there.
+    /// `RLM_SUBCALL_CACHE`, `--no-cache`; default on.
+    pub reply_cache: bool,
+    /// The reply cache's size cap in bytes (`RLM_SUBCALL_CACHE_MB`, default
+    /// 256 MiB); the least recently used replies go first.
+    pub reply_cache_bytes: u64,
 }
 
 impl Default for EngineConfig {
@@ -100,6 +107,8 @@ impl Default for EngineConfig {
             sub_model: String::new(),
             flows: FlowsConfig::default(),
             sandbox: rlm_sandbox::SandboxBackend::Monty,
+            reply_cache: true,
+            reply_cache_bytes: rlm_corpus::reply_cache::DEFAULT_REPLY_CACHE_BYTES,
         }
     }
 }
@@ -198,6 +207,12 @@ impl FromSettings for EngineConfig {
         }
         if let Some(v) = r.parsed(&table::TURN_FORMAT)? {
             c.turn_format = v;
+        }
+        if let Some(v) = r.boolean(&table::SUBCALL_CACHE)? {
+            c.reply_cache = v;
+        }
+        if let Some(v) = r.whole::<u64>(&table::SUBCALL_CACHE_MB)? {
+            c.reply_cache_bytes = v * 1024 * 1024;
         }
         if let Some(v) = r.boolean(&table::DEFER_FINAL)? {
             c.defer_final_after_fanout = v;

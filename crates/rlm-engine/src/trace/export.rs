@@ -229,6 +229,7 @@ mod tests {
                 cached_input_tokens: 0,
                 cost_usd: None,
                 latency_ms: 1,
+                from_cache: false,
             },
         ];
         let recs: Vec<TraceRecord> = sample()

@@ -173,6 +173,10 @@ pub enum TraceEvent {
         cost_usd: Option<f64>,
         /// Latency in milliseconds.
         latency_ms: u64,
+        /// The reply came from the store's reply cache (no model call: the
+        /// token counts are what the first call cost).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        from_cache: bool,
     },
     /// A piece of a model reply while it is generated (providers that
     /// stream: the local model; a replayed stream arrives as one piece). The
@@ -811,6 +815,7 @@ pub(crate) mod tests {
                 cached_input_tokens: 0,
                 cost_usd: None,
                 latency_ms: 1,
+                from_cache: false,
             },
             TraceEvent::Cell {
                 agent: "0".into(),
@@ -866,6 +871,7 @@ pub(crate) mod tests {
                 cached_input_tokens: 0,
                 cost_usd: None,
                 latency_ms: 1,
+                from_cache: false,
             },
             TraceEvent::Final {
                 agent: "0".into(),

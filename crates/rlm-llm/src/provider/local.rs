@@ -71,6 +71,16 @@ impl Provider for LocalProvider {
         "local"
     }
 
+    /// Sampling is seeded (`RLM_LOCAL_SEED`), so every request is answered
+    /// the same way by the same model file and settings.
+    fn reproducible(&self, _request: &ModelRequest) -> bool {
+        true
+    }
+
+    fn reply_identity(&self) -> String {
+        format!("local {}", self.model.reply_identity())
+    }
+
     fn endpoint(&self) -> &str {
         &self.endpoint
     }

@@ -42,6 +42,19 @@ pub trait Provider: Send + Sync {
 
     /// The model names the endpoint serves.
     fn list_models(&self) -> BoxFuture<'_, Result<Vec<String>, LlmError>>;
+
+    /// Whether this provider answers `request` the same way every time, so
+    /// its reply may be kept and reused: at temperature 0 by default (a
+    /// provider with a fixed sampling seed says so itself).
+    fn reproducible(&self, request: &ModelRequest) -> bool {
+        request.temperature == Some(0.0)
+    }
+
+    /// What decides a reply besides the request itself: the provider and
+    /// its endpoint (a model name means another model elsewhere).
+    fn reply_identity(&self) -> String {
+        format!("{} {}", self.name(), self.endpoint())
+    }
 }
 
 /// Builds the HTTP provider `config` names (or, for `local`, loads the

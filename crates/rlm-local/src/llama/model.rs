@@ -24,6 +24,7 @@ pub struct LocalModel {
     context_tokens: u32,
     parallel: u32,
     load_time: Duration,
+    reply_identity: String,
     jobs: mpsc::Sender<Job>,
 }
 
@@ -36,6 +37,28 @@ impl std::fmt::Debug for LocalModel {
             .field("parallel", &self.parallel)
             .finish()
     }
+}
+
+fn reply_identity(path: &Path, o: &LocalModelOptions) -> String {
+    let (size, modified) = std::fs::metadata(path)
+        .map(|m| {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            (m.len(), modified)
+        })
+        .unwrap_or((0, 0));
+    format!(
+        "{} size={size} mtime={modified} seed={} repeat={}/{} temperature={} max_tokens={}",
+        path.display(),
+        o.seed,
+        o.repeat_penalty,
+        o.repeat_last_n,
+        o.default_temperature,
+        o.default_max_tokens
+    )
 }
 
 fn backend() -> Result<&'static LlamaBackend, LocalError> {
@@ -77,8 +100,10 @@ impl LocalModel {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "local".to_string());
+        let reply_identity = reply_identity(path, &options);
         Ok(LocalModel {
             name,
+            reply_identity,
             path: path.to_path_buf(),
             context_tokens,
             parallel: options.parallel,
@@ -105,6 +130,14 @@ impl LocalModel {
     /// Sequences decoded together.
     pub fn parallel(&self) -> u32 {
         self.parallel
+    }
+
+    /// What decides this model's reply to a request besides the request:
+    /// the GGUF (path, size, modification time) and the sampling defaults
+    /// (seed, repetition penalty, default temperature and output cap). Two
+    /// loads with the same identity answer the same request the same way.
+    pub fn reply_identity(&self) -> &str {
+        &self.reply_identity
     }
 
     /// How long [`LocalModel::load`] took.

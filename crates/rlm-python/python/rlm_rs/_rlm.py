@@ -145,6 +145,7 @@ class RLM:
         coverage: Optional[bool] = None,
         context_shape: Optional[str] = None,
         turn_format: Optional[str] = None,
+        subcall_cache: Optional[bool] = None,
         output_schema: Optional[Dict[str, Any]] = None,
         max_llm_calls: Optional[int] = None,
         chunk_chars: int = _native.DEFAULT_CHUNK_CHARS,
@@ -218,6 +219,7 @@ class RLM:
             "coverage": _setting("coverage", coverage, "bool"),
             "context_shape": _setting("context_shape", context_shape, "text"),
             "turn_format": _setting("turn_format", turn_format, "text"),
+            "subcall_cache": _setting("subcall_cache", subcall_cache, "bool"),
             "max_llm_calls": _setting("max_llm_calls", max_llm_calls, "whole"),
             "max_iterations": _setting("max_iterations", max_iterations, "whole"),
             # The engine counts depth from the root (0 = no recursion).

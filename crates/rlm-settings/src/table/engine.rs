@@ -54,6 +54,28 @@ pub const MAX_LLM_CALLS: Setting = Setting::new(
 )
 .flag("--max-llm-calls")
 .api("max_llm_calls");
+/// Reuse of reproducible model replies.
+pub const SUBCALL_CACHE: Setting = Setting::new(
+    Budgets,
+    ENGINE,
+    "subcall_cache",
+    Some("RLM_SUBCALL_CACHE"),
+    Kind::Bool,
+    "on",
+    "Keep reproducible model replies (temperature 0, or the embedded model's fixed seed) in the store (`replies.sqlite` in a folder store, a table in PostgreSQL) and serve a call whose model, parameters and whole prompt were answered before from there, free of budget. `--no-cache` turns it off for one question.",
+)
+.flag("--no-cache")
+.api("subcall_cache");
+/// Size cap of the reply cache.
+pub const SUBCALL_CACHE_MB: Setting = Setting::new(
+    Budgets,
+    ENGINE,
+    "subcall_cache_mb",
+    Some("RLM_SUBCALL_CACHE_MB"),
+    Kind::Whole(1, 1_000_000),
+    "256",
+    "Size cap of a store's reply cache in MiB; the least recently used replies are dropped past it.",
+);
 /// Calls kept for the root.
 pub const ROOT_RESERVED: Setting = Setting::new(
     Budgets,

@@ -58,6 +58,8 @@ pub const ALL: &[&Setting] = &[
     &MAX_ITERATIONS,
     &SUB_AGENT_CALLS,
     &MAX_LLM_CALLS,
+    &SUBCALL_CACHE,
+    &SUBCALL_CACHE_MB,
     &ROOT_RESERVED,
     &ENGINE_MAX_CONCURRENT,
     &MAX_TOKENS,

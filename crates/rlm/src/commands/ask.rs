@@ -70,6 +70,9 @@ pub struct AskArgs {
     /// How the agents reply each turn: structured (a JSON turn the provider constrains; sources may name only passages the run was shown), text (```repl blocks and FINAL) or auto (structured; text where the endpoint refuses the schema) [env: RLM_TURN_FORMAT].
     #[arg(long, value_name = "auto|structured|text")]
     pub turn_format: Option<String>,
+    /// Make every model call afresh: do not serve reproducible replies from the store's reply cache, nor keep new ones there [env: RLM_SUBCALL_CACHE=off].
+    #[arg(long)]
+    pub no_cache: bool,
     /// Also list the documents that match the question but back no claim (for "list every…" questions) [env: RLM_COVERAGE].
     #[arg(long)]
     pub coverage: bool,
@@ -131,6 +134,7 @@ fn question_settings(args: &AskArgs) -> QuestionSettings {
         .with(&table::TURN_FORMAT, args.turn_format.clone())
         .with(&table::CONTEXT_SHAPE, args.context_shape.clone())
         .with(&table::COVERAGE, args.coverage.then_some("true"))
+        .with(&table::SUBCALL_CACHE, args.no_cache.then_some("off"))
         .with(&table::MAX_LLM_CALLS, args.max_llm_calls.clone())
         .with(&table::MAX_ITERATIONS, args.max_iterations.clone())
         .with(&table::MAX_DEPTH, args.max_depth.clone())
@@ -649,6 +653,11 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
             }
         }
     }
+    print_usage(answer, args, trace_written)
+}
+
+/// The partial reason and the usage line on stderr.
+fn print_usage(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow::Result<()> {
     let u = &answer.usage;
     let cost = u
         .cost_usd
@@ -668,6 +677,13 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
             u.output_tokens,
             u.wall_ms as f64 / 1000.0
         )?;
+        if u.cached_calls > 0 {
+            writeln!(
+                err,
+                "{} calls served from the store's reply cache ({} tokens saved)",
+                u.cached_calls, u.tokens_saved
+            )?;
+        }
         if let Some(p) = args.trace.as_ref().filter(|_| trace_written) {
             writeln!(
                 err,
