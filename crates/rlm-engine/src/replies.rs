@@ -130,6 +130,7 @@ pub(crate) fn as_response(
             latency: std::time::Duration::ZERO,
             retries: 0,
             cost_usd: Some(0.0),
+            draft: None,
         },
         schema_use: if asked_schema {
             SchemaUse::Constrained

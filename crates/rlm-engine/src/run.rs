@@ -479,6 +479,7 @@ impl Run {
             cost_usd: u.cost_usd,
             latency_ms: u.latency.as_millis() as u64,
             from_cache,
+            draft: u.draft,
         });
     }
 

@@ -181,6 +181,7 @@ impl Provider for RecordingProvider {
                             finish_reason: crate::types::FinishReason::Stop,
                             model: request.model.clone(),
                             usage: None,
+                            draft: None,
                         };
                         self.append(request, &empty, Some(refusal))?;
                     }

@@ -196,6 +196,7 @@ impl LlmClient {
             latency,
             retries,
             cost_usd,
+            draft: reply.draft,
         };
         self.inner
             .totals

@@ -60,7 +60,7 @@ pub use pricing::{ContextWindows, Price, PriceTable};
 pub use provider::{BoxFuture, Provider};
 pub use stream::{TokenDelta, TokenSink};
 pub use types::{
-    ChatRequest, ChatResponse, FinishReason, Message, ModelReply, ModelRequest, ModelRole,
-    ReplySchema, ReportedUsage, Role, SchemaUse, Usage,
+    ChatRequest, ChatResponse, DraftTokens, FinishReason, Message, ModelReply, ModelRequest,
+    ModelRole, ReplySchema, ReportedUsage, Role, SchemaUse, Usage,
 };
 pub use usage::{UsageSum, UsageTotals};

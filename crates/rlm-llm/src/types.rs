@@ -321,6 +321,16 @@ pub struct ReportedUsage {
     pub cached_tokens: Option<u64>,
 }
 
+/// Speculative decoding's work on one reply (the embedded model with a
+/// draft model): tokens the draft proposed, and those the model kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftTokens {
+    /// Tokens the draft model proposed.
+    pub proposed: u32,
+    /// Of those, the tokens the model kept.
+    pub accepted: u32,
+}
+
 /// One provider answer before accounting: what came over the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelReply {
@@ -333,6 +343,9 @@ pub struct ModelReply {
     /// Token counts, when the provider sent them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<ReportedUsage>,
+    /// Speculative decoding's proposals, when a draft model took part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<DraftTokens>,
 }
 
 /// Accounting of one call.
@@ -361,6 +374,9 @@ pub struct Usage {
     pub retries: u32,
     /// Cost in US dollars; `None` when the model has no known price.
     pub cost_usd: Option<f64>,
+    /// Speculative decoding's proposals, when a draft model took part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<DraftTokens>,
 }
 
 /// The answer to a [`ChatRequest`].

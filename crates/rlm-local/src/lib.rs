@@ -20,6 +20,7 @@
 
 pub mod cache;
 pub mod catalog;
+pub mod draft_choice;
 mod error;
 pub mod gguf;
 mod prefix_state;
@@ -33,10 +34,14 @@ mod llama;
 pub mod testing;
 
 pub use cache::{CachedModel, default_model_path, list_models, models_dir};
-pub use catalog::{DEFAULT_MODEL_NAME, ModelSpec, PypiParts, default_model};
+pub use catalog::{
+    DEFAULT_MODEL_NAME, DRAFT_MODEL_NAME, ModelSpec, PypiParts, default_model, draft_model,
+};
 pub use error::LocalError;
 #[cfg(feature = "llama")]
-pub use llama::{Finish, GenerateRequest, Generation, LocalModel, LocalModelOptions, Turn};
+pub use llama::{
+    Finish, GenerateRequest, Generation, LocalModel, LocalModelOptions, Turn, measure_draft,
+};
 pub use prefix_state::{MAX_DIR_BYTES as PREFIX_STATE_MAX_BYTES, PREFIX_CACHE_ENV};
 pub use pull::{
     PULL_LOCK_FILE, PullOptions, PullOutcome, PullProgress, PullSource, SilentProgress, pull,

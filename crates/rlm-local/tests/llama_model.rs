@@ -319,3 +319,80 @@ async fn a_damaged_or_unwritable_prefix_state_only_costs_time() {
     assert_eq!(g.disk_prompt_tokens, 0);
     assert_eq!(g.text, saved.text);
 }
+
+/// The draft model pulled by `rlm model pull --draft`; `RLM_REQUIRE_DRAFT=1`
+/// makes its absence a failure (CI pulls it).
+fn draft_path() -> Option<PathBuf> {
+    let path = rlm_local::models_dir()
+        .ok()?
+        .join(rlm_local::draft_model().file_name);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("RLM_REQUIRE_DRAFT").as_deref() != Ok("1"),
+        "RLM_REQUIRE_DRAFT=1 but {} is missing: run `rlm model pull --draft`",
+        path.display()
+    );
+    eprintln!("skipped: no draft model (run `rlm model pull --draft`)");
+    None
+}
+
+/// Requests of the kinds the engine makes: code, a JSON turn under a
+/// grammar, and prose sampled at the default temperature (seeded).
+fn speculation_requests() -> Vec<GenerateRequest> {
+    let mut code = request(
+        "Write a Python function that counts the lines of a text that contain a given word, with a docstring.",
+    );
+    code.max_tokens = Some(96);
+    let mut json = request("Give the capital of France as JSON with the keys country and capital.");
+    json.grammar = Some(
+        r#"root ::= "{\"country\": \"" [A-Za-z ]* "\", \"capital\": \"" [A-Za-z ]* "\"}""#.into(),
+    );
+    let mut sampled = request("Name three uses of a hash map, one line each.");
+    sampled.temperature = None;
+    vec![code, json, sampled]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speculative_decoding_writes_what_plain_decoding_writes() {
+    let (Some(path), Some(draft)) = (model_path(), draft_path()) else {
+        return;
+    };
+    let _turn = MODEL_TESTS.lock().await;
+    let run = |draft: Option<PathBuf>| {
+        let path = path.clone();
+        async move {
+            let options = LocalModelOptions {
+                draft,
+                ..LocalModelOptions::default()
+            };
+            let model = LocalModel::load(&path, options).unwrap();
+            let mut out = Vec::new();
+            for r in speculation_requests() {
+                out.push(model.generate(r).await.unwrap());
+            }
+            out
+        }
+    };
+    let plain = run(None).await;
+    let speculative = run(Some(draft)).await;
+    let mut proposed = 0;
+    for (p, s) in plain.iter().zip(&speculative) {
+        assert_eq!(s.text, p.text, "speculation changed the text");
+        assert_eq!(s.output_tokens, p.output_tokens);
+        assert_eq!(p.draft_proposed, 0);
+        proposed += s.draft_proposed;
+        assert!(s.draft_accepted <= s.draft_proposed);
+        let rate = |g: &Generation| f64::from(g.output_tokens) / g.generation_time.as_secs_f64();
+        eprintln!(
+            "plain {:.1} tok/s, speculative {:.1} tok/s, {} of {} proposed tokens kept: {:?}",
+            rate(p),
+            rate(s),
+            s.draft_accepted,
+            s.draft_proposed,
+            p.text.chars().take(60).collect::<String>()
+        );
+    }
+    assert!(proposed > 0, "the draft proposed nothing");
+}

@@ -567,6 +567,7 @@ mod tests {
             cost_usd: None,
             latency_ms: 1,
             from_cache: false,
+            draft: None,
         };
         assert_eq!(
             step_message(&reply("0"), 3).unwrap(),

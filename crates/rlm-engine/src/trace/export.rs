@@ -230,6 +230,7 @@ mod tests {
                 cost_usd: None,
                 latency_ms: 1,
                 from_cache: false,
+                draft: None,
             },
         ];
         let recs: Vec<TraceRecord> = sample()

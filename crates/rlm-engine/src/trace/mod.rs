@@ -177,6 +177,10 @@ pub enum TraceEvent {
         /// token counts are what the first call cost).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         from_cache: bool,
+        /// Speculative decoding's proposals for this reply (the embedded
+        /// model with a draft model): proposed and kept tokens.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        draft: Option<rlm_llm::DraftTokens>,
     },
     /// A piece of a model reply while it is generated (providers that
     /// stream: the local model; a replayed stream arrives as one piece). The
@@ -816,6 +820,7 @@ pub(crate) mod tests {
                 cost_usd: None,
                 latency_ms: 1,
                 from_cache: false,
+                draft: None,
             },
             TraceEvent::Cell {
                 agent: "0".into(),
@@ -872,6 +877,7 @@ pub(crate) mod tests {
                 cost_usd: None,
                 latency_ms: 1,
                 from_cache: false,
+                draft: None,
             },
             TraceEvent::Final {
                 agent: "0".into(),

@@ -191,6 +191,7 @@ fn parse_reply(
             .unwrap_or(requested_model)
             .to_string(),
         usage,
+        draft: None,
     })
 }
 

@@ -16,7 +16,7 @@ use crate::config::LlmConfig;
 use crate::error::LlmError;
 use crate::provider::{BoxFuture, Provider};
 use crate::schema;
-use crate::types::{FinishReason, ModelReply, ModelRequest, ReportedUsage};
+use crate::types::{DraftTokens, FinishReason, ModelReply, ModelRequest, ReportedUsage};
 
 /// The embedded model behind the [`Provider`] trait.
 #[derive(Debug)]
@@ -145,6 +145,10 @@ impl Provider for LocalProvider {
                     input_tokens: u64::from(generation.prompt_tokens),
                     output_tokens: u64::from(generation.output_tokens),
                     cached_tokens: Some(u64::from(generation.cached_prompt_tokens)),
+                }),
+                draft: (generation.draft_proposed > 0).then_some(DraftTokens {
+                    proposed: generation.draft_proposed,
+                    accepted: generation.draft_accepted,
                 }),
             })
         })

@@ -192,6 +192,7 @@ pub(crate) fn parse_reply(
         finish_reason,
         model,
         usage,
+        draft: None,
     })
 }
 

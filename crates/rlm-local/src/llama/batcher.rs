@@ -16,6 +16,7 @@ use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
+use super::draft::Drafter;
 use super::prefix::*;
 use super::prompt::*;
 use super::request::*;
@@ -53,6 +54,46 @@ pub(super) struct Slot {
     fed_output: Vec<LlamaToken>,
     /// What of `output` went to the request's [`TextSink`].
     streamed: StreamCursor,
+    /// Tokens the draft model proposed for this request, and those kept.
+    draft_proposed: u32,
+    draft_accepted: u32,
+}
+
+impl Slot {
+    /// Takes `token`, sampled for this request: appends its text (or ends
+    /// at the end of the turn, a stop string or the output cap), streams
+    /// what is new, and keeps it as the next token to decode.
+    fn take(&mut self, token: LlamaToken, vocab: &llama_cpp_2::vocab::LlamaVocab<'_>) -> Outcome {
+        self.first_token.get_or_insert_with(Instant::now);
+        let outcome = if vocab.is_eog(token) {
+            Outcome::Done(Finish::Stop)
+        } else {
+            self.output_tokens += 1;
+            self.output
+                .extend_from_slice(&vocab.token_to_piece(token, false, None));
+            if cut_at_stop(&mut self.output, &self.job.request.stop) {
+                Outcome::Done(Finish::Stop)
+            } else if self.output_tokens >= self.max_tokens {
+                Outcome::Done(Finish::Length)
+            } else {
+                self.next = Some(token);
+                Outcome::Continue
+            }
+        };
+        // A withdrawn request's last token goes nowhere.
+        if let Some(sink) = &self.job.request.on_text
+            && !self.job.reply.is_closed()
+        {
+            let text = match outcome {
+                Outcome::Continue => self.streamed.advance(&self.output, &self.job.request.stop),
+                Outcome::Done(_) => self.streamed.finish(&self.output),
+            };
+            if let Some(text) = text {
+                sink.send(&text);
+            }
+        }
+        outcome
+    }
 }
 
 /// A sequence between requests. Its cache keeps the tokens of the last
@@ -89,7 +130,22 @@ pub(super) fn worker(
             return;
         }
     };
-    let mut batcher = match Batcher::new(backend, &model, path, options) {
+    let draft_model = match &options.draft {
+        Some(draft) => {
+            match LlamaModel::load_from_file(backend, draft, &LlamaModelParams::default()) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    let _ = ready.send(Err(LocalError::Load {
+                        path: draft.clone(),
+                        detail: format!("the draft model (RLM_LOCAL_DRAFT): {e}"),
+                    }));
+                    return;
+                }
+            }
+        }
+        None => None,
+    };
+    let mut batcher = match Batcher::new(backend, &model, draft_model.as_ref(), path, options) {
         Ok(b) => b,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -118,6 +174,8 @@ pub(super) struct Batcher<'m> {
     /// Cache cells promised to the running slots (prompt + max output each).
     reserved_cells: u32,
     inbox_open: bool,
+    /// Speculative decoding's proposer, when a draft model is loaded.
+    draft: Option<Drafter<'m>>,
 }
 
 /// What of a new request's prompt its sequence already holds.
@@ -137,9 +195,20 @@ impl<'m> Batcher<'m> {
     fn new(
         backend: &LlamaBackend,
         model: &'m LlamaModel,
+        draft_model: Option<&'m LlamaModel>,
         path: &Path,
         options: LocalModelOptions,
     ) -> Result<Self, LocalError> {
+        let draft = match draft_model {
+            Some(d) => Some(Drafter::new(
+                backend,
+                d,
+                model,
+                options.threads,
+                options.batch_tokens,
+            )?),
+            None => None,
+        };
         let n_ctx = options.context_tokens.min(model.n_ctx_train().max(512));
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(n_ctx))
@@ -187,6 +256,7 @@ impl<'m> Batcher<'m> {
             slots: Vec::new(),
             reserved_cells: 0,
             inbox_open: true,
+            draft,
             options,
         })
     }
@@ -196,7 +266,7 @@ impl<'m> Batcher<'m> {
         while self.receive(inbox) {
             self.drop_withdrawn();
             self.admit();
-            if self.slots.is_empty() {
+            if self.slots.is_empty() || self.speculate() {
                 continue;
             }
             self.fill_batch();
@@ -397,6 +467,8 @@ impl<'m> Batcher<'m> {
             max_tokens,
             reserved,
             job,
+            draft_proposed: 0,
+            draft_accepted: 0,
         });
     }
 
@@ -527,42 +599,86 @@ impl<'m> Batcher<'m> {
         for (index, slot) in self.slots.iter_mut().enumerate() {
             let Some(at) = slot.logits_at else { continue };
             let token = slot.sampler.sample(&self.ctx, at);
-            let now = Instant::now();
-            slot.first_token.get_or_insert(now);
-            let outcome = if vocab.is_eog(token) {
-                Outcome::Done(Finish::Stop)
-            } else {
-                slot.output_tokens += 1;
-                slot.output
-                    .extend_from_slice(&vocab.token_to_piece(token, false, None));
-                if cut_at_stop(&mut slot.output, &slot.job.request.stop) {
-                    Outcome::Done(Finish::Stop)
-                } else if slot.output_tokens >= slot.max_tokens {
-                    Outcome::Done(Finish::Length)
-                } else {
-                    slot.next = Some(token);
-                    Outcome::Continue
-                }
-            };
-            // A withdrawn request's last token goes nowhere.
-            if let Some(sink) = &slot.job.request.on_text
-                && !slot.job.reply.is_closed()
-            {
-                let text = match outcome {
-                    Outcome::Continue => {
-                        slot.streamed.advance(&slot.output, &slot.job.request.stop)
-                    }
-                    Outcome::Done(_) => slot.streamed.finish(&slot.output),
-                };
-                if let Some(text) = text {
-                    sink.send(&text);
-                }
-            }
-            if let Outcome::Done(finish) = outcome {
+            if let Outcome::Done(finish) = slot.take(token, &vocab) {
                 finished.push((index, finish));
             }
         }
         finished
+    }
+
+    /// One step of speculative decoding, when a draft model is loaded and
+    /// one request is generating alone: the draft proposes a few tokens, one
+    /// batch decodes the pending token and the proposals, and the slot's
+    /// own sampler samples each position in order, keeping proposals while
+    /// they are what it sampled. The text is what plain decoding writes;
+    /// the cache keeps only the tokens kept. False when it did not apply.
+    fn speculate(&mut self) -> bool {
+        let (Some(drafter), [slot]) = (self.draft.as_mut(), self.slots.as_mut_slice()) else {
+            return false;
+        };
+        let Some(next) = slot.next.filter(|_| slot.fed == slot.prompt.len()) else {
+            return false;
+        };
+        let base = slot.prompt.len() + slot.output_tokens as usize - 1;
+        let left = (slot.max_tokens - slot.output_tokens) as usize;
+        let room = (self.n_ctx as usize).saturating_sub(base + 2);
+        let k = (self.options.draft_tokens as usize).min(left).min(room);
+        if k == 0 {
+            return false;
+        }
+        let mut history = Vec::with_capacity(base + 1);
+        history.extend_from_slice(&slot.prompt);
+        history.extend_from_slice(&slot.fed_output);
+        history.push(next);
+        let proposals = match drafter.propose(&history, k) {
+            Ok(p) => p,
+            Err(e) => {
+                // A failing draft must not fail the request: decode without it.
+                eprintln!("rlm: speculative decoding turned off: {e}");
+                self.draft = None;
+                return false;
+            }
+        };
+        let batch = &mut self.batch;
+        batch.clear();
+        for (i, &token) in std::iter::once(&next).chain(&proposals).enumerate() {
+            batch
+                .add(token, (base + i) as i32, &[slot.seq], true)
+                .expect("the batch holds the proposals");
+        }
+        slot.fed_output.push(next);
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
+            self.fail_all(&e);
+            return true;
+        }
+        let vocab = self.model.vocab();
+        let slot = &mut self.slots[0];
+        let mut kept = 0;
+        let mut done = None;
+        for i in 0..=proposals.len() {
+            let token = slot.sampler.sample(&self.ctx, i as i32);
+            if let Outcome::Done(finish) = slot.take(token, &vocab) {
+                done = Some(finish);
+                break;
+            }
+            if proposals.get(i) != Some(&token) {
+                break;
+            }
+            kept += 1;
+            slot.fed_output.push(token);
+        }
+        slot.draft_proposed += proposals.len() as u32;
+        slot.draft_accepted += kept as u32;
+        // Positions past the kept tokens hold proposals that were not kept.
+        let _ = self.ctx.clear_kv_cache_seq(
+            Some(slot.seq as u32),
+            Some((base + 1 + kept) as u32),
+            None,
+        );
+        if let Some(finish) = done {
+            self.finish(vec![(0, finish)]);
+        }
+        true
     }
 
     /// Answers the `finished` slots (in ascending index order) and returns
@@ -586,6 +702,8 @@ impl<'m> Batcher<'m> {
                 prompt_tokens,
                 cached_prompt_tokens: slot.reused as u32,
                 disk_prompt_tokens: slot.disk as u32,
+                draft_proposed: slot.draft_proposed,
+                draft_accepted: slot.draft_accepted,
                 output_tokens: slot.output_tokens,
                 finish,
                 queued: slot.admitted.duration_since(slot.job.submitted),

@@ -9,10 +9,13 @@
 //! cache, wait in a FIFO queue.
 
 mod batcher;
+mod calibrate;
+mod draft;
 mod model;
 mod prefix;
 mod prompt;
 mod request;
 
+pub use calibrate::measure_draft;
 pub use model::LocalModel;
 pub use request::{Finish, GenerateRequest, Generation, LocalModelOptions, Turn};

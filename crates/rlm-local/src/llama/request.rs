@@ -42,6 +42,18 @@ pub struct LocalModelOptions {
     /// models directory; `None` (the [`Default`], so that a library user's
     /// model writes nothing unasked) keeps nothing on disk.
     pub prefix_cache: Option<PathBuf>,
+    /// A draft model of the same family for speculative decoding
+    /// (`RLM_LOCAL_DRAFT`): it proposes [`LocalModelOptions::draft_tokens`]
+    /// tokens that the model checks in one batch, whenever one request is
+    /// generating alone. The text is the same as without it. `None` (the
+    /// [`Default`]): no draft.
+    pub draft: Option<PathBuf>,
+    /// Tokens the draft proposes per check (`RLM_LOCAL_DRAFT_TOKENS`,
+    /// default 2). On a CPU, llama.cpp multiplies batches of four or more
+    /// rows with another kernel than one row, which rounds differently: with
+    /// more than 2 proposals (a check of 4+ tokens) a near tie between two
+    /// tokens can come out the other way than in plain decoding.
+    pub draft_tokens: u32,
 }
 
 impl Default for LocalModelOptions {
@@ -57,6 +69,8 @@ impl Default for LocalModelOptions {
             repeat_last_n: 64,
             seed: 42,
             prefix_cache: None,
+            draft: None,
+            draft_tokens: 2,
         }
     }
 }
@@ -94,6 +108,15 @@ impl LocalModelOptions {
             o.seed = v;
         }
         o.prefix_cache = prefix_state::dir_from_env(&env);
+        if let Some(v) = r.whole(&table::LOCAL_DRAFT_TOKENS).map_err(config)? {
+            o.draft_tokens = v;
+        }
+        let models_dir = crate::cache::models_dir_with_env(|n| env(n).map(Into::into)).ok();
+        o.draft = crate::draft_choice::draft_from_setting(
+            env("RLM_LOCAL_DRAFT").as_deref(),
+            models_dir.as_deref(),
+            o.threads,
+        );
         Ok(o)
     }
 }
@@ -164,6 +187,11 @@ pub struct Generation {
     /// prefix state on disk ([`LocalModelOptions::prefix_cache`]): the
     /// system turn, saved by an earlier process. 0 when nothing was restored.
     pub disk_prompt_tokens: u32,
+    /// Tokens the draft model proposed (speculative decoding; 0 without a
+    /// draft, or when other requests were generating at the same time).
+    pub draft_proposed: u32,
+    /// Of [`Generation::draft_proposed`], those the model kept.
+    pub draft_accepted: u32,
 }
 
 pub(super) struct Job {

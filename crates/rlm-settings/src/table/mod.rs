@@ -51,6 +51,8 @@ pub const ALL: &[&Setting] = &[
     &LOCAL_MAX_OUTPUT_TOKENS,
     &LOCAL_SEED,
     &LOCAL_PREFIX_CACHE,
+    &LOCAL_DRAFT,
+    &LOCAL_DRAFT_TOKENS,
     &AUTO_PULL,
     &PYPI_URL,
     &HUB_URL,

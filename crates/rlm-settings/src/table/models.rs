@@ -267,6 +267,26 @@ pub const LOCAL_SEED: Setting = Setting::new(
     "42",
     "Sampling seed of the embedded model: the same request gets the same reply.",
 );
+/// Speculative decoding's draft model.
+pub const LOCAL_DRAFT: Setting = Setting::new(
+    EmbeddedModel,
+    ENV_ONLY,
+    "local_draft",
+    Some("RLM_LOCAL_DRAFT"),
+    Kind::Text,
+    "auto",
+    "Speculative decoding: a small model of the same family proposes tokens the embedded model checks in one batch (the text is the same). `auto` uses the draft `rlm model pull --draft` fetched when that pull measured it faster on this machine; `off`; or the path of a GGUF.",
+);
+/// Tokens the draft proposes per check.
+pub const LOCAL_DRAFT_TOKENS: Setting = Setting::new(
+    EmbeddedModel,
+    ENV_ONLY,
+    "local_draft_tokens",
+    Some("RLM_LOCAL_DRAFT_TOKENS"),
+    Kind::Whole(1, 16),
+    "2",
+    "Tokens the draft model proposes before the embedded model checks them. Up to 2 the text is exactly plain decoding's on a CPU; with more, the check multiplies 4+ rows with a kernel that rounds differently, and a near tie can come out the other way.",
+);
 /// Prefix state cache.
 pub const LOCAL_PREFIX_CACHE: Setting = Setting::new(
     EmbeddedModel,

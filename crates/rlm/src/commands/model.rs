@@ -32,6 +32,12 @@ pub struct PullArgs {
     /// Print the result as JSON (no progress bar).
     #[arg(long)]
     json: bool,
+    /// Also fetch the draft model for speculative decoding
+    /// (Qwen2.5-Coder-0.5B-Instruct, ~491 MB) and measure on this machine
+    /// whether it speeds generation up; `RLM_LOCAL_DRAFT=auto` (the default)
+    /// uses it only if it did.
+    #[arg(long)]
+    draft: bool,
 }
 
 /// `rlm model list`.
@@ -88,6 +94,11 @@ impl PullProgress for BarProgress {
 fn pull(args: PullArgs) -> anyhow::Result<()> {
     let spec = rlm_local::default_model();
     let outcome = download(&spec, args.json)?;
+    let draft = if args.draft {
+        Some(pull_draft(&outcome.path, args.json)?)
+    } else {
+        None
+    };
     let source = match outcome.source {
         PullSource::AlreadyPresent => "already present".to_string(),
         PullSource::Hub => "model hub".to_string(),
@@ -105,6 +116,7 @@ fn pull(args: PullArgs) -> anyhow::Result<()> {
                 "sha256": spec.sha256,
                 "source": source,
                 "downloaded_bytes": outcome.downloaded_bytes,
+                "draft": draft,
             })
         );
     } else {
@@ -121,6 +133,80 @@ fn pull(args: PullArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Pulls the draft model and, where this build runs models, measures it
+/// against the model alone and keeps the verdict that `RLM_LOCAL_DRAFT=auto`
+/// reads. Returns what was measured, as JSON.
+fn pull_draft(model: &std::path::Path, quiet: bool) -> anyhow::Result<serde_json::Value> {
+    let spec = rlm_local::draft_model();
+    let outcome = download(&spec, quiet)?;
+    if !quiet {
+        println!(
+            "{}: {} ({}, SHA-256 verified)",
+            spec.name,
+            outcome.path.display(),
+            human_size(spec.size)
+        );
+    }
+    #[cfg(feature = "local-model")]
+    {
+        if !quiet {
+            eprintln!("rlm: measuring generation with and without the draft (about a minute)");
+        }
+        let measured = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .enable_all()
+                        .build()
+                        .context("cannot start the async runtime")?;
+                    runtime
+                        .block_on(rlm_local::measure_draft(model, &outcome.path))
+                        .context("cannot measure the draft model")
+                })
+                .join()
+                .map_err(|_| anyhow::anyhow!("the measuring thread failed"))?
+        });
+        // The draft is in place either way; unmeasured, `auto` leaves it off.
+        let verdict = match measured {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!(
+                    "rlm: {e:#}; speculative decoding stays off (RLM_LOCAL_DRAFT=auto), RLM_LOCAL_DRAFT={} forces it",
+                    outcome.path.display()
+                );
+                return Ok(json!({"path": outcome.path, "verdict": null, "used": false}));
+            }
+        };
+        verdict.write(&rlm_local::models_dir()?)?;
+        if !quiet {
+            println!(
+                "speculative decoding: {:.1} tokens/s with the draft, {:.1} without ({} of {} proposed tokens kept{}): {}",
+                verdict.draft_tokens_per_s,
+                verdict.plain_tokens_per_s,
+                verdict.accepted,
+                verdict.proposed,
+                if verdict.same_text {
+                    ""
+                } else {
+                    "; the texts differed"
+                },
+                if verdict.faster() {
+                    "on (RLM_LOCAL_DRAFT=auto)"
+                } else {
+                    "off here; RLM_LOCAL_DRAFT=PATH forces it"
+                }
+            );
+        }
+        Ok(json!({"path": outcome.path, "verdict": verdict, "used": verdict.faster()}))
+    }
+    #[cfg(not(feature = "local-model"))]
+    {
+        let _ = model;
+        Ok(json!({"path": outcome.path, "verdict": null, "used": false}))
+    }
 }
 
 /// Pulls `spec` into the models directory, drawing a progress bar on stderr

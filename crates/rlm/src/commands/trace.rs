@@ -270,8 +270,20 @@ impl<'a> TreeLines<'a> {
                 output_tokens,
                 cached_input_tokens,
                 latency_ms,
+                from_cache,
+                draft,
                 ..
             } => {
+                let mut how = String::new();
+                if *from_cache {
+                    how.push_str(", from the reply cache");
+                }
+                if let Some(d) = draft {
+                    how.push_str(&format!(
+                        ", draft kept {} of {} tokens",
+                        d.accepted, d.proposed
+                    ));
+                }
                 let first = match (
                     self.first_text.get(agent.as_str()),
                     self.sent_at.get(agent.as_str()),
@@ -280,7 +292,7 @@ impl<'a> TreeLines<'a> {
                     _ => String::new(),
                 };
                 format!(
-                    "{t} {}[{agent}] reply {input_tokens} in ({cached_input_tokens} cached) / {output_tokens} out, {latency_ms} ms{first}: {}",
+                    "{t} {}[{agent}] reply {input_tokens} in ({cached_input_tokens} cached) / {output_tokens} out, {latency_ms} ms{first}{how}: {}",
                     indent(agent),
                     clip(text, width)
                 )
