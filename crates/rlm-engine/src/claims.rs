@@ -318,7 +318,7 @@ mod tests {
             ]
         );
         assert_eq!(list_marker_len("  12. x"), 5);
-        assert_eq!(cs[2].said(t), "Das Büro zieht im Mai um.");
+        assert_eq!(cs[2].said(t).trim(), "Das Büro zieht im Mai um.");
         assert_eq!(list_marker_len("3.5 m"), 0);
     }
 
