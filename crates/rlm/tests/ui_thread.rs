@@ -506,3 +506,35 @@ fn a_model_that_does_not_answer_shows_its_retries() {
         b.text("#steps")
     );
 }
+
+#[test]
+fn a_document_with_pages_opens_at_the_cited_page() {
+    browser_or_skip!(b);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).expect("docs folder");
+    std::fs::write(docs.join("a.txt"), "The office moves in May.\n").expect("written");
+    std::fs::write(docs.join("lease.pdf"), crate::corpus_cli::two_page_pdf()).expect("written");
+    let o = common::rlm(dir.path(), &["index", "docs", "--store", "store"], &[]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let script = Script::new()
+        .on(common::judge(), judge_reply(&[Verdict::Entailed; 2]))
+        .otherwise(Reply::text(
+            "FINAL(Parking has its own rules [[doc:1 \"Parking rules on page two\"]].)",
+        ));
+    let model = rlm_llm::testing::ScriptedServer::spawn(script);
+    let server = ui::server::Server::with_model(dir.path(), &model, &[]);
+    b.viewport(768, 1024);
+    open(b, &server, "/#/");
+    ask(b, "What about parking?");
+    b.wait_el(".msg.answer .md .cite[data-status=\"verified\"]");
+    b.click(".msg.answer .md .cite");
+    b.wait_text("#source-meta", "page 2");
+    b.click("#source-open-doc");
+    b.wait_text("#doc-text mark", "Parking rules on page two");
+    assert!(
+        b.text("#doc-meta").contains("cited: page 2"),
+        "{}",
+        b.text("#doc-meta")
+    );
+}

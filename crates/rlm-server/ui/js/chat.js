@@ -283,6 +283,7 @@ function deleteSession(id, title) {
     } catch (e) {
       if (e.status !== 404) { composerMsg("Could not delete the chat: " + e.message); return; }
     }
+    store.remove("branch." + id);
     announce("Chat deleted");
     if (state.current && state.current.id === id) newChat();
     await refreshSessions();
