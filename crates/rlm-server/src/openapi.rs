@@ -278,7 +278,7 @@ fn schemas() -> Value {
         }},
         "TraceRecord": {"type": "object", "required": ["seq", "t_ms", "ts", "type"], "properties": {
             "seq": {"type": "integer"}, "t_ms": {"type": "integer"}, "ts": {"type": "string"},
-            "type": {"enum": ["run_started", "llm_request", "llm_delta", "llm_response", "llm_error", "cell", "cell_output", "subcall_start", "subcall_end", "finding", "final", "verification", "budget_exhausted", "error", "flow_step", "fallback", "run_finished"]},
+            "type": {"enum": ["run_started", "llm_request", "llm_delta", "llm_response", "llm_retry", "llm_error", "cell", "cell_output", "subcall_start", "subcall_end", "finding", "final", "verification", "budget_exhausted", "error", "flow_step", "fallback", "run_finished"]},
             "agent": {"type": "string", "description": "Tree position: 0 is the root, 0.2 its third child"}
         }},
         "SessionSummary": {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string", "description": "The same as id (older clients)"}, "title": {"type": "string"}, "created_at": {"type": "string"}, "updated_at": {"type": "string"}, "turns": {"type": "integer"}, "findings": {"type": "integer"}}},
