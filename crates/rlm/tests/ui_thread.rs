@@ -196,6 +196,8 @@ fn a_list_and_a_table_are_no_claims_and_a_passage_is_one_source() {
     );
     b.goto(&format!("{}/{at}", server.url));
     b.wait_text("#doc-text mark", "The secret code is 4721");
+    let failures = axe(b, "1440x900 document at a passage");
+    assert!(failures.is_empty(), "{failures:#?}");
     b.keys("\u{E00C}");
     b.wait_for("the document to close", |b| {
         (b.count("#doc-dialog[open]") == 0).then_some(())
@@ -249,6 +251,8 @@ fn regenerate_makes_versions_and_an_edit_a_branch_the_model_sees_alone() {
     // Edit the question: a third version, asked without the other two.
     b.click(".msg.user .edit");
     b.wait_el(".msg.user textarea");
+    let failures = axe(b, "1440x900 editing a question");
+    assert!(failures.is_empty(), "{failures:#?}");
     b.js(
         "const t = document.querySelector('.msg.user textarea'); t.value = ''; t.focus();",
         json!([]),

@@ -533,8 +533,8 @@ export async function ask(question, { parent } = {}) {
         // The root's retries show in the status line ("model retrying 2/5").
         if (rec.type === "llm_retry" && rec.agent === "0") run.retrying = rec.attempt + "/" + rec.of;
         else if (rec.type === "llm_response" && rec.agent === "0") run.retrying = null;
-        if (rec.type === "llm_retry") tick();
         try { steps.handle(rec); } catch (e) { console.error("step", rec, e); }
+        tick();
         try { stream.handle(rec); } catch (e) { console.error("stream", rec, e); }
       } else if (ev.event === "end") {
         try { view = JSON.parse(ev.data); } catch (_) { view = null; }
