@@ -244,6 +244,9 @@ fn regenerate_makes_versions_and_an_edit_a_branch_the_model_sees_alone() {
     b.click(".msg.answer .prev-version");
     b.wait_text(".msg.answer .md", "Attempt one");
     assert_eq!(b.text(".msg.answer .versions-text"), "1/2");
+    // The steps beside it are that version's.
+    b.wait_text("#steps", "Attempt one");
+    assert!(!b.text("#steps").contains("Attempt two"));
     b.screenshot("versions-1440x900");
     let failures = axe(b, "1440x900 versions");
     assert!(failures.is_empty(), "{failures:#?}");

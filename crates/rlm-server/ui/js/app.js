@@ -127,6 +127,7 @@ for (const id of ["left", "right"]) {
   });
 }
 
+state.stepsInView = () => !isDrawer($("right")) && !$("pane-steps").hidden;
 state.showSteps = () => {
   selectRight($("tab-steps"), false);
   if (isDrawer($("right")) && !drawer) openDrawer($("right"), $("open-right"));

@@ -349,6 +349,8 @@ function versionNav(turn) {
   const go = (j) => () => {
     choose(turn.parent, all[j].id);
     renderThread();
+    // Steps shown beside the thread follow the version shown.
+    if (all[j].runId && state.stepsInView && state.stepsInView()) showRunSteps(all[j].runId, false);
     const card = $("messages").querySelector('.msg.answer[data-turn="' + CSS.escape(all[j].id) + '"]');
     if (card) { const b = card.querySelector(j < i ? ".prev-version" : ".next-version"); (b && !b.disabled ? b : card.querySelector(".versions-text")).focus(); }
     upgradeCards(state.current && state.current.id);
@@ -676,10 +678,11 @@ export async function stop() {
 
 // ---------- past runs ----------
 
-/** Replays a finished (or running) run's steps into the Steps panel. */
-export async function showRunSteps(runId) {
+/** Replays a finished (or running) run's steps into the Steps panel
+ * (revealing it, unless `reveal` is false). */
+export async function showRunSteps(runId, reveal = true) {
   const steps = new StepsView($("steps"), $("steps-status"));
-  if (state.showSteps) state.showSteps();
+  if (reveal && state.showSteps) state.showSteps();
   try {
     let view = null;
     await readEvents("/api/runs/" + encodeURIComponent(runId) + "/events", (ev) => {
