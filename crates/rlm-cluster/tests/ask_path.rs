@@ -91,6 +91,7 @@ fn in_session<'a>(
         name: "case-1".into(),
         run_id: Some(run_id.into()),
         keep_cancelled,
+        history_runs: None,
     })
 }
 

@@ -138,6 +138,7 @@ fn running_view(id: &str) -> RunView {
             status: RunStatus::Running,
             started_at: rlm_engine::trace::now_rfc3339(),
             finished_at: None,
+            history_runs: None,
         },
         answer: None,
         error: None,

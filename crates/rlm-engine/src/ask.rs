@@ -16,7 +16,7 @@ use crate::cancel::CancelToken;
 use crate::corpus::Corpus;
 use crate::engine::Engine;
 use crate::request::{AskRequest, ResolvedQuestion};
-use crate::session::{SessionBackend, SessionError, SessionState, Turn};
+use crate::session::{MAX_SESSION_TURNS, SessionBackend, SessionError, SessionState, Turn};
 use crate::trace::Trace;
 
 /// One question as a surface hands it over.
@@ -64,6 +64,9 @@ pub struct SessionTurn<'a> {
     /// keeps it with the run the client can read; `rlm mcp` does not (a
     /// cancelled call gets no response, so nobody saw the answer).
     pub keep_cancelled: bool,
+    /// The turns the model is given, by the runs that answered them (a
+    /// branch of the conversation); every turn when `None`.
+    pub history_runs: Option<Vec<String>>,
 }
 
 /// A question answered.
@@ -116,9 +119,7 @@ pub async fn ask_in_session(
             history: history.clone(),
             findings: Vec::new(),
         }),
-        Conversation::Session(s) => {
-            Some(off_runtime(|| s.sessions.load(&s.name)).map_err(AskError::Session)?)
-        }
+        Conversation::Session(s) => Some(off_runtime(|| branch(s)).map_err(AskError::Session)?),
     };
     let mut request = AskRequest::new(text.clone());
     request.flow = settings.flow;
@@ -150,4 +151,28 @@ pub async fn ask_in_session(
         _ => None,
     };
     Ok(AskedTurn { answer, not_saved })
+}
+
+/// A session's state for a new question: its turns (only those answered by
+/// the runs `history_runs` names, in that order, when it names some) and
+/// its findings.
+fn branch(s: &SessionTurn<'_>) -> Result<SessionState, SessionError> {
+    let Some(runs) = &s.history_runs else {
+        return s.sessions.load(&s.name);
+    };
+    let page = s.sessions.page(&s.name, None, MAX_SESSION_TURNS)?;
+    let by_run: std::collections::HashMap<&str, &Turn> = page
+        .turn_meta
+        .iter()
+        .zip(&page.history)
+        .filter_map(|(meta, turn)| Some((meta.run_id.as_deref()?, turn)))
+        .collect();
+    Ok(SessionState {
+        name: page.name,
+        history: runs
+            .iter()
+            .filter_map(|r| by_run.get(r.as_str()).map(|t| (*t).clone()))
+            .collect(),
+        findings: page.findings,
+    })
 }

@@ -1,5 +1,6 @@
 //! Claims of an answer and the claim-by-claim citation policy: an answer is
-//! split into claims (sentences, list items, table rows); `strict` keeps only
+//! split into claims (sentences, list items, table rows; not headings, list
+//! numbers, table headers or code); `strict` keeps only
 //! the claims with a verified citation, `best_effort` keeps all and lists the
 //! unsupported ones.
 
@@ -11,6 +12,15 @@ pub(crate) struct Claim {
     pub(crate) start: usize,
     pub(crate) end: usize,
     pub(crate) structural: bool,
+}
+
+impl Claim {
+    /// What the claim says: its text in `answer` without the list item's
+    /// number that starts it ("2. The office moves" states no "2").
+    pub(crate) fn said<'a>(&self, answer: &'a str) -> &'a str {
+        let text = &answer[self.start..self.end];
+        &text[list_marker_len(text)..]
+    }
 }
 
 /// Splits an answer into claims: per line, sentences ending in `.`, `!` or
@@ -38,15 +48,17 @@ pub(crate) fn claims(text: &str) -> Vec<Claim> {
         }
     }
     lines.push((line_start, text.len()));
+    let kinds = line_kinds(text, &lines);
     let mut out = Vec::new();
-    for (ls, end) in lines {
+    for (&(ls, end), structure) in lines.iter().zip(kinds) {
         let le = ls + text[ls..end].trim_end_matches('\r').len();
         let trimmed = text[ls..le].trim();
         if trimmed.is_empty() {
             continue;
         }
         let has_marker = markers.iter().any(|(s, _)| *s >= ls && *s < le);
-        if trimmed.starts_with('#')
+        if structure
+            || trimmed.starts_with('#')
             || (trimmed.ends_with(':') && !has_marker && trimmed.len() < 100)
         {
             out.push(Claim {
@@ -57,7 +69,9 @@ pub(crate) fn claims(text: &str) -> Vec<Claim> {
             continue;
         }
         let mut pos = ls;
-        let mut i = ls;
+        // A list item's number ("1." or "2)") ends no sentence.
+        let body = ls + list_marker_len(&text[ls..le]);
+        let mut i = body;
         while i < le {
             if let Some(e) = marker_at(i).or_else(|| inside(i)) {
                 i = e;
@@ -95,7 +109,7 @@ pub(crate) fn claims(text: &str) -> Vec<Claim> {
             }
             i = next;
         }
-        if !text[pos..le].trim().is_empty() {
+        if !text[pos.max(body)..le].trim().is_empty() {
             out.push(Claim {
                 start: pos,
                 end: le,
@@ -104,6 +118,70 @@ pub(crate) fn claims(text: &str) -> Vec<Claim> {
         }
     }
     out
+}
+
+/// For each line, whether it is Markdown structure that states nothing: a
+/// line of a fenced code block (or its fence), a table's header row and the
+/// row of dashes under it.
+fn line_kinds(text: &str, lines: &[(usize, usize)]) -> Vec<bool> {
+    let line = |k: usize| text[lines[k].0..lines[k].1].trim();
+    let mut out = vec![false; lines.len()];
+    let mut fence: Option<&str> = None;
+    for k in 0..lines.len() {
+        let t = line(k);
+        if let Some(f) = fence {
+            out[k] = true;
+            if t.starts_with(f)
+                && t.trim_start_matches(f.chars().next().unwrap_or('`'))
+                    .trim()
+                    .is_empty()
+            {
+                fence = None;
+            }
+            continue;
+        }
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fence = Some(&t[..3]);
+            out[k] = true;
+            continue;
+        }
+        if is_table_rule(t) {
+            out[k] = true;
+            // The row above the rule is the table's header.
+            if k > 0 && line(k - 1).contains('|') {
+                out[k - 1] = true;
+            }
+        }
+    }
+    out
+}
+
+/// True for a table's header rule: `|---|:--:|`, `--- | ---`.
+fn is_table_rule(line: &str) -> bool {
+    line.contains('-')
+        && line.contains('|')
+        && line
+            .chars()
+            .all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t'))
+}
+
+/// Bytes of the list marker that starts `line` ("  3. ", "10) "), if any.
+fn list_marker_len(line: &str) -> usize {
+    let indent = line.len() - line.trim_start().len();
+    let rest = &line[indent..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 9 {
+        return 0;
+    }
+    let after = &rest[digits..];
+    if (after.starts_with(". ") || after.starts_with(") ") || after.starts_with(".\t"))
+        || after == "."
+        || after == ")"
+    {
+        indent + digits + 1
+    } else {
+        0
+    }
 }
 
 /// Applies the policy: returns the text to keep (strict) and the claims
@@ -220,6 +298,28 @@ mod tests {
             ]
         );
         assert!(cs[0].structural && cs[5].structural && !cs[1].structural);
+    }
+
+    #[test]
+    fn list_numbers_table_headers_and_code_are_no_claims() {
+        let t = "Die Codes:\n\n1. Der Code ist 4721 [[doc:1 \"4721\"]].\n2) Das Büro zieht im Mai um.\n\n| Punkt | Wert |\n|---|:---:|\n| Code | 4721 |\n\n```python\nprint(1. )\n```\n";
+        let cs = claims(t);
+        let said: Vec<&str> = cs
+            .iter()
+            .filter(|c| !c.structural)
+            .map(|c| t[c.start..c.end].trim())
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "1. Der Code ist 4721 [[doc:1 \"4721\"]].",
+                "2) Das Büro zieht im Mai um.",
+                "| Code | 4721 |"
+            ]
+        );
+        assert_eq!(list_marker_len("  12. x"), 5);
+        assert_eq!(cs[2].said(t).trim(), "Das Büro zieht im Mai um.");
+        assert_eq!(list_marker_len("3.5 m"), 0);
     }
 
     #[test]

@@ -311,6 +311,13 @@ impl LlmClient {
                 Some(wait) => wait,
                 None => backoff(policy, attempt),
             };
+            if let Some(sink) = &request.on_token {
+                sink.retrying(
+                    earlier + attempt + 1,
+                    earlier + policy.max_retries + 1,
+                    &err.to_string(),
+                );
+            }
             tokio::time::sleep(delay).await;
         }
     }

@@ -58,7 +58,7 @@ pub use config::{
 pub use error::LlmError;
 pub use pricing::{ContextWindows, Price, PriceTable};
 pub use provider::{BoxFuture, Provider};
-pub use stream::{TokenDelta, TokenSink};
+pub use stream::{Retry, TokenDelta, TokenSink};
 pub use types::{
     ChatRequest, ChatResponse, DraftTokens, FinishReason, Message, ModelReply, ModelRequest,
     ModelRole, ReplySchema, ReportedUsage, Role, SchemaUse, Usage,

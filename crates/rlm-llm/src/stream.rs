@@ -21,12 +21,27 @@ pub struct TokenDelta<'a> {
 
 type Callback = dyn Fn(TokenDelta<'_>) + Send + Sync;
 
+/// A retry about to be made: its 1-based attempt, the most attempts the
+/// call makes, and why the previous attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry<'a> {
+    /// The attempt about to start (2 for the first retry).
+    pub attempt: u32,
+    /// The most attempts the call makes (retries included).
+    pub of: u32,
+    /// The error of the attempt before.
+    pub reason: &'a str,
+}
+
+type RetryCallback = dyn Fn(Retry<'_>) + Send + Sync;
+
 /// Where streamed text goes. Cheap to clone; clones share the callback and
 /// the attempt counter. Providers that do not stream never call it.
 #[derive(Clone)]
 pub struct TokenSink {
     callback: Arc<Callback>,
     attempt: Arc<AtomicU32>,
+    on_retry: Option<Arc<RetryCallback>>,
 }
 
 impl TokenSink {
@@ -37,6 +52,25 @@ impl TokenSink {
         TokenSink {
             callback: Arc::new(callback),
             attempt: Arc::new(AtomicU32::new(1)),
+            on_retry: None,
+        }
+    }
+
+    /// Also calls `callback` when the client is about to retry the call
+    /// (before it waits out the backoff), streaming or not.
+    pub fn on_retry(mut self, callback: impl Fn(Retry<'_>) + Send + Sync + 'static) -> Self {
+        self.on_retry = Some(Arc::new(callback));
+        self
+    }
+
+    /// Announces a retry; called by the client.
+    pub fn retrying(&self, attempt: u32, of: u32, reason: &str) {
+        if let Some(f) = &self.on_retry {
+            f(Retry {
+                attempt,
+                of,
+                reason,
+            });
         }
     }
 

@@ -117,6 +117,35 @@ async fn a_retried_stream_starts_a_new_attempt() {
     assert_eq!(second, "second try", "{pieces:?}");
 }
 
+#[tokio::test]
+async fn a_retry_is_announced_before_its_backoff_with_its_number_and_the_most_attempts() {
+    let server = ScriptedServer::start(
+        Script::new()
+            .reply(Fault::ServerError)
+            .reply(Reply::text("second try")),
+    )
+    .await;
+    let client = LlmClient::from_config(server.config(ProviderKind::OpenAi)).unwrap();
+    let retries: Arc<Mutex<Vec<(u32, u32, String)>>> = Arc::default();
+    let log = retries.clone();
+    let (tokens, _) = sink();
+    let tokens = tokens.on_retry(move |r| {
+        log.lock()
+            .unwrap()
+            .push((r.attempt, r.of, r.reason.to_string()))
+    });
+    let reply = client
+        .chat(ChatRequest::user("hi").streaming_to(tokens))
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "second try");
+    let retries = retries.lock().unwrap().clone();
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    let max = server.config(ProviderKind::OpenAi).retry.max_retries + 1;
+    assert_eq!((retries[0].0, retries[0].1), (2, max), "{retries:?}");
+    assert!(!retries[0].2.is_empty());
+}
+
 #[test]
 fn rlm_stream_is_on_or_off() {
     let env = |v: &'static str| move |name: &str| (name == "RLM_STREAM").then(|| v.to_string());

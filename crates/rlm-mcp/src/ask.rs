@@ -151,6 +151,7 @@ pub(super) async fn run(
             // A cancelled request gets no response, and its (partial)
             // answer is not saved in the session: the client never saw it.
             keep_cancelled: false,
+            history_runs: None,
         }),
         _ => Conversation::None,
     };
@@ -527,6 +528,12 @@ fn step_message(event: &TraceEvent, sub_calls: u32) -> Option<String> {
             format!("fallback ({kind}): {}", first_line(reason))
         }
         TraceEvent::LlmError { message, .. } => format!("model error: {}", first_line(message)),
+        TraceEvent::LlmRetry {
+            attempt,
+            of,
+            reason,
+            ..
+        } => format!("model retrying {attempt}/{of}: {}", first_line(reason)),
         TraceEvent::RunFinished { partial, usage, .. } => format!(
             "finished{}: {} model calls, {} tokens",
             if *partial { " (partial)" } else { "" },

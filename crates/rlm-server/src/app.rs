@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rlm_corpus::{CorpusStore, Embedder, Store};
-use rlm_engine::session::{cap_findings, validate_session_name};
+use rlm_engine::session::{MAX_SESSION_TURNS, cap_findings, validate_session_name};
 use rlm_engine::trace::{Trace, now_rfc3339};
 use rlm_engine::values::table;
 use rlm_engine::{AskedTurn, Conversation, Question, SessionTurn, ask_in_session};
@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, StartError};
 use crate::options::ServerOptions;
+use crate::run_record::valid_run_id;
 pub use crate::run_record::{RUNS_DIR, RunInfo, RunStatus, RunSummary, RunView};
 use crate::state::{EventLog, ServerState, off_runtime};
 use crate::store_watch::StoreWatch;
@@ -154,6 +155,12 @@ pub struct AskBody {
     /// own); `{date}` in it becomes today's date.
     #[serde(default)]
     pub briefing: Option<String>,
+    /// With `session`: the session's turns the model is given, by the runs
+    /// that answered them, oldest first (a branch of the conversation: a
+    /// question edited or an answer regenerated leaves out what it
+    /// replaces). Every turn of the session when absent.
+    #[serde(default)]
+    pub history_runs: Option<Vec<String>>,
     /// Earlier turns of the conversation given with the question itself
     /// (the OpenAI-compatible endpoint's messages), used like a session's
     /// history but saved nowhere. Not a field of the JSON API.
@@ -481,6 +488,7 @@ impl App {
                 status: RunStatus::Running,
                 started_at: now_rfc3339(),
                 finished_at: None,
+                history_runs: body.history_runs.clone(),
             },
             answer: None,
             error: None,
@@ -549,6 +557,18 @@ impl App {
         if let Some(name) = &body.session {
             validate_session_name(name)?;
         }
+        if let Some(runs) = &body.history_runs {
+            if body.session.is_none() {
+                return Err(ApiError::bad_request(
+                    "history_runs names turns of a session: give session too",
+                ));
+            }
+            if runs.len() > MAX_SESSION_TURNS || runs.iter().any(|r| !valid_run_id(r)) {
+                return Err(ApiError::bad_request(format!(
+                    "history_runs: at most {MAX_SESSION_TURNS} run ids (as the server makes them: letters, digits and -)"
+                )));
+            }
+        }
         if let Some(schema) = &body.response_schema {
             rlm_llm::schema::check(schema)
                 .map_err(|e| ApiError::bad_request(format!("response_schema: {e}")))?;
@@ -603,6 +623,7 @@ impl App {
                 name: name.clone(),
                 run_id: Some(run.view().run.id),
                 keep_cancelled: true,
+                history_runs: body.history_runs.clone(),
             }),
             None => Conversation::Given(body.history.clone()),
         };

@@ -238,20 +238,23 @@ fn schemas() -> Value {
             "high_recall": {"type": "boolean", "description": "The pipeline's stage-1 retrieval: RLM_HIGH_RECALL_K (200) entry chunks when true, RLM_RAG_K (10) when false (RLM_LOW_RECALL_MODE inverted)"},
             "expand_files": {"type": "boolean", "description": "Expand entry chunks to whole files (the pipeline's stage): with no flow given, true picks pipeline and false rag; a conflicting flow or use_rlm is a 400"},
             "rlm_summarize": {"type": "boolean", "description": "Inspect and summarize each file with generated programs (the pipeline's stage): with no flow given, true picks pipeline and false rag; a conflicting flow or use_rlm is a 400"},
-            "briefing": {"type": "string", "maxLength": 20000, "description": "Domain instructions (replace the server's --briefing); {date} becomes today's date; at most --max-briefing-chars characters"}
+            "briefing": {"type": "string", "maxLength": 20000, "description": "Domain instructions (replace the server's --briefing); {date} becomes today's date; at most --max-briefing-chars characters"},
+            "history_runs": {"type": "array", "items": {"type": "string"}, "maxItems": 200, "description": "With session: the session's turns the model is given, by the runs that answered them, oldest first (a branch: an edited question or a regenerated answer leaves out what it replaces); every turn when absent"}
         }},
         "RunStatus": {"enum": ["running", "done", "failed", "cancelled"]},
         "RunView": {"type": "object", "properties": {
             "id": {"type": "string"}, "question": {"type": "string"}, "session": {"type": ["string", "null"]},
             "flow": {"type": "string"}, "status": {"$ref": "#/components/schemas/RunStatus"},
             "started_at": {"type": "string", "format": "date-time"}, "finished_at": {"type": ["string", "null"]},
+            "history_runs": {"type": "array", "items": {"type": "string"}, "description": "The session turns the question was asked after (its history_runs); absent: every earlier turn"},
             "answer": {"oneOf": [{"$ref": "#/components/schemas/Answer"}, {"type": "null"}]},
             "error": {"type": ["string", "null"]}
         }},
         "RunSummary": {"type": "object", "properties": {
             "id": {"type": "string"}, "question": {"type": "string"}, "session": {"type": ["string", "null"]},
             "flow": {"type": "string"}, "status": {"$ref": "#/components/schemas/RunStatus"},
-            "started_at": {"type": "string"}, "finished_at": {"type": ["string", "null"]}, "partial": {"type": ["boolean", "null"]}
+            "started_at": {"type": "string"}, "finished_at": {"type": ["string", "null"]}, "partial": {"type": ["boolean", "null"]},
+            "history_runs": {"type": "array", "items": {"type": "string"}}
         }},
         "Answer": {"type": "object", "description": "As `rlm ask --json` prints it", "properties": {
             "answer": {"type": "string", "description": "Text with citation markers [[chunk:ID \"quote\"]] / [[doc:N \"quote\"]]"},
@@ -276,7 +279,7 @@ fn schemas() -> Value {
         }},
         "TraceRecord": {"type": "object", "required": ["seq", "t_ms", "ts", "type"], "properties": {
             "seq": {"type": "integer"}, "t_ms": {"type": "integer"}, "ts": {"type": "string"},
-            "type": {"enum": ["run_started", "llm_request", "llm_delta", "llm_response", "llm_error", "cell", "cell_output", "subcall_start", "subcall_end", "finding", "final", "verification", "budget_exhausted", "error", "flow_step", "fallback", "run_finished"]},
+            "type": {"enum": ["run_started", "llm_request", "llm_delta", "llm_response", "llm_retry", "llm_error", "cell", "cell_output", "subcall_start", "subcall_end", "finding", "final", "verification", "budget_exhausted", "error", "flow_step", "fallback", "run_finished"]},
             "agent": {"type": "string", "description": "Tree position: 0 is the root, 0.2 its third child"}
         }},
         "SessionSummary": {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string", "description": "The same as id (older clients)"}, "title": {"type": "string"}, "created_at": {"type": "string"}, "updated_at": {"type": "string"}, "turns": {"type": "integer"}, "findings": {"type": "integer"}}},
@@ -384,6 +387,7 @@ mod tests {
             "session",
             "briefing",
             "history",
+            "history_runs",
             "response_schema",
         ];
         let settings: Vec<&str> = QuestionSettings::SETTINGS

@@ -39,6 +39,10 @@ pub struct RunInfo {
     pub started_at: String,
     /// RFC 3339 UTC, once finished.
     pub finished_at: Option<String>,
+    /// The session turns its question was asked after, by their runs
+    /// (`history_runs` of the question); absent: every earlier turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_runs: Option<Vec<String>>,
 }
 
 /// A run as the API shows it.

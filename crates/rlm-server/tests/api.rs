@@ -406,6 +406,14 @@ async fn bad_requests_get_one_line_errors() {
         ),
         (json!({"query": "q"}), "unknown field `query`"),
         (json!({}), "missing field `question`"),
+        (
+            json!({"question": "q", "history_runs": ["r1-ab"]}),
+            "history_runs names turns of a session: give session too",
+        ),
+        (
+            json!({"question": "q", "session": "s", "history_runs": ["../x"]}),
+            "history_runs: at most 200 run ids",
+        ),
     ];
     for (body, expected) in cases {
         let (status, v) = h.post("/api/runs", body.clone()).await;

@@ -29,7 +29,7 @@ fn write(path: &Path, content: &[u8]) {
 }
 
 /// A two-page PDF with one line of text per page, offsets computed exactly.
-fn two_page_pdf() -> Vec<u8> {
+pub(crate) fn two_page_pdf() -> Vec<u8> {
     let page_text = [
         "Lease renewal terms on page one",
         "Parking rules on page two",

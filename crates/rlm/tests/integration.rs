@@ -23,3 +23,4 @@ mod retrieval_cli;
 mod serve_cli;
 mod settings_cli;
 mod ui_browser;
+mod ui_thread;

@@ -65,7 +65,7 @@ pub fn ground(
         if c.structural {
             continue;
         }
-        let text = answer[c.start..c.end].trim().to_string();
+        let text = c.said(answer).trim().to_string();
         let own: Vec<Citation> = verification
             .citations
             .iter()

@@ -26,8 +26,7 @@ pub(crate) fn backs_a_claim(
         .iter()
         .filter(|c| !c.structural)
         .any(|c| {
-            let (claim, named) =
-                without_source_refs(&strip_markers(&answer[c.start..c.end]), corpus);
+            let (claim, named) = without_source_refs(&strip_markers(c.said(answer)), corpus);
             let looked_at: Vec<SourceChunk> =
                 named.into_iter().chain(chunks.iter().cloned()).collect();
             support_from(&claim, question, &looked_at).is_some()
@@ -45,7 +44,7 @@ pub(crate) fn states_a_fact_of(answer: &str, question: &str, chunks: &[SourceChu
         .iter()
         .filter(|c| !c.structural)
         .any(|c| {
-            let claim = strip_markers(&answer[c.start..c.end]);
+            let claim = strip_markers(c.said(answer));
             let Some((_, _, quote)) = support_from(&claim, question, chunks) else {
                 return false;
             };

@@ -196,6 +196,20 @@ pub enum TraceEvent {
         /// The new text.
         text: String,
     },
+    /// A model call failed and is about to be tried again (after its
+    /// backoff): attempt `attempt` of at most `of`.
+    LlmRetry {
+        /// Agent id.
+        agent: String,
+        /// Depth.
+        depth: u32,
+        /// The attempt about to start (2 for the first retry).
+        attempt: u32,
+        /// The most attempts the call makes.
+        of: u32,
+        /// Why the attempt before failed.
+        reason: String,
+    },
     /// A model call failed (after the model layer's retries).
     LlmError {
         /// Agent id.
@@ -348,6 +362,7 @@ impl TraceEvent {
             TraceEvent::LlmRequest { agent, .. }
             | TraceEvent::LlmResponse { agent, .. }
             | TraceEvent::LlmDelta { agent, .. }
+            | TraceEvent::LlmRetry { agent, .. }
             | TraceEvent::LlmError { agent, .. }
             | TraceEvent::Cell { agent, .. }
             | TraceEvent::CellOutput { agent, .. }
@@ -558,7 +573,18 @@ impl DeltaStream {
     /// The sink to put on the model request.
     pub(crate) fn sink(&self) -> rlm_llm::TokenSink {
         let stream = self.clone();
-        rlm_llm::TokenSink::new(move |delta| stream.push(delta.attempt, delta.text))
+        let retries = self.clone();
+        rlm_llm::TokenSink::new(move |delta| stream.push(delta.attempt, delta.text)).on_retry(
+            move |r| {
+                retries.trace.emit(TraceEvent::LlmRetry {
+                    agent: retries.agent.clone(),
+                    depth: retries.depth,
+                    attempt: r.attempt,
+                    of: r.of,
+                    reason: r.reason.to_string(),
+                })
+            },
+        )
     }
 
     fn push(&self, attempt: u32, text: &str) {

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 class Event(dict):
     """One step of a run, as the engine's trace records it: ``type``
     (``run_started``, ``llm_request``, ``llm_response``, ``llm_delta``,
-    ``cell``, ``cell_output``, ``subcall_start``, ``subcall_end``,
+    ``llm_retry``, ``llm_error``, ``cell``, ``cell_output``, ``subcall_start``, ``subcall_end``,
     ``finding``, ``final``, ``verification``, ``budget_exhausted``,
     ``error``, ``flow_step``, ``fallback``, ``run_finished``), ``seq``,
     ``t_ms`` (since the run started), ``ts``, and the fields of its type

@@ -98,6 +98,45 @@ function sourceKey(c) {
   return (c.chunk_id || c.doc_id || c.path || c.id || "") + "|" + (c.quote || "");
 }
 
+// One source per passage: citations of the same passage (the model's and
+// the engine's) with the same check outcome share a number; each origin
+// and quote is kept.
+function passageKey(c) {
+  return c.chunk_id ? "chunk:" + c.chunk_id + "|" + (c.status || "unchecked") : null;
+}
+function addOrigin(src, c) {
+  const origin = c.origin === "engine" ? "engine" : "model";
+  if (!src.origins.includes(origin)) src.origins.push(origin);
+  if (c.quote && !src.quotes.includes(c.quote)) src.quotes.push(c.quote);
+}
+
+// Where the Markdown that starts the line holding `pos` ends: indentation,
+// list markers, quote marks, a table's first pipe, a heading's hashes.
+const LINE_LEAD = /^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])(?=[ \t]|$)[ \t]*|>[ \t]*|\|[ \t]*|#{1,6}(?=[ \t]|$)[ \t]*)*/;
+function leadEnd(text, pos) {
+  const start = text.lastIndexOf("\n", pos - 1) + 1;
+  return start + LINE_LEAD.exec(text.slice(start, text.indexOf("\n", start) < 0 ? text.length : text.indexOf("\n", start)))[0].length;
+}
+
+// Line starts of the lines that are structure, not statements: fenced code
+// (with its fences), a table's header row and its rule.
+function structureLines(text) {
+  const out = new Set();
+  const lines = [];
+  let at = 0;
+  for (const l of text.split("\n")) { lines.push([at, l.trim()]); at += l.length + 1; }
+  let fence = null;
+  lines.forEach(([start, t], k) => {
+    if (fence) { out.add(start); if (t.startsWith(fence) && !t.slice(3).replace(/[`~]/g, "").trim()) fence = null; return; }
+    if (/^(```|~~~)/.test(t)) { fence = t.slice(0, 3); out.add(start); return; }
+    if (t.includes("|") && t.includes("-") && /^[|\-: \t]+$/.test(t)) {
+      out.add(start);
+      if (k > 0 && lines[k - 1][1].includes("|")) out.add(lines[k - 1][0]);
+    }
+  });
+  return out;
+}
+
 /**
  * The numbered sources of an answer and where their markers go: the
  * model's markers (resolved by `citations`, else parsed), the citations
@@ -140,21 +179,25 @@ export function analyse(ans) {
     });
   }
   const unsupported = [];
+  const structure = structureLines(text);
   claims.forEach((claim, k) => {
     let e = at.get(claim.end);
     if (e === undefined) return;
+    // Nothing goes into the Markdown that starts a line (a list's number,
+    // a quote mark, a table's pipe): the structure stays as written.
+    e = Math.max(e, leadEnd(text, e));
+    let s = at.get(claim.start);
+    s = Math.max(s, leadEnd(text, s));
+    // Before the pipe that ends a table row (a marker after it is lost).
+    while (e > s && /[\s|]/.test(text[e - 1])) e--;
     for (const c of claim.citations || []) {
       if (c.origin === "engine") edits.push({ start: e, end: e, prio: 1, cit: c });
     }
-    const marks = /[\p{L}\p{N}]/u.test(String(claim.text || "").replace(MARKER_RE, ""));
-    if (marks && CLAIM_BADGE[claim.support]) {
-      let s = at.get(claim.start);
-      // Past the Markdown that starts a line (list, quote, table), before
-      // the pipe that ends a table row, so the structure stays intact.
-      const lead = /^[ \t]*(?:(?:[-*+]|\d+[.)])[ \t]+|>[ \t]*|\|[ \t]*)*/.exec(text.slice(s, e));
-      if (lead) s += lead[0].length;
-      while (e > s && /[\s|]/.test(text[e - 1])) e--;
-      if (e <= s) return;
+    // Only what states something is marked: not a number alone, a table's
+    // header, code.
+    const said = text.slice(s, e).replace(MARKER_RE, "");
+    const marks = /\p{L}/u.test(said) && !structure.has(text.lastIndexOf("\n", s - 1) + 1);
+    if (marks && e > s && CLAIM_BADGE[claim.support]) {
       unsupported.push({ k, claim });
       edits.push({ start: s, end: s, prio: 2, claimStart: k });
       edits.push({ start: e, end: e, prio: 0, claimEnd: k });
@@ -167,20 +210,26 @@ export function analyse(ans) {
   }
   edits.sort((a, b) => a.start - b.start || a.prio - b.prio);
 
-  // Sources numbered by first appearance; one number per place and quote.
+  // Sources numbered by first appearance; one number per passage (or per
+  // place and quote when the passage is not known).
   const sources = [];
   const byKey = new Map();
   for (const ed of edits) {
     if (!ed.cit) continue;
     const key = sourceKey(ed.cit);
-    let src = byKey.get(key);
+    const pkey = passageKey(ed.cit);
+    let src = byKey.get(key) || (pkey && byKey.get(pkey));
     if (!src) {
-      src = Object.assign({}, ed.cit, { n: sources.length + 1 });
-      byKey.set(key, src);
+      src = Object.assign({}, ed.cit, { n: sources.length + 1, origins: [], quotes: [] });
       sources.push(src);
     } else if (src.status !== "verified" && ed.cit.status === "verified") {
-      Object.assign(src, ed.cit, { n: src.n });
+      Object.assign(src, ed.cit, { n: src.n, origins: src.origins, quotes: src.quotes });
     }
+    // The model's own quote is the one shown first.
+    if (ed.cit.origin !== "engine" && src.origin === "engine") Object.assign(src, { quote: ed.cit.quote, origin: ed.cit.origin });
+    addOrigin(src, ed.cit);
+    byKey.set(key, src);
+    if (pkey) byKey.set(pkey, src);
     ed.n = src.n;
   }
   // Each source's entailment: the best support of the claims it backs
@@ -190,11 +239,13 @@ export function analyse(ans) {
     for (const claim of claims) {
       for (const c of claim.citations || []) {
         if (c.status !== "verified") continue;
-        const k = sourceKey(c), prev = best.get(k);
-        if (prev === undefined || SUPPORT_RANK[claim.support] > SUPPORT_RANK[prev]) best.set(k, claim.support);
+        const src = byKey.get(sourceKey(c)) || (passageKey(c) && byKey.get(passageKey(c)));
+        if (!src) continue;
+        const prev = best.get(src.n);
+        if (prev === undefined || SUPPORT_RANK[claim.support] > SUPPORT_RANK[prev]) best.set(src.n, claim.support);
       }
     }
-    for (const src of sources) src.support = best.get(sourceKey(src)) || "unsupported";
+    for (const src of sources) src.support = best.get(src.n) || "unsupported";
   }
   let out = "";
   let pos = 0;
@@ -208,6 +259,11 @@ export function analyse(ans) {
   }
   out += text.slice(pos);
   return { marked: out, sources, unsupported };
+}
+
+/** Text without its citation markers (an answer still being written). */
+export function withoutMarkers(t) {
+  return String(t || "").replace(MARKER_RE, "").replace(/[ \t]+([.,;!?])/g, "$1");
 }
 
 /** The answer as Markdown for the clipboard: markers as [n], sources listed. */
@@ -339,6 +395,13 @@ function supportBadge(s) {
   return el("span", { class: "entail", dataset: { support: s.support }, text: (s.support === "supported" ? "✓ " : "") + SUPPORT_TEXT[s.support] });
 }
 
+/** Who cited a source: the model, the engine (for a claim without one), both. */
+function originText(s) {
+  const o = s.origins || [s.origin === "engine" ? "engine" : "model"];
+  if (o.includes("engine") && o.includes("model")) return "cited by the model and found by the engine";
+  return o.includes("engine") ? "found by the engine" : "";
+}
+
 function sourceItem(s, opts) {
   const status = s.status || "unchecked";
   const li = el("li", { class: "source", value: String(s.n), dataset: Object.assign({ n: s.n, status }, s.support ? { support: s.support } : {}) });
@@ -349,8 +412,10 @@ function sourceItem(s, opts) {
   li.appendChild(el("span", { class: "cit-status", dataset: { status }, text: statusLabel(status) }));
   const badge = supportBadge(s);
   if (badge) li.appendChild(badge);
-  if (s.origin === "engine") li.appendChild(el("span", { class: "muted small", text: " found by the engine" }));
-  if (s.quote) li.appendChild(el("blockquote", { class: "quote", text: "“" + short(s.quote, 400) + "”" }));
+  const origin = originText(s);
+  if (origin) li.appendChild(el("span", { class: "muted small origin", text: " " + origin }));
+  const quotes = s.quotes && s.quotes.length ? s.quotes : s.quote ? [s.quote] : [];
+  for (const q of quotes.slice(0, 3)) li.appendChild(el("blockquote", { class: "quote", text: "“" + short(q, 400) + "”" }));
   if (status !== "verified" && s.detail) li.appendChild(el("div", { class: "muted small", text: s.detail }));
   return li;
 }
@@ -492,7 +557,7 @@ export async function openSource(s) {
   $("source-status").replaceChildren(
     el("span", { class: "cit-status", dataset: { status }, text: statusIcon(status) + " " + (STATUS_TEXT[status] || status) }),
     supportBadge(s),
-    s.origin === "engine" ? el("span", { class: "muted", text: " · found by the engine" }) : "",
+    originText(s) ? el("span", { class: "muted", text: " · " + originText(s) }) : "",
     s.detail && status !== "verified" ? el("div", { class: "muted", text: s.detail }) : "");
   const pre = $("source-text");
   pre.replaceChildren();
@@ -524,7 +589,7 @@ export async function openSource(s) {
     }
     if (openDocument && ch.doc_id) {
       docBtn.hidden = false;
-      docBtn.onclick = () => { dialog.close(); openDocument({ id: ch.doc_id, path: ch.path }); };
+      docBtn.onclick = () => { dialog.close(); openDocument({ id: ch.doc_id, path: ch.path, chunk: ch.id, quote: hit ? s.quote : null }); };
     }
   } catch (e) {
     $("source-meta").textContent = "";

@@ -40,18 +40,26 @@ function askToken(refused) {
     const input = $("token-input");
     $("token-error").textContent = refused ? "The server refused that token. Check it and try again." : "";
     input.value = "";
+    // Nothing works without the token: Escape does not dismiss the prompt.
+    // (A browser closes a dialog on Escape anyway when the page had no click
+    // since it opened; then it opens again.)
+    const keep = (ev) => ev.preventDefault();
+    const reopen = () => { if (!dialog.open) { dialog.showModal(); input.focus(); } };
     const done = (ev) => {
       ev.preventDefault();
       const token = input.value.trim();
       if (!token) { $("token-error").textContent = "Enter the token (rlm serve --token or RLM_SERVE_TOKEN)."; return; }
       $("token-form").removeEventListener("submit", done);
+      dialog.removeEventListener("cancel", keep);
+      dialog.removeEventListener("close", reopen);
       saveToken(token, $("token-remember").checked);
       dialog.close();
       pendingPrompt = null;
       resolve(token);
     };
     $("token-form").addEventListener("submit", done);
-    dialog.addEventListener("cancel", (ev) => ev.preventDefault(), { once: true });
+    dialog.addEventListener("cancel", keep);
+    dialog.addEventListener("close", reopen);
     openDialog(dialog, input);
   });
   return pendingPrompt;
@@ -73,12 +81,14 @@ export async function authFetch(path, opts) {
       res = await fetch(path, o);
     } catch (e) {
       if (e && e.name === "AbortError") throw e;
+      document.dispatchEvent(new Event("rlm:unreachable"));
       throw new HttpError(0, "the server at " + location.host + " is not answering (" + (e && e.message ? e.message : e) + ")");
     }
     if (res.status !== 401 || tries >= 5) return res;
     const had = !!memoryToken;
     if (had) forgetToken();
     await askToken(had);
+    if (o.signal && o.signal.aborted) throw new DOMException("stopped", "AbortError");
   }
 }
 

@@ -2,10 +2,10 @@
 // tabs, theme, the store and model-health indicators, and the routes
 // (#/c/<session>, #/run/<run>).
 
-import { $, el, plural, fmtInt, store } from "./util.js";
+import { $, el, plural, fmtInt, store, openDialog } from "./util.js";
 import { api, authFetch } from "./api.js";
 import { setupSettings } from "./settings.js";
-import { state, refreshSessions, refreshRuns, openSession, openRun, newChat, updateCharCount } from "./chat.js";
+import { state, refreshSessions, refreshRuns, openSession, openRun, newChat, updateCharCount, stop } from "./chat.js";
 import { refreshDocuments, setupAdding, setOnIndexed, openDocument } from "./docs.js";
 import { setDocumentOpener } from "./answer.js";
 
@@ -127,6 +127,7 @@ for (const id of ["left", "right"]) {
   });
 }
 
+state.stepsInView = () => !isDrawer($("right")) && !$("pane-steps").hidden;
 state.showSteps = () => {
   selectRight($("tab-steps"), false);
   if (isDrawer($("right")) && !drawer) openDrawer($("right"), $("open-right"));
@@ -188,6 +189,7 @@ async function checkHealth() {
   }
   $("health-detail").replaceChildren(...lines.map((l) => el("div", { text: l })));
   dot.setAttribute("aria-label", $("health-text").textContent + ": " + lines[0]);
+  clearTimeout(healthTimer);
   healthTimer = setTimeout(checkHealth, status === "ok" ? 30000 : 10000);
 }
 $("health").addEventListener("click", () => {
@@ -196,10 +198,23 @@ $("health").addEventListener("click", () => {
   $("health").setAttribute("aria-expanded", d.hidden ? "false" : "true");
 });
 document.addEventListener("rlm:health", checkHealth);
+// A request the server did not answer: the indicator says so at once.
+document.addEventListener("rlm:unreachable", () => {
+  const dot = $("health");
+  if (dot.dataset.state === "down" && $("health-text").textContent === "server gone") return;
+  dot.hidden = false;
+  dot.dataset.state = "down";
+  $("health-text").textContent = "server gone";
+  const line = "the server at " + location.host + " is not answering";
+  $("health-detail").replaceChildren(el("div", { text: line }));
+  dot.setAttribute("aria-label", "server gone: " + line);
+  clearTimeout(healthTimer);
+  healthTimer = setTimeout(checkHealth, 10000);
+});
 
 // ---------- dialogs ----------
 
-for (const id of ["source-close", "doc-close", "rename-cancel", "confirm-no"]) {
+for (const id of ["source-close", "doc-close", "rename-cancel", "confirm-no", "help-close"]) {
   $(id).addEventListener("click", () => $(id).closest("dialog").close());
 }
 // A click on the backdrop (outside the dialog's box) closes it, as Escape does.
@@ -212,6 +227,31 @@ for (const d of document.querySelectorAll("dialog")) {
   });
 }
 
+// ---------- keyboard shortcuts ----------
+
+function typing(t) { return t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)); }
+$("help-open").addEventListener("click", () => openDialog($("help-dialog"), $("help-close")));
+document.addEventListener("keydown", (ev) => {
+  if (ev.defaultPrevented || document.querySelector("dialog[open]")) return;
+  const k = ev.key;
+  if ((ev.ctrlKey || ev.metaKey) && !ev.altKey && k.toLowerCase() === "k") {
+    ev.preventDefault();
+    if (isDrawer($("left")) && !drawer) openDrawer($("left"), $("open-left"));
+    selectLeft($("tab-chats"), false);
+    $("chat-search").focus();
+  } else if (ev.altKey && !ev.ctrlKey && !ev.metaKey && ev.code === "KeyN") {
+    ev.preventDefault();
+    if (drawer) closeDrawer();
+    newChat();
+  } else if (ev.altKey && !ev.ctrlKey && !ev.metaKey && ev.code === "Period") {
+    ev.preventDefault();
+    stop();
+  } else if (!typing(ev.target) && !ev.ctrlKey && !ev.metaKey && !ev.altKey) {
+    if (k === "/") { ev.preventDefault(); if (drawer) closeDrawer(); $("question").focus(); }
+    else if (k === "?") { ev.preventDefault(); openDialog($("help-dialog"), $("help-close")); }
+  }
+});
+
 // ---------- routes ----------
 
 async function route() {
@@ -222,8 +262,10 @@ async function route() {
     if (!state.current || state.current.id !== id) await openSession(id);
   } else if ((m = /^#\/run\/([^/]+)$/.exec(h))) {
     await openRun(decodeURIComponent(m[1]));
-  } else if ((m = /^#\/doc\/([^/]+)$/.exec(h))) {
-    openDocument({ id: decodeURIComponent(m[1]) });
+  } else if ((m = /^#\/doc\/([^/?]+)(?:\/([^/?]+))?(?:\?q=(.*))?$/.exec(h))) {
+    if (!state.current) newChat();
+    const d = { id: decodeURIComponent(m[1]), chunk: m[2] ? decodeURIComponent(m[2]) : null, quote: m[3] ? decodeURIComponent(m[3]) : null };
+    if (!$("doc-dialog").open) openDocument(d);
   } else {
     newChat();
   }

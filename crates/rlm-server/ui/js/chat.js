@@ -2,11 +2,12 @@
 // thread of a session, asking (live steps, Stop), answers (copy,
 // regenerate, steps), errors with Retry, and past runs reopened.
 
-import { $, el, plural, fmtInt, fmtSecs, short, ago, announce, copyText, openDialog } from "./util.js";
+import { $, el, plural, fmtInt, fmtSecs, short, ago, announce, copyText, openDialog, store } from "./util.js";
 import { api, readEvents, HttpError } from "./api.js";
 import { renderAnswer, plainAnswer } from "./answer.js";
 import { StepsView, emptySteps } from "./steps.js";
 import { askOptions } from "./settings.js";
+import { AnswerStream } from "./stream.js";
 
 const SESSION_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -14,6 +15,9 @@ export const state = {
   info: null,
   sessions: [],
   current: null,  // {id, title} of the open chat; id null for a new chat not yet asked
+  turns: [],      // the open chat's turns: {id, runId, parent, question, ans}
+  choice: {},     // per parent turn id ("" for the first question): the version shown
+  views: new Map(), // run id → RunView (claims and usage the turns do not keep)
   run: null,      // the question being answered
   showSteps: null, // set by the layout: reveals the Steps panel
 };
@@ -39,10 +43,13 @@ function renderSessions() {
   const a = document.activeElement;
   const keep = a && ul.contains(a) ? { id: a.closest("li").dataset.session, cls: a.className } : null;
   const cur = state.current && state.current.id;
-  const items = state.sessions.map((s) => {
+  const q = $("chat-search").value.trim().toLocaleLowerCase();
+  const shown = q ? state.sessions.filter((s) => sessionTitle(s).toLocaleLowerCase().includes(q)) : state.sessions;
+  $("chat-search-count").textContent = q ? plural(shown.length, "chat") + " of " + state.sessions.length : "";
+  const items = shown.map((s) => {
     const id = s.id || s.name;
     const title = sessionTitle(s);
-    const open = el("a", { class: "session-open", href: "#/c/" + encodeURIComponent(id), "aria-current": id === cur ? "page" : null },
+    const open = el("a", { class: "session-open", href: "#/c/" + encodeURIComponent(id), title, "aria-current": id === cur ? "page" : null },
       el("span", { class: "name", text: title }),
       el("span", { class: "meta", text: plural(s.turns ?? 0, "question") + (s.updated_at ? " · " + ago(s.updated_at) : "") }));
     const rename = el("button", { type: "button", class: "icon-btn rename", "aria-label": "Rename chat “" + title + "”", title: "Rename", text: "✎" });
@@ -51,7 +58,7 @@ function renderSessions() {
     del.addEventListener("click", () => deleteSession(id, title));
     return el("li", { class: id === cur ? "active" : "", dataset: { session: id } }, open, rename, del);
   });
-  if (!items.length) items.push(el("li", { class: "empty", text: "No chats yet: ask a question to start one." }));
+  if (!items.length) items.push(el("li", { class: "empty", text: q ? "No chat title matches." : "No chats yet: ask a question to start one." }));
   ul.replaceChildren(...items);
   if (keep) {
     const li = Array.from(ul.children).find((x) => x.dataset.session === keep.id);
@@ -70,16 +77,17 @@ function setChatTitle(title) {
 export async function openSession(id) {
   if (state.run) { composerMsg("Stop the running question (or wait for it) before switching chats."); return false; }
   state.current = { id, title: null };
+  state.turns = [];
+  state.choice = store.get("branch." + id, {}) || {};
   const known = state.sessions.find((s) => (s.id || s.name) === id);
   setChatTitle(known ? sessionTitle(known) : "…");
   renderSessions();
   $("messages").replaceChildren();
   emptySteps("Open an answer's steps, or ask a question.");
-  let data;
   try {
-    data = await api("GET", "/api/sessions/" + encodeURIComponent(id) + "?limit=50");
+    await loadTurns(id);
   } catch (e) {
-    if (state.current.id !== id) return false;
+    if (!state.current || state.current.id !== id) return false;
     if (e.status === 404) {
       setChatTitle("Chat not found");
       $("messages").appendChild(errorCard({ headline: "There is no chat “" + id + "” on this server", detail: "It may have been deleted. Start a new chat or pick one from the list." }));
@@ -88,42 +96,150 @@ export async function openSession(id) {
     }
     return false;
   }
-  if (state.current.id !== id) return false;
+  if (!state.current || state.current.id !== id) return false;
+  renderThread();
+  scrollThread();
+  await upgradeCards(id);
+  return true;
+}
+
+// ---------- the conversation: turns, branches, versions ----------
+
+/** Reads the session's turns and, from their runs, which turn each
+ * question was asked after (a branch: an edit or a regenerated answer). */
+async function loadTurns(id) {
+  const [data, runs] = await Promise.all([
+    api("GET", "/api/sessions/" + encodeURIComponent(id) + "?limit=100"),
+    api("GET", "/api/runs?limit=500&session=" + encodeURIComponent(id)).catch(() => ({ runs: [] })),
+  ]);
+  if (!state.current || state.current.id !== id) return;
   state.current.title = data.title || data.name || id;
   setChatTitle(state.current.title);
-  if (data.first > 0) {
-    $("messages").appendChild(el("p", { class: "muted older", text: plural(data.first, "earlier question") + " not shown" }));
+  state.earlier = data.first || 0;
+  const byRun = new Map(((runs && runs.runs) || []).map((r) => [r.id, r]));
+  const turns = [];
+  let prev = null;
+  (data.history || []).forEach((t, i) => {
+    const id = t.run_id || "t" + (state.earlier + i);
+    const run = t.run_id ? byRun.get(t.run_id) : null;
+    let parent = prev;
+    if (run && Array.isArray(run.history_runs)) parent = run.history_runs.length ? run.history_runs[run.history_runs.length - 1] : null;
+    turns.push({
+      id, runId: t.run_id || null, parent, question: t.question || "",
+      ans: { answer: t.answer || "", partial: !!t.partial, citations: Array.isArray(t.citations) ? t.citations : null },
+    });
+    prev = id;
+  });
+  const ids = new Set(turns.map((t) => t.id));
+  for (const t of turns) if (t.parent !== null && !ids.has(t.parent)) t.parent = null;
+  state.turns = turns;
+}
+
+function versionsOf(turn) { return state.turns.filter((t) => t.parent === turn.parent); }
+
+/** The turns shown: from the first question, the chosen version of each
+ * (the newest unless another was picked), up to `until` when given. */
+function shownPath(until) {
+  const path = [];
+  let parent = null;
+  for (;;) {
+    if (until !== undefined && parent === until) break;
+    const kids = state.turns.filter((t) => t.parent === parent);
+    if (!kids.length) break;
+    const t = kids.find((k) => k.id === state.choice[parent ?? ""]) || kids[kids.length - 1];
+    path.push(t);
+    parent = t.id;
   }
-  const upgrades = [];
-  for (const turn of data.history || []) {
-    $("messages").appendChild(userBubble(turn.question || ""));
-    const ans = { answer: turn.answer || "", partial: !!turn.partial, citations: Array.isArray(turn.citations) ? turn.citations : null };
-    const card = answerCard(ans, { question: turn.question, runId: turn.run_id || null });
-    $("messages").appendChild(card);
-    if (turn.run_id) upgrades.push([card, turn]);
+  return path;
+}
+
+/** The runs whose turns the model is given after `parent` (its ancestors),
+ * or null when one of them has no run id (then the whole session is). */
+function historyRuns(parent) {
+  const byId = new Map(state.turns.map((t) => [t.id, t]));
+  const runs = [];
+  for (let t = byId.get(parent); t; t = byId.get(t.parent)) {
+    if (!t.runId) return null;
+    runs.unshift(t.runId);
   }
-  scrollThread();
-  // The saved runs carry the claims and usage that the turns do not.
-  for (const [card, turn] of upgrades.slice(-10)) {
+  return runs;
+}
+
+function choose(parent, id) {
+  state.choice[parent ?? ""] = id;
+  if (state.current && state.current.id) store.set("branch." + state.current.id, state.choice);
+}
+
+/** Draws the thread: the shown path (up to `until`, when a new version of
+ * a later turn is being asked). */
+function renderThread(until) {
+  const box = $("messages");
+  const nodes = [];
+  if (state.earlier > 0) nodes.push(el("p", { class: "muted older", text: plural(state.earlier, "earlier question") + " not shown" }));
+  for (const turn of shownPath(until)) {
+    nodes.push(userBubble(turn.question, turn));
+    const view = turn.runId ? state.views.get(turn.runId) : null;
+    const ans = view && view.answer ? view.answer : turn.ans;
+    nodes.push(answerCard(ans, { question: turn.question, runId: turn.runId, view, turn }));
+  }
+  box.replaceChildren(...nodes);
+  $("export").hidden = !state.turns.length;
+}
+
+/** The saved runs carry the claims and usage that the turns do not. */
+async function upgradeCards(id) {
+  for (const turn of shownPath().slice(-10)) {
+    if (!turn.runId || state.views.has(turn.runId)) continue;
     try {
-      const view = await api("GET", "/api/runs/" + encodeURIComponent(turn.run_id));
-      if (state.current.id !== id || !card.isConnected) return true;
-      if (view && view.answer) card.replaceWith(answerCard(view.answer, { question: turn.question, runId: turn.run_id, view }));
+      const view = await api("GET", "/api/runs/" + encodeURIComponent(turn.runId));
+      if (!state.current || state.current.id !== id || state.run) return;
+      state.views.set(turn.runId, view);
+      const card = $("messages").querySelector('.msg.answer[data-turn="' + CSS.escape(turn.id) + '"]');
+      if (card && view && view.answer) card.replaceWith(answerCard(view.answer, { question: turn.question, runId: turn.runId, view, turn }));
     } catch (_) { /* run pruned (--keep-runs): the turn as saved stays */ }
   }
-  return true;
 }
 
 /** A fresh, empty chat (its session is made with its first question). */
 export function newChat() {
   if (state.run) { composerMsg("Stop the running question (or wait for it) before starting a new chat."); return; }
   state.current = { id: null, title: null };
+  state.turns = [];
+  state.choice = {};
+  state.earlier = 0;
+  $("export").hidden = true;
   setChatTitle(null);
   renderSessions();
-  $("messages").replaceChildren(el("p", { class: "welcome", text: "Ask a question about the documents. Answers cite their sources; each chat keeps its history." }));
+  const welcome = el("div", { class: "welcome" }, el("p", { text: "Ask a question about the documents. Answers cite their sources; each chat keeps its history." }));
+  $("messages").replaceChildren(welcome);
+  examples(welcome);
   emptySteps("The steps of the next question appear here live.");
   if (location.hash && location.hash !== "#/") history.pushState(null, "", "#/");
   $("question").focus();
+}
+
+/** Example questions on an empty chat, about documents of the store. */
+async function examples(box) {
+  let docs = [];
+  try { docs = ((await api("GET", "/api/documents?limit=20")) || {}).documents || []; } catch (_) { return; }
+  // Documents spread over the store, by their titles (else file names).
+  const picks = [];
+  for (let i = 0; i < docs.length && picks.length < 3; i += Math.max(1, Math.floor(docs.length / 3))) picks.push(docs[i]);
+  if (!picks.length || !box.isConnected) return;
+  const list = el("ul", { class: "examples", "aria-label": "Example questions" });
+  for (const d of picks) {
+    const name = (d.title || d.path || "").split("/").pop();
+    const q = "What does “" + name + "” say?";
+    const b = el("button", { type: "button", class: "example", text: q });
+    b.addEventListener("click", () => {
+      const box = $("question");
+      box.value = q;
+      box.dispatchEvent(new Event("input"));
+      box.focus();
+    });
+    list.appendChild(el("li", null, b));
+  }
+  box.append(el("p", { class: "hint", text: "For example, about documents of this store:" }), list);
 }
 
 function renameSession(id, title) {
@@ -167,6 +283,7 @@ function deleteSession(id, title) {
     } catch (e) {
       if (e.status !== 404) { composerMsg("Could not delete the chat: " + e.message); return; }
     }
+    store.remove("branch." + id);
     announce("Chat deleted");
     if (state.current && state.current.id === id) newChat();
     await refreshSessions();
@@ -187,12 +304,70 @@ $("new-chat").addEventListener("click", newChat);
 function scrollThread() { const m = $("messages"); m.scrollTop = m.scrollHeight; }
 function composerMsg(text) { $("composer-msg").textContent = text || ""; }
 
-function userBubble(text) {
-  return el("div", { class: "msg user" }, el("h3", { class: "sr-only", text: "You asked" }), el("div", { class: "user-text", text }));
+function userBubble(text, turn) {
+  const bubble = el("div", { class: "msg user" }, el("h3", { class: "sr-only", text: "You asked" }), el("div", { class: "user-text", text }));
+  if (turn) {
+    const edit = el("button", { type: "button", class: "small-btn edit", text: "Edit", "aria-label": "Edit this question and ask again" });
+    edit.addEventListener("click", () => editQuestion(bubble, turn));
+    bubble.appendChild(el("div", { class: "user-actions" }, edit));
+  }
+  return bubble;
 }
 
-function answerCard(ans, { question, runId, view }) {
-  const card = el("article", { class: "msg answer", "aria-label": "Answer", dataset: runId ? { run: runId } : {} });
+/** The question in a box to change and send again: a new version beside
+ * the old one (which is kept). */
+function editQuestion(bubble, turn) {
+  if (state.run) { composerMsg("A question is already running: Stop it or wait."); return; }
+  const box = el("textarea", { class: "edit-box", rows: "3", "aria-label": "Edited question" });
+  box.value = turn.question;
+  const send = el("button", { type: "submit", class: "primary", text: "Send" });
+  const cancel = el("button", { type: "button", text: "Cancel" });
+  const form = el("form", { class: "edit-form" }, box, el("div", { class: "edit-buttons" }, cancel, send));
+  const old = Array.from(bubble.childNodes);
+  bubble.replaceChildren(form);
+  const restore = () => { bubble.replaceChildren(...old); bubble.querySelector(".edit").focus(); };
+  cancel.addEventListener("click", restore);
+  box.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") { ev.preventDefault(); ev.stopPropagation(); restore(); }
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); form.requestSubmit(); }
+  });
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const q = box.value.trim();
+    if (!q) { box.focus(); return; }
+    ask(q, { parent: turn.parent });
+  });
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+}
+
+/** ‹ 1/2 ›: the versions of a turn (regenerated answers, edited questions). */
+function versionNav(turn) {
+  const all = versionsOf(turn);
+  if (all.length < 2) return null;
+  const i = all.indexOf(turn);
+  const go = (j) => () => {
+    choose(turn.parent, all[j].id);
+    renderThread();
+    // Steps shown beside the thread follow the version shown.
+    if (all[j].runId && state.stepsInView && state.stepsInView()) showRunSteps(all[j].runId, false);
+    const card = $("messages").querySelector('.msg.answer[data-turn="' + CSS.escape(all[j].id) + '"]');
+    if (card) { const b = card.querySelector(j < i ? ".prev-version" : ".next-version"); (b && !b.disabled ? b : card.querySelector(".versions-text")).focus(); }
+    upgradeCards(state.current && state.current.id);
+  };
+  const prev = el("button", { type: "button", class: "icon-btn prev-version", "aria-label": "Previous version", text: "‹", disabled: i === 0 });
+  const next = el("button", { type: "button", class: "icon-btn next-version", "aria-label": "Next version", text: "›", disabled: i === all.length - 1 });
+  if (i > 0) prev.addEventListener("click", go(i - 1));
+  if (i < all.length - 1) next.addEventListener("click", go(i + 1));
+  return el("span", { class: "versions", role: "group", "aria-label": "Versions" }, prev,
+    el("span", { class: "versions-text", tabindex: "-1", text: (i + 1) + "/" + all.length, "aria-label": "version " + (i + 1) + " of " + all.length }), next);
+}
+
+function answerCard(ans, { question, runId, view, turn }) {
+  const data = {};
+  if (runId) data.run = runId;
+  if (turn) data.turn = turn.id;
+  const card = el("article", { class: "msg answer", "aria-label": "Answer", dataset: data });
   if (ans.partial) {
     card.appendChild(el("p", { class: "badge partial", text: "Partial answer" + (ans.partial_reason ? ": " + ans.partial_reason : "") }));
   }
@@ -213,6 +388,8 @@ function answerCard(ans, { question, runId, view }) {
   if (view && view.flow) stats.push(view.flow);
   foot.appendChild(el("span", { class: "stats" + (r.verified ? "" : " warn"), text: stats.join(" · ") }));
   const actions = el("span", { class: "actions" });
+  const nav = turn ? versionNav(turn) : null;
+  if (nav) actions.appendChild(nav);
   const copy = el("button", { type: "button", class: "small-btn copy", text: "Copy" });
   copy.addEventListener("click", async () => {
     const ok = await copyText(plainAnswer(ans));
@@ -221,9 +398,10 @@ function answerCard(ans, { question, runId, view }) {
     setTimeout(() => { copy.textContent = "Copy"; }, 1500);
   });
   actions.appendChild(copy);
-  if (question) {
+  if (question && turn) {
+    // A new version in place of this one; the rerun does not see it.
     const regen = el("button", { type: "button", class: "small-btn regenerate", text: "Regenerate" });
-    regen.addEventListener("click", () => ask(question));
+    regen.addEventListener("click", () => ask(question, { parent: turn.parent }));
     actions.appendChild(regen);
   }
   if (runId) {
@@ -292,8 +470,10 @@ function setRunning(on) {
   $("stop").hidden = !on;
 }
 
-/** Asks `question` in the open chat (making its session on the first). */
-export async function ask(question) {
+/** Asks `question` in the open chat (making its session on the first);
+ * `parent`: the turn it follows (a new version of a later turn), else the
+ * last turn shown. */
+export async function ask(question, { parent } = {}) {
   if (state.run) { composerMsg("A question is already running: Stop it or wait."); return; }
   const q = String(question || "").trim();
   if (!q) { composerMsg("Type a question first."); $("question").focus(); return; }
@@ -303,16 +483,28 @@ export async function ask(question) {
   try { opts = askOptions(); } catch (e) { composerMsg(e.message); return; }
   composerMsg("");
   if (!state.current || !state.current.id) {
+    // A new chat starts clean (not below a past run's page).
     const id = newSessionId();
     state.current = { id, title: q };
+    state.turns = [];
+    state.choice = {};
+    state.earlier = 0;
+    $("messages").replaceChildren();
     history.pushState(null, "", "#/c/" + id);
     setChatTitle(q);
   }
+  const path = shownPath();
+  const after = parent !== undefined ? parent : path.length ? path[path.length - 1].id : null;
+  // A new version of a later turn: the thread shows the turns before it.
+  if (parent !== undefined) renderThread(after);
   const sessionId = state.current.id;
   const welcome = $("messages").querySelector(".welcome");
   if (welcome) welcome.remove();
   const bubble = userBubble(q);
-  const pending = el("div", { class: "msg pending" }, el("span", { class: "spinner", "aria-hidden": "true" }), el("span", { class: "pending-text", text: "Sending…" }));
+  const stream = new AnswerStream({ openStep: (turn, index) => showStep(turn, index), onDraw: () => { if (follow) scrollThread(); } });
+  const status = el("span", { class: "pending-text", text: "Sending…" });
+  const pending = el("div", { class: "msg pending live", "aria-busy": "true" },
+    el("div", { class: "live-head" }, el("span", { class: "spinner", "aria-hidden": "true" }), status), stream.node);
   $("messages").append(bubble, pending);
   scrollThread();
   const steps = new StepsView($("steps"), $("steps-status"));
@@ -320,16 +512,18 @@ export async function ask(question) {
   state.run = run;
   setRunning(true);
   const tick = () => {
-    const t = pending.querySelector(".pending-text");
     const secs = Math.round((Date.now() - run.started) / 1000);
-    if (t) t.textContent = (run.id ? "Working" : "Sending") + "… " + secs + " s · " + plural(steps.events, "step") + (run.retrying ? " · model retrying" : "");
+    status.textContent = (run.id ? "Working" : "Sending") + "… " + secs + " s · " + plural(steps.events, "step") + (run.retrying ? " · model retrying " + run.retrying : "");
   };
   run.timer = setInterval(tick, 1000);
 
   let view = null;
   let failure = null;
+  const body = Object.assign({ question: q, session: sessionId }, opts);
+  const runs = historyRuns(after);
+  if (runs) body.history_runs = runs;
   try {
-    const started = await api("POST", "/api/runs", Object.assign({ question: q, session: sessionId }, opts));
+    const started = await api("POST", "/api/runs", body, run.ctrl.signal);
     run.id = started.id;
     tick();
     const url = started.events || "/api/runs/" + encodeURIComponent(started.id) + "/events";
@@ -338,59 +532,139 @@ export async function ask(question) {
         let rec;
         try { rec = JSON.parse(ev.data); } catch (_) { return; }
         if (rec.type === "llm_error" && rec.message) run.traceErrors.push(rec.message);
-        if (rec.type === "llm_delta") run.retrying = (rec.attempt || 1) > 1;
+        // The root's retries show in the status line ("model retrying 2/5").
+        if (rec.type === "llm_retry" && rec.agent === "0") run.retrying = rec.attempt + "/" + rec.of;
+        else if (rec.type === "llm_response" && rec.agent === "0") run.retrying = null;
         try { steps.handle(rec); } catch (e) { console.error("step", rec, e); }
+        tick();
+        try { stream.handle(rec); } catch (e) { console.error("stream", rec, e); }
       } else if (ev.event === "end") {
         try { view = JSON.parse(ev.data); } catch (_) { view = null; }
       }
     }, { signal: run.ctrl.signal });
     if (!view) view = await api("GET", "/api/runs/" + encodeURIComponent(run.id));
   } catch (e) {
-    failure = e instanceof HttpError ? e : new HttpError(0, String(e && e.message || e));
+    if (run.ctrl.signal.aborted && !run.id) failure = { stoppedEarly: true };
+    else failure = e instanceof HttpError ? e : new HttpError(0, String(e && e.message || e));
   }
   clearInterval(run.timer);
-  steps.end();
+  steps.end(view);
   state.run = null;
   setRunning(false);
+  await finish(run, { q, view, failure, stream, after });
+}
 
+/** The outcome of a question in the thread: its answer (a new version in
+ * place), or what failed, with what was written before kept. */
+async function finish(run, { q, view, failure, stream, after }) {
+  const { pending, bubble, sessionId } = run;
   let errCard = null;
   const retry = () => {
     if (errCard) errCard.remove();
     bubble.remove();
-    ask(q);
+    ask(q, { parent: after });
   };
+  const kept = () => stream.written ? el("details", { class: "stream-kept", open: true },
+    el("summary", { text: "Written before it stopped" }), stream.replies()) : null;
   const ans = view && view.answer;
   const failedRun = !failure && (!ans || view.status === "failed" || (ans.partial && !String(ans.answer || "").trim()));
+  if (failure && failure.stoppedEarly) {
+    errCard = errorCard({ headline: "Stopped before the server started answering" }, retry);
+    pending.replaceWith(errCard);
+    if (!$("question").value.trim()) $("question").value = q;
+    announce("Stopped");
+    $("question").focus();
+    return;
+  }
   if (failure || failedRun) {
     const f = describeFailure(failure, view, run.traceErrors);
     errCard = errorCard(f, retry);
+    const k = kept();
+    if (k) errCard.appendChild(k);
     pending.replaceWith(errCard);
     if (!$("question").value.trim()) $("question").value = q;
     composerMsg("");
     announce("Question failed: " + f.headline);
-    if (f.headline.startsWith("Model")) document.dispatchEvent(new Event("rlm:health"));
+    // What the page saw is what the health indicator says.
+    document.dispatchEvent(new Event("rlm:health"));
     $("question").focus();
-  } else {
-    const card = answerCard(ans, { question: q, runId: view.id, view });
-    if (ans.partial) {
-      const f = describeFailure(null, view, run.traceErrors);
-      card.prepend(el("p", { class: "partial-head", text: f.headline }));
-    }
-    pending.replaceWith(card);
-    if ($("question").value.trim() === q) { $("question").value = ""; $("question").dispatchEvent(new Event("input")); }
-    // The model answered: a health dot still saying otherwise is re-checked.
-    if ($("health").dataset.state !== "ok") document.dispatchEvent(new Event("rlm:health"));
-    announce((ans.partial ? "Partial answer: " : "Answer ready: ") + short(String(ans.answer || "").replace(/\[\[[^\]]*\]\]/g, ""), 200));
+    scrollThread();
+    return;
   }
-  scrollThread();
+  state.views.set(view.id, view);
+  if ($("question").value.trim() === q) { $("question").value = ""; $("question").dispatchEvent(new Event("input")); }
+  // The model answered: a health dot still saying otherwise is re-checked.
+  if ($("health").dataset.state !== "ok") document.dispatchEvent(new Event("rlm:health"));
+  announce((ans.partial ? "Partial answer: " : "Answer ready: ") + short(String(ans.answer || "").replace(/\[\[[^\]]*\]\]/g, ""), 200));
+  const shown = await refreshTurns(sessionId, view.id, after);
+  let card = shown;
+  if (!card) {
+    // The turn could not be read back (not saved): the answer stays shown.
+    card = answerCard(ans, { question: q, runId: view.id, view });
+    pending.replaceWith(card);
+  }
+  if (ans.partial) {
+    const f = describeFailure(null, view, run.traceErrors);
+    card.prepend(el("p", { class: "partial-head", text: f.headline }));
+    const k = kept();
+    if (k) card.appendChild(k);
+  }
+  showAnswerTop(card);
   await refreshSessions();
   const s = state.sessions.find((x) => (x.id || x.name) === sessionId);
   if (s && state.current && state.current.id === sessionId) { state.current.title = sessionTitle(s); setChatTitle(state.current.title); }
 }
 
+/** Reads the chat's turns again after run `runId` answered and shows its
+ * version; the card of its answer, or null when it is not in the chat. */
+async function refreshTurns(sessionId, runId, after) {
+  if (!state.current || state.current.id !== sessionId || state.run) return null;
+  try { await loadTurns(sessionId); } catch (_) { return null; }
+  const turn = state.turns.find((t) => t.runId === runId);
+  if (!turn) return null;
+  choose(after, turn.id);
+  renderThread();
+  return $("messages").querySelector('.msg.answer[data-turn="' + CSS.escape(turn.id) + '"]');
+}
+
+/** A finished answer is read from its top: the thread scrolls to its start
+ * when it is taller than the view, else to the end. */
+function showAnswerTop(card) {
+  const m = $("messages");
+  const bubble = card.previousElementSibling;
+  const top = (bubble && bubble.classList.contains("user") ? bubble : card).offsetTop - m.offsetTop;
+  if (m.scrollHeight - top > m.clientHeight) m.scrollTop = Math.max(0, top - 8);
+  else scrollThread();
+}
+
+// The thread follows the text being written while its end is in view.
+let follow = true;
+$("messages").addEventListener("scroll", () => {
+  const m = $("messages");
+  follow = m.scrollHeight - m.scrollTop - m.clientHeight < 60;
+}, { passive: true });
+
+/** Shows the code of the root agent's turn `turn` (its `index`-th block) in the Steps panel. */
+function showStep(turn, index) {
+  if (state.showSteps) state.showSteps();
+  const cells = Array.from($("steps").querySelectorAll('[data-agent="0"] > .events > .ev.cell[data-turn="' + turn + '"]'));
+  const cell = cells[index] || cells[0];
+  if (!cell) return;
+  const d = cell.querySelector("details");
+  if (d) d.open = true;
+  cell.scrollIntoView({ block: "center" });
+  const s = cell.querySelector("summary");
+  if (s) s.focus();
+}
+
 export async function stop() {
   const run = state.run;
-  if (!run || !run.id) return;
+  if (!run) return;
+  if (!run.id) {
+    // Not started on the server yet: the request is given up.
+    run.ctrl.abort();
+    return;
+  }
   $("stop").disabled = true;
   try {
     await api("DELETE", "/api/runs/" + encodeURIComponent(run.id));
@@ -404,16 +678,19 @@ export async function stop() {
 
 // ---------- past runs ----------
 
-/** Replays a finished (or running) run's steps into the Steps panel. */
-export async function showRunSteps(runId) {
+/** Replays a finished (or running) run's steps into the Steps panel
+ * (revealing it, unless `reveal` is false). */
+export async function showRunSteps(runId, reveal = true) {
   const steps = new StepsView($("steps"), $("steps-status"));
-  if (state.showSteps) state.showSteps();
+  if (reveal && state.showSteps) state.showSteps();
   try {
+    let view = null;
     await readEvents("/api/runs/" + encodeURIComponent(runId) + "/events", (ev) => {
+      if (ev.event === "end") { try { view = JSON.parse(ev.data); } catch (_) { view = null; } return; }
       if (ev.event !== "trace") return;
       try { steps.handle(JSON.parse(ev.data)); } catch (_) { /* a bad line is skipped */ }
     });
-    steps.end();
+    steps.end(view);
   } catch (e) {
     $("steps").appendChild(el("p", { class: "error-text", text: "Could not load the steps: " + e.message }));
   }
@@ -441,6 +718,8 @@ export async function refreshRuns() {
 export async function openRun(id) {
   if (state.run) { composerMsg("Stop the running question (or wait for it) before opening another run."); return; }
   state.current = null;
+  state.turns = [];
+  $("export").hidden = true;
   renderSessions();
   $("messages").replaceChildren();
   let view;
@@ -482,5 +761,55 @@ $("question").addEventListener("input", () => {
   q.style.height = "auto";
   q.style.height = Math.min(220, Math.max(48, q.scrollHeight + 2)) + "px";
 });
+
+// ---------- search and export ----------
+
+$("chat-search").addEventListener("input", renderSessions);
+$("chat-search-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const first = $("sessions").querySelector(".session-open");
+  if (first) first.click();
+});
+
+/** The shown thread as Markdown (each answer with its numbered sources). */
+export function chatMarkdown() {
+  const title = (state.current && state.current.title) || "Chat";
+  let out = "# " + title + "\n";
+  for (const turn of shownPath()) {
+    const view = turn.runId ? state.views.get(turn.runId) : null;
+    const ans = view && view.answer ? view.answer : turn.ans;
+    out += "\n## " + turn.question.replace(/\s+/g, " ").trim() + "\n\n" + plainAnswer(ans).trim() + "\n";
+    if (ans.partial) out += "\n_(partial answer)_\n";
+  }
+  return out;
+}
+
+/** The shown thread as JSON: each turn's question, answer, citations, run. */
+export function chatJson() {
+  return {
+    session: state.current && state.current.id,
+    title: state.current && state.current.title,
+    exported_at: new Date().toISOString(),
+    turns: shownPath().map((turn) => {
+      const view = turn.runId ? state.views.get(turn.runId) : null;
+      const ans = view && view.answer ? view.answer : turn.ans;
+      return { question: turn.question, answer: ans.answer, partial: !!ans.partial, citations: ans.citations || [], run_id: turn.runId, versions: versionsOf(turn).length };
+    }),
+  };
+}
+
+function download(name, type, text) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = el("a", { href: url, download: name, class: "sr-only" });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+  $("export").open = false;
+  announce("Exported " + name);
+}
+const fileBase = () => "rlm-chat-" + ((state.current && state.current.id) || "new");
+$("export-md").addEventListener("click", () => download(fileBase() + ".md", "text/markdown", chatMarkdown()));
+$("export-json").addEventListener("click", () => download(fileBase() + ".json", "application/json", JSON.stringify(chatJson(), null, 2)));
 
 export { SESSION_ID };

@@ -2,8 +2,9 @@
 // time), and add documents (upload, or a path on the server) with the
 // indexing job's progress, when the server allows it.
 
-import { $, el, plural, fmtInt, short, announce, openDialog } from "./util.js";
+import { $, el, plural, fmtInt, short, announce, openDialog, byteToIndex } from "./util.js";
 import { api, authFetch } from "./api.js";
+import { findQuote } from "./answer.js";
 
 const PAGE = 50;
 let query = "";
@@ -59,23 +60,64 @@ export async function refreshDocuments(more) {
   }
 }
 
-/** Opens a document: its metadata and extracted text, 64 KiB a page. */
+/** The address of a document, at a cited passage (and its quote). */
+export function documentUrl(docId, chunkId, quote) {
+  return "#/doc/" + encodeURIComponent(docId) + (chunkId ? "/" + encodeURIComponent(chunkId) : "") +
+    (quote ? "?q=" + encodeURIComponent(short(quote, 300)) : "");
+}
+
+// Where the page was before a document was opened: its address again when
+// the document closes.
+let docReturn = null;
+$("doc-dialog").addEventListener("close", () => {
+  if (docReturn !== null && /^#\/doc\//.test(location.hash)) history.replaceState(null, "", docReturn);
+  docReturn = null;
+});
+
+/**
+ * Opens a document (`d.id`) at its address: its metadata and extracted
+ * text, 64 KiB a page; with `d.chunk`, from a little before that passage,
+ * scrolled to it, the quote `d.quote` (else the passage) highlighted, and
+ * the passage's lines and page named.
+ */
 export async function openDocument(d) {
   const dialog = $("doc-dialog");
+  const url = documentUrl(d.id, d.chunk, d.quote);
+  if (docReturn === null) docReturn = location.hash !== url ? location.hash || "#/" : "#/";
+  if (location.hash !== url) history.pushState(null, "", url);
   $("doc-title").textContent = d.title || d.path || d.id;
   $("doc-meta").textContent = "loading…";
   const pre = $("doc-text");
   pre.replaceChildren();
   $("doc-more").hidden = true;
+  $("doc-start").hidden = true;
   openDialog(dialog, $("doc-close"));
-  let next = 0;
+  let chunk = null;
+  if (d.chunk) {
+    try { chunk = await api("GET", "/api/chunks/" + encodeURIComponent(d.chunk)); } catch (_) { chunk = null; }
+  }
+  // Text before the passage, for its context.
+  let next = chunk && chunk.byte_start > 2048 ? chunk.byte_start - 1024 : 0;
+  let marked = false;
   const load = async () => {
     try {
       const data = await api("GET", "/api/documents/" + encodeURIComponent(d.id) + "?offset=" + next);
       $("doc-title").textContent = data.title || data.path;
-      $("doc-meta").textContent = [data.path !== data.title ? data.path : null, data.kind, fmtBytes(data.size_bytes), plural(data.chunk_count ?? 0, "passage")].filter(Boolean).join(" · ");
+      const at = [];
+      if (chunk) {
+        if (chunk.page != null) at.push("page " + chunk.page);
+        if (chunk.line_start != null) at.push("lines " + chunk.line_start + (chunk.line_end != null && chunk.line_end !== chunk.line_start ? "–" + chunk.line_end : ""));
+      }
+      $("doc-meta").textContent = [data.path !== data.title ? data.path : null, data.kind, fmtBytes(data.size_bytes), plural(data.chunk_count ?? 0, "passage"), at.length ? "cited: " + at.join(", ") : null].filter(Boolean).join(" · ");
       const t = data.text || {};
-      pre.appendChild(document.createTextNode(t.content || ""));
+      const content = t.content || "";
+      $("doc-start").hidden = !(t.offset > 0) || pre.childNodes.length > 0;
+      if (chunk && !marked && chunk.byte_start >= (t.offset || 0) && chunk.byte_start < (t.end ?? Infinity)) {
+        marked = true;
+        appendMarked(pre, content, t.offset || 0, chunk, d.quote);
+      } else {
+        pre.appendChild(document.createTextNode(content));
+      }
       next = t.next_offset;
       $("doc-more").hidden = next === null || next === undefined;
       if (!$("doc-more").hidden) $("doc-more").textContent = "Load more (" + fmtBytes(t.total_bytes - next) + " left)";
@@ -86,7 +128,27 @@ export async function openDocument(d) {
     }
   };
   $("doc-more").onclick = load;
+  $("doc-start").onclick = () => { dialog.close(); openDocument({ id: d.id, title: d.title, path: d.path }); };
   await load();
+  const mark = pre.querySelector("mark");
+  if (mark) mark.scrollIntoView({ block: "center" });
+}
+
+/** `content` (from byte `offset` of the text) with the cited passage
+ * marked: the quote within it when found there, else the whole passage. */
+function appendMarked(pre, content, offset, chunk, quote) {
+  const at = byteToIndex(content, [chunk.byte_start - offset, chunk.byte_end - offset]);
+  const s = at.get(chunk.byte_start - offset), e = at.get(chunk.byte_end - offset);
+  let from = s, to = e;
+  const hit = quote ? findQuote(content.slice(s, e), quote) || findQuote(content, quote) : null;
+  if (hit) {
+    const base = findQuote(content.slice(s, e), quote) ? s : 0;
+    from = base + hit[0];
+    to = base + hit[1];
+  }
+  pre.append(document.createTextNode(content.slice(0, from)),
+    el("mark", { class: hit ? "quote-mark" : "passage-mark", text: content.slice(from, to) }),
+    document.createTextNode(content.slice(to)));
 }
 
 $("doc-search").addEventListener("input", () => {

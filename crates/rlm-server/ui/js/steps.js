@@ -130,6 +130,9 @@ export class StepsView {
         a.liveText.data = prose(rec.text);
         break;
       }
+      case "llm_retry":
+        this.line(box, rec, "warn", "model call failed; retrying " + rec.attempt + "/" + rec.of + ": ", el("span", { class: "muted", text: short(rec.reason || "", 200) }));
+        break;
       case "llm_error":
         this.line(box, rec, "err", "model call failed: " + (rec.message || ""));
         if (a.live && !a.live.classList.contains("done")) { a.live.classList.add("done"); a.live.firstChild.textContent = "no reply"; a.liveText.data = ""; }
@@ -141,6 +144,7 @@ export class StepsView {
         const d = el("details", { class: "cell", open: !initial }, el("summary", { text: label }), highlight(String(rec.code || "")));
         const line = this.line(box, rec, "cell", d);
         line.dataset.initial = initial ? "1" : "";
+        line.dataset.turn = String(rec.iteration || 0);
         break;
       }
       case "cell_output": {
@@ -176,7 +180,7 @@ export class StepsView {
         this.line(box, rec, "ok", "finding: " + (rec.text || "") + (rec.source ? " [" + rec.source + "]" : ""));
         break;
       case "final":
-        this.line(box, rec, "ok", "final answer (" + (rec.via || "?") + "): ", el("span", { class: "muted", text: short(rec.answer || "", 300) }));
+        this.line(box, rec, "ok final", "final answer (" + (rec.via || "?") + "): ", el("span", { class: "muted", text: short(rec.answer || "", 300) }));
         break;
       case "verification": {
         const r = rec.report || {};
@@ -210,13 +214,23 @@ export class StepsView {
     if (near) this.container.scrollTop = this.container.scrollHeight;
   }
 
-  /** Marks replies still being written as cut off. */
-  end() {
+  /** Marks replies still being written as cut off; when the run (`view`)
+   * failed, was stopped or is partial, its final step is not shown as a
+   * success. */
+  end(view) {
     for (const a of this.agents.values()) {
       if (a.live && !a.live.classList.contains("done")) {
         a.live.classList.add("done");
         a.live.firstChild.textContent = "no reply (the run ended)";
       }
+    }
+    const failed = !view || view.status === "failed" || view.status === "cancelled" || !view.answer || view.answer.partial;
+    if (!failed) return;
+    const outcome = !view ? "the run did not finish" : view.status === "failed" ? "the run failed" : view.status === "cancelled" ? "the run was stopped" : "the answer is partial";
+    for (const line of this.root.querySelectorAll(".ev.final")) {
+      line.classList.replace("ok", "warn");
+      line.dataset.outcome = view ? view.status : "unknown";
+      line.appendChild(el("span", { class: "outcome", text: " (" + outcome + ")" }));
     }
   }
 }

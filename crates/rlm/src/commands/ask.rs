@@ -270,6 +270,7 @@ pub fn ask(args: AskArgs) -> anyhow::Result<()> {
                 name: name.clone(),
                 run_id: None,
                 keep_cancelled: true,
+                history_runs: None,
             }),
             _ => Conversation::None,
         },
@@ -907,6 +908,13 @@ impl Progress {
             TraceEvent::LlmError { agent, message, .. } => {
                 format!("[{agent}] model error: {}", first_line(message))
             }
+            TraceEvent::LlmRetry {
+                agent,
+                attempt,
+                of,
+                reason,
+                ..
+            } => format!("[{agent}] retrying {attempt}/{of}: {}", first_line(reason)),
             TraceEvent::FlowStep { agent, message, .. } => {
                 format!("[{agent}] {}", first_line(message))
             }

@@ -225,6 +225,7 @@ impl<'a> TreeLines<'a> {
             TraceEvent::BudgetExhausted { .. }
             | TraceEvent::Error { .. }
             | TraceEvent::FlowStep { .. }
+            | TraceEvent::LlmRetry { .. }
             | TraceEvent::Fallback { .. } => notice_line(&t, &r.event, width),
         };
         std::iter::once(line).chain(more).collect()
@@ -478,6 +479,17 @@ fn notice_line(t: &str, event: &TraceEvent, width: usize) -> String {
             reason,
         } => format!(
             "{t} {}[{agent}] FALLBACK {kind}: {}",
+            indent(agent),
+            clip(reason, width)
+        ),
+        TraceEvent::LlmRetry {
+            agent,
+            attempt,
+            of,
+            reason,
+            ..
+        } => format!(
+            "{t} {}[{agent}] RETRY {attempt}/{of}: {}",
             indent(agent),
             clip(reason, width)
         ),

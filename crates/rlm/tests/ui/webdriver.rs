@@ -436,6 +436,22 @@ impl Browser {
         self.cmd("DELETE", "/actions", None);
     }
 
+    /// Presses `key` while `modifier` is held (`\u{E009}` Control).
+    pub fn chord(&self, modifier: char, key: char) {
+        let actions = [
+            json!({"type": "keyDown", "value": modifier.to_string()}),
+            json!({"type": "keyDown", "value": key.to_string()}),
+            json!({"type": "keyUp", "value": key.to_string()}),
+            json!({"type": "keyUp", "value": modifier.to_string()}),
+        ];
+        self.cmd(
+            "POST",
+            "/actions",
+            Some(json!({"actions": [{"type": "key", "id": "kb", "actions": actions}]})),
+        );
+        self.cmd("DELETE", "/actions", None);
+    }
+
     /// `id`, else a short description, of the focused element.
     pub fn focused(&self) -> String {
         self.js(
