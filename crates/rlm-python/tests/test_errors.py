@@ -93,6 +93,7 @@ def test_budgets_and_settings_out_of_range(backend):
     refused(r"custom_system_prompt must be a str", **with_backend(backend, custom_system_prompt=["x"]))
     refused(r"on_event must be callable", **with_backend(backend, on_event="print"))
     refused(r"turn_format", **with_backend(backend, turn_format="yaml"))
+    refused(r"subcall_cache must be True or False, got 'off'", **with_backend(backend, subcall_cache="off"))
     refused(r"output_schema must be a JSON Schema dict, got str", **with_backend(backend, output_schema="{}"))
     refused(r"output_schema: unsupported JSON Schema keyword 'patternProperties'", **with_backend(backend, output_schema={"type": "object", "patternProperties": {}}))
 
