@@ -82,6 +82,16 @@ fn install_quiet_panic_hook() {
     });
 }
 
+/// Runs `f`, a parser of untrusted bytes, with its panics caught and not
+/// printed: `None` when it panicked (the file is unreadable, not the run).
+pub(crate) fn catch_quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
+    install_quiet_panic_hook();
+    let was_quiet = QUIET_PANICS.with(|q| q.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+    QUIET_PANICS.with(|q| q.set(was_quiet));
+    result
+}
+
 /// Loads, checks and extracts (on the parser thread).
 fn parse_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
     install_quiet_panic_hook();

@@ -90,6 +90,11 @@ INSERT INTO rlm_meta (key, value)
     SELECT 'chunk_lexemes', coalesce(sum(length(tsv)), 0)::text FROM rlm_chunks;
 ",
     },
+    Migration {
+        version: 3,
+        description: "chunk locations for places other than pages (slides, sheet rows, messages)",
+        sql: "ALTER TABLE rlm_chunks ADD COLUMN IF NOT EXISTS location text;",
+    },
 ];
 
 /// The schema version this build reads and writes.
