@@ -3,7 +3,9 @@
 use std::path::Path;
 
 use crate::chunk::{page_sections, parse_atx_heading};
-pub use crate::extracted::{DocKind, ExtractError, Extracted, Extraction, Member, SkipReason};
+pub use crate::extracted::{
+    DocKind, ExtractError, Extracted, Extraction, Member, ScannedPages, SkipReason,
+};
 use crate::extracted::{first_line_title, non_empty};
 use crate::html::html_to_text;
 
@@ -153,6 +155,15 @@ pub(crate) fn extract_nested(path: &Path, bytes: &[u8], depth: usize) -> Extract
     };
     let extracted = match kind {
         DocKind::Pdf => match extract_pdf(bytes) {
+            // A scan with no text at all: say so, not "empty".
+            Ok(e) if e.text.trim().is_empty() && e.scanned.without_text > 0 => {
+                let pages = e.scanned.without_text;
+                return Extraction::Skipped(if crate::ocr::available() {
+                    SkipReason::NoTextFound(pages)
+                } else {
+                    SkipReason::NoTextLayer(pages)
+                });
+            }
             Ok(e) => e,
             Err(e) => return Extraction::Failed(e),
         },
@@ -165,6 +176,7 @@ pub(crate) fn extract_nested(path: &Path, bytes: &[u8], depth: usize) -> Extract
                 sections: None,
                 title: html.title,
                 lossy,
+                scanned: ScannedPages::default(),
             }
         }
         _ => {
@@ -179,6 +191,7 @@ pub(crate) fn extract_nested(path: &Path, bytes: &[u8], depth: usize) -> Extract
                 sections: None,
                 title,
                 lossy,
+                scanned: ScannedPages::default(),
             }
         }
     };
@@ -202,17 +215,34 @@ fn first_heading(text: &str) -> Option<String> {
 
 fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     use crate::pdf::PdfFailure;
-    let pages = crate::pdf::pdf_pages(bytes).map_err(|e| match e {
+    let ocr = crate::ocr::available();
+    let pages = crate::pdf::pdf_pages(bytes, ocr).map_err(|e| match e {
         PdfFailure::Unreadable => ExtractError::UnreadablePdf,
         PdfFailure::Corrupt(why) => ExtractError::CorruptPdf(why),
         PdfFailure::Refused(why) => ExtractError::RefusedPdf(why),
     })?;
     let mut text = String::new();
     let mut starts = Vec::with_capacity(pages.len());
+    let mut scanned = ScannedPages::default();
     for page in pages {
         starts.push(text.len());
-        text.push_str(&page);
-        if !page.is_empty() && !page.ends_with('\n') {
+        let mut page_text = page.text;
+        if page_text.trim().is_empty() {
+            // A scanned page: what OCR reads in its images, if anything.
+            let read: Vec<String> = page
+                .images
+                .iter()
+                .filter_map(crate::ocr::read_image)
+                .collect();
+            if read.is_empty() {
+                scanned.without_text += 1;
+            } else {
+                scanned.read_by_ocr += 1;
+                page_text = read.join("\n\n");
+            }
+        }
+        text.push_str(&page_text);
+        if !page_text.is_empty() && !page_text.ends_with('\n') {
             text.push('\n');
         }
     }
@@ -222,6 +252,7 @@ fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
         text,
         sections: Some(page_sections(&starts)),
         lossy: false,
+        scanned,
     })
 }
 

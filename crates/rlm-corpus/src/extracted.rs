@@ -134,6 +134,12 @@ pub enum SkipReason {
     Macros,
     /// A legacy binary format no extractor reads (`.doc`, `.ppt`).
     LegacyFormat(String),
+    /// A PDF whose pages have no text layer (a scan) and no OCR engine to
+    /// read them: how many pages.
+    NoTextLayer(u32),
+    /// A PDF whose pages have no text layer and where OCR found no text
+    /// either: how many pages.
+    NoTextFound(u32),
     /// An archive inside archives nested deeper than
     /// the container depth limit (`MAX_CONTAINER_DEPTH`).
     NestedTooDeep,
@@ -158,6 +164,13 @@ impl std::fmt::Display for SkipReason {
                 f,
                 "legacy binary format (.{ext}): save it in the current format (.{ext}x) to index it"
             ),
+            SkipReason::NoTextLayer(n) => write!(
+                f,
+                "no text layer on its {n} page(s), a scan?: install tesseract-ocr (and the language packs of your documents) to read them"
+            ),
+            SkipReason::NoTextFound(n) => {
+                write!(f, "no text on its {n} page(s), not even by OCR")
+            }
             SkipReason::NestedTooDeep => write!(
                 f,
                 "an archive nested too deep in other archives: unpack it to index it"
@@ -180,6 +193,18 @@ pub struct Extracted {
     pub title: Option<String>,
     /// Invalid UTF-8 sequences that were replaced.
     pub lossy: bool,
+    /// PDF pages without a text layer, and how many OCR read.
+    pub scanned: ScannedPages,
+}
+
+/// Pages of a PDF without a text layer (scans): how many stayed without
+/// text, how many OCR read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScannedPages {
+    /// Pages left without text.
+    pub without_text: u32,
+    /// Pages whose text OCR read.
+    pub read_by_ocr: u32,
 }
 
 /// Why a file of a supported kind could not be read: its content is broken.

@@ -345,6 +345,9 @@ impl<'k> Run<'k> {
     }
 
     fn skip(&mut self, path: String, reason: &SkipReason) {
+        if let SkipReason::NoTextLayer(n) | SkipReason::NoTextFound(n) = reason {
+            self.report.pages_without_text += u64::from(*n);
+        }
         *self.report.skipped.entry(reason.to_string()).or_default() += 1;
         self.report.skipped_files.push((path, reason.to_string()));
     }
@@ -373,6 +376,9 @@ impl<'k> Run<'k> {
             sink.delete(&k.id)?;
         }
         let before: HashSet<&str> = previous.iter().map(|k| k.id.as_str()).collect();
+        // Members the file no longer holds (a message deleted from a mailbox).
+        let now: HashSet<String> = docs.iter().map(|(path, ..)| document_id(path)).collect();
+        self.report.removed += before.iter().filter(|id| !now.contains(**id)).count() as u64;
         for (path, ex, spans) in docs {
             self.indexable += 1;
             let id = document_id(&path);
@@ -384,6 +390,8 @@ impl<'k> Run<'k> {
             if ex.lossy {
                 self.report.lossy_files.push(path.clone());
             }
+            self.report.pages_without_text += u64::from(ex.scanned.without_text);
+            self.report.pages_read_by_ocr += u64::from(ex.scanned.read_by_ocr);
             let title = ex.title.clone().unwrap_or_else(|| {
                 Path::new(&path)
                     .file_name()

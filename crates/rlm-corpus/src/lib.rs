@@ -40,6 +40,7 @@ mod hybrid;
 mod index_options;
 pub mod ingest;
 pub mod language;
+pub mod ocr;
 mod office;
 pub mod pdf;
 mod records;

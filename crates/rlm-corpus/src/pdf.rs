@@ -23,6 +23,8 @@ use std::io::{Read, Write};
 
 use pdf_extract::{Dictionary, Document, Object, ObjectId};
 
+use crate::ocr::PageImage;
+
 /// Arrays and dictionaries nested deeper than this refuse the file (real
 /// PDFs nest a few levels; the parser recurses once per level).
 pub const MAX_NESTING: usize = 100;
@@ -49,14 +51,25 @@ pub(crate) enum PdfFailure {
     Refused(String),
 }
 
-/// The text of each page of a PDF, or why there is none.
-pub(crate) fn pdf_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
+/// One page of a PDF.
+#[derive(Debug, Default)]
+pub(crate) struct PdfPage {
+    /// The text of its text layer.
+    pub text: String,
+    /// When it has no text and images were asked for: the images it draws
+    /// that OCR can read.
+    pub images: Vec<PageImage>,
+}
+
+/// The text of each page of a PDF, or why there is none; with
+/// `want_images`, the readable images of each page without text.
+pub(crate) fn pdf_pages(bytes: &[u8], want_images: bool) -> Result<Vec<PdfPage>, PdfFailure> {
     scan(bytes, 0).map_err(PdfFailure::Refused)?;
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("pdf-parser".into())
             .stack_size(PARSER_STACK_BYTES)
-            .spawn_scoped(s, || parse_pages(bytes))
+            .spawn_scoped(s, || parse_pages(bytes, want_images))
             .map_err(|e| PdfFailure::Corrupt(format!("cannot start the parser thread: {e}")))?
             .join()
             .unwrap_or(Err(PdfFailure::Unreadable))
@@ -93,7 +106,7 @@ pub(crate) fn catch_quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
 }
 
 /// Loads, checks and extracts (on the parser thread).
-fn parse_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
+fn parse_pages(bytes: &[u8], want_images: bool) -> Result<Vec<PdfPage>, PdfFailure> {
     install_quiet_panic_hook();
     QUIET_PANICS.with(|q| q.set(true));
     // The parser may panic on hostile input; a panic is a corrupt file, not a crash.
@@ -105,20 +118,77 @@ fn parse_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
         }
         check_document(&doc).map_err(PdfFailure::Refused)?;
         let mut pages = Vec::new();
-        for number in doc.get_pages().keys() {
+        for (number, id) in doc.get_pages() {
             let mut text = String::new();
             {
                 let mut out = pdf_extract::PlainTextOutput::new(&mut text);
-                if pdf_extract::output_doc_page(&doc, &mut out, *number).is_err() {
+                if pdf_extract::output_doc_page(&doc, &mut out, number).is_err() {
                     break;
                 }
             }
-            pages.push(text);
+            let images = if want_images && text.trim().is_empty() {
+                page_images(&doc, id)
+            } else {
+                Vec::new()
+            };
+            pages.push(PdfPage { text, images });
         }
         Ok(pages)
     });
     QUIET_PANICS.with(|q| q.set(false));
     result.unwrap_or(Err(PdfFailure::Unreadable))
+}
+
+/// The images page `id` draws that OCR can read, as files: JPEG and JPEG
+/// 2000 as embedded, 8-bit gray or RGB and 1-bit gray pixels (raw or
+/// Flate-compressed, without predictors) as PNM; each inflated under
+/// [`MAX_STREAM_BYTES`].
+fn page_images(doc: &Document, id: ObjectId) -> Vec<PageImage> {
+    let Ok(images) = doc.get_page_images(id) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for image in images {
+        if out.len() >= crate::ocr::MAX_IMAGES_PER_PAGE {
+            break;
+        }
+        let filters = image.filters.clone().unwrap_or_default();
+        let filters: Vec<&str> = filters.iter().map(String::as_str).collect();
+        let file = match filters.as_slice() {
+            ["DCTDecode"] => Some(PageImage {
+                extension: "jpg",
+                bytes: image.content.to_vec(),
+            }),
+            ["JPXDecode"] => Some(PageImage {
+                extension: "jp2",
+                bytes: image.content.to_vec(),
+            }),
+            [] | ["FlateDecode"] if image.origin_dict.get(b"DecodeParms").is_err() => {
+                let pixels = if filters.is_empty() {
+                    Some(image.content.to_vec())
+                } else {
+                    inflate(image.content, MAX_STREAM_BYTES).ok()
+                };
+                pixels.and_then(|p| pixels_image(&image, &p))
+            }
+            _ => None,
+        };
+        out.extend(file);
+    }
+    out
+}
+
+fn pixels_image(image: &pdf_extract::xobject::PdfImage<'_>, pixels: &[u8]) -> Option<PageImage> {
+    let (w, h) = (
+        usize::try_from(image.width).ok()?,
+        usize::try_from(image.height).ok()?,
+    );
+    match (image.color_space.as_deref(), image.bits_per_component) {
+        (Some("DeviceGray"), Some(8)) => PageImage::from_pixels(w, h, 1, pixels),
+        (Some("DeviceRGB"), Some(8)) => PageImage::from_pixels(w, h, 3, pixels),
+        (Some("DeviceGray"), Some(1)) | (None, Some(1)) => PageImage::from_bits(w, h, pixels),
+        _ => None,
+    }
 }
 
 // ---- 1. The bytes -------------------------------------------------------

@@ -200,6 +200,7 @@ mod tests {
             detail: None,
             origin: Default::default(),
             line: None,
+            location: None,
         }
     }
 

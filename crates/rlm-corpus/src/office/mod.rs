@@ -32,6 +32,9 @@ mod rtf;
 mod sheet;
 mod xml;
 
+#[cfg(test)]
+mod proptests;
+
 /// How many containers (archives, messages) deep a file is still opened:
 /// a member of an archive attached to a message is two deep.
 pub const MAX_CONTAINER_DEPTH: usize = 3;
@@ -216,11 +219,14 @@ pub(crate) fn safe_segment(name: &str, fallback: &str) -> String {
     }
 }
 
+/// Why a file whose reader panicked is not read.
+pub(crate) const READER_PANICKED: &str = "the reader could not parse it";
+
 /// A reader panicked on the file.
 fn unreadable(format: &'static str) -> Extraction {
     Extraction::Failed(ExtractError::Corrupt {
         format,
-        why: "the reader could not parse it".into(),
+        why: READER_PANICKED.into(),
     })
 }
 
@@ -341,6 +347,7 @@ impl DocText {
             sections: (!self.sections.is_empty()).then_some(self.sections),
             text: self.text,
             lossy: false,
+            scanned: Default::default(),
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::io::Cursor;
 
-use calamine::{Data, Reader, open_workbook_auto_from_rs};
+use calamine::{Data, Reader, Sheets, open_workbook_auto_from_rs, open_workbook_from_rs};
 
 use super::package::Package;
 use super::{DocText, Refusal, named_cells};
@@ -30,13 +30,30 @@ pub(super) fn extract(bytes: &[u8], kind: DocKind) -> Result<Extracted, Refusal>
         }
         package.check_all()?;
     }
-    let mut workbook = open_workbook_auto_from_rs(Cursor::new(bytes)).map_err(|e| match e {
+    let refusal = |e: calamine::Error| match e {
         calamine::Error::Xls(calamine::XlsError::Password)
         | calamine::Error::Ods(calamine::OdsError::Password) => {
             Refusal::Skip(SkipReason::Encrypted)
         }
         other => Refusal::Corrupt(other.to_string()),
-    })?;
+    };
+    let cursor = Cursor::new(bytes);
+    // Read as the format the name says, so that the error says what is
+    // wrong with it; `.xlsb` (named as XLSX here) is told apart by calamine.
+    let mut workbook: Sheets<_> = match kind {
+        DocKind::Xls => Sheets::Xls(
+            open_workbook_from_rs(cursor).map_err(|e| refusal(calamine::Error::Xls(e)))?,
+        ),
+        DocKind::Ods => Sheets::Ods(
+            open_workbook_from_rs(cursor).map_err(|e| refusal(calamine::Error::Ods(e)))?,
+        ),
+        _ => match open_workbook_from_rs(cursor.clone()) {
+            Ok(xlsx) => Sheets::Xlsx(xlsx),
+            Err(e) => {
+                open_workbook_auto_from_rs(cursor).map_err(|_| refusal(calamine::Error::Xlsx(e)))?
+            }
+        },
+    };
     let mut out = DocText::new();
     for name in workbook.sheet_names() {
         let range = match workbook.worksheet_range(&name) {

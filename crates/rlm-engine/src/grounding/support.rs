@@ -440,6 +440,7 @@ pub(super) fn engine_citation(
         detail: None,
         origin: CitationOrigin::Engine,
         line: None,
+        location: chunk.location.clone(),
     }
 }
 
@@ -580,6 +581,7 @@ mod tests {
             byte_start: 100,
             byte_end: 100 + text.len() as u64,
             text: text.into(),
+            location: None,
         }
     }
 

@@ -59,7 +59,8 @@ export async function refreshDocuments(more) {
   }
 }
 
-/** Opens a document: its metadata and extracted text, 64 KiB a page. */
+/** Opens a document: its metadata and extracted text, 64 KiB a page; from
+ *  byte `d.offset` (a cited passage, named `d.place`) when given. */
 export async function openDocument(d) {
   const dialog = $("doc-dialog");
   $("doc-title").textContent = d.title || d.path || d.id;
@@ -68,12 +69,13 @@ export async function openDocument(d) {
   pre.replaceChildren();
   $("doc-more").hidden = true;
   openDialog(dialog, $("doc-close"));
-  let next = 0;
+  let next = d.offset || 0;
   const load = async () => {
     try {
       const data = await api("GET", "/api/documents/" + encodeURIComponent(d.id) + "?offset=" + next);
       $("doc-title").textContent = data.title || data.path;
-      $("doc-meta").textContent = [data.path !== data.title ? data.path : null, data.kind, fmtBytes(data.size_bytes), plural(data.chunk_count ?? 0, "passage")].filter(Boolean).join(" · ");
+      const at = d.offset ? "opened at " + (d.place || "the cited passage") : null;
+      $("doc-meta").textContent = [data.path !== data.title ? data.path : null, data.kind, fmtBytes(data.size_bytes), plural(data.chunk_count ?? 0, "passage"), at].filter(Boolean).join(" · ");
       const t = data.text || {};
       pre.appendChild(document.createTextNode(t.content || ""));
       next = t.next_offset;
