@@ -311,7 +311,9 @@ fn schemas() -> Value {
         "Chunk": {"type": "object", "properties": {
             "id": {"type": "string"}, "doc_id": {"type": "string"}, "path": {"type": ["string", "null"]}, "ordinal": {"type": "integer"},
             "byte_start": {"type": "integer"}, "byte_end": {"type": "integer"}, "line_start": {"type": "integer"}, "line_end": {"type": "integer"},
-            "page": {"type": ["integer", "null"]}, "heading": {"type": ["string", "null"]}, "text": {"type": "string"}
+            "page": {"type": ["integer", "null"]}, "heading": {"type": ["string", "null"]},
+            "location": {"type": ["string", "null"], "description": "the place a person cites when it is not a page: `slide 4`, `sheet \"Q3\", rows 10–14`, `chapter 3`, `message of 2024-03-02 from …`"},
+            "text": {"type": "string"}
         }}
     })
 }
