@@ -573,6 +573,17 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_source_is_placed_by_its_location_before_its_line() {
+        assert_eq!(
+            place_words(Some("slide 4"), Some(12), Some("c-1")),
+            "slide 4"
+        );
+        assert_eq!(place_words(None, Some(12), Some("c-1")), "line 12");
+        assert_eq!(place_words(None, None, Some("c-1")), "chunk c-1");
+        assert_eq!(place_words(None, None, None), "?");
+    }
+
+    #[test]
     fn extracts_all_marker_forms() {
         let a = r#"Rent [[chunk:c1 "due on the first business day"]] and [[doc:1]] and [DOCUMENT 0: docs/file0.md] and [[chunk: c2]] and [[doc:0 “lease begins on march”]]."#;
         let c = extract_citations(a);
