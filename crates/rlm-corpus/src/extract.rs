@@ -13,8 +13,8 @@ use crate::html::html_to_text;
 const UNSUPPORTED: &[&str] = &[
     "gz", "tgz", "bz2", "xz", "zst", "7z", "rar", "tar", "jar", "png", "jpg", "jpeg", "gif", "bmp",
     "webp", "ico", "tif", "tiff", "mp3", "mp4", "wav", "flac", "ogg", "avi", "mov", "mkv", "woff",
-    "woff2", "ttf", "otf", "exe", "dll", "so", "dylib", "o", "a", "class", "pyc", "wasm", "sqlite",
-    "db", "bin", "iso", "dmg",
+    "woff2", "ttf", "otf", "msg", "pst", "exe", "dll", "so", "dylib", "o", "a", "class", "pyc",
+    "wasm", "sqlite", "db", "bin", "iso", "dmg",
 ];
 
 const CODE: &[&str] = &[
