@@ -299,7 +299,7 @@ fn schemas() -> Value {
             "status": {"enum": ["queued", "running", "done", "failed"]}, "phase": {"enum": ["queued", "waiting", "walking", "processing", "committing", "done"]},
             "files_found": {"type": "integer"}, "done_bytes": {"type": "integer"}, "total_bytes": {"type": "integer"},
             "started_at": {"type": ["string", "null"]}, "finished_at": {"type": ["string", "null"]},
-            "report": {"type": ["object", "null"], "description": "{added, updated, unchanged, removed, chunks_written, skipped, errors, errors_total, missing_sources}"},
+            "report": {"type": ["object", "null"], "description": "{added, updated, unchanged, removed, chunks_written, skipped, errors, errors_total, missing_sources, pages_read_by_ocr, pages_without_text, ocr_available}"},
             "error": {"type": ["string", "null"]}, "documents": {"type": ["integer", "null"]}
         }},
         "Health": {"type": "object", "properties": {

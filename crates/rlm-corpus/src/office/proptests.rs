@@ -164,3 +164,38 @@ proptest! {
         check(name, &extract(Path::new(name), &bytes))?;
     }
 }
+
+#[test]
+fn encrypted_packages_are_skipped_and_obfuscated_fonts_are_not_encryption() {
+    use crate::extract::SkipReason;
+    let manifest = r#"<manifest:manifest><manifest:file-entry manifest:full-path="content.xml"><manifest:encryption-data/></manifest:file-entry></manifest:manifest>"#;
+    let odt = zip_of(&[
+        ("content.xml", "garbled"),
+        ("META-INF/manifest.xml", manifest),
+    ]);
+    assert!(matches!(
+        extract(Path::new("f.odt"), &odt),
+        Extraction::Skipped(SkipReason::Encrypted)
+    ));
+    let epub = |algorithm: &str, uri: &str| {
+        let encryption = format!(
+            r#"<encryption><EncryptedData><EncryptionMethod Algorithm="{algorithm}"/><CipherData><CipherReference URI="{uri}"/></CipherData></EncryptedData></encryption>"#
+        );
+        let mut entries = vec![
+            ("META-INF/container.xml", r#"<container><rootfiles><rootfile full-path="c.opf"/></rootfiles></container>"#.to_string()),
+            ("c.opf", r#"<package><manifest><item id="a" href="a.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="a"/></spine></package>"#.to_string()),
+            ("a.xhtml", "<html><body><p>Kapitel eins</p></body></html>".to_string()),
+        ];
+        entries.push(("META-INF/encryption.xml", encryption));
+        let refs: Vec<(&str, &str)> = entries.iter().map(|(n, t)| (*n, t.as_str())).collect();
+        extract(Path::new("f.epub"), &zip_of(&refs))
+    };
+    assert!(matches!(
+        epub("http://www.w3.org/2001/04/xmlenc#aes128-cbc", "a.xhtml"),
+        Extraction::Skipped(SkipReason::Encrypted)
+    ));
+    assert!(matches!(
+        epub("http://www.idpf.org/2008/embedding", "fonts/x.otf"),
+        Extraction::Text(t) if t.text.contains("Kapitel eins")
+    ));
+}
