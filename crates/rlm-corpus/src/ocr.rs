@@ -6,7 +6,8 @@
 //! The page is not rendered (that needs a PDF renderer); the images it
 //! draws are read as they are embedded: JPEG (`DCTDecode`) and JPEG 2000
 //! as written, uncompressed or Flate-compressed gray, RGB and black-and-
-//! white pixels as PNM. A scanner's CCITT or JBIG2 images are not read.
+//! white pixels as PNM, CCITT fax-coded scans as TIFF. JBIG2 images are
+//! not read.
 //!
 //! `RLM_OCR=off` turns it off; `RLM_TESSERACT` names the program (default
 //! `tesseract` on the `PATH`); `RLM_OCR_LANGUAGES` the languages
@@ -67,6 +68,54 @@ impl PageImage {
         bytes.extend(bits.iter().map(|b| !b));
         Some(PageImage {
             extension: "pbm",
+            bytes,
+        })
+    }
+}
+
+impl PageImage {
+    /// CCITT fax-coded black-and-white pixels (a scanner's usual image;
+    /// `k` as PDF's `/K`: negative for Group 4, else Group 3) as a TIFF
+    /// holding them as they are: one strip, the coding's own white and
+    /// black runs (TIFF's `WhiteIsZero`).
+    pub fn from_ccitt(width: u32, height: u32, k: i64, data: &[u8]) -> Option<Self> {
+        if width == 0 || height == 0 || data.is_empty() {
+            return None;
+        }
+        let (compression, options_tag) = if k < 0 { (4, 293) } else { (3, 292) };
+        let options = u32::from(k > 0);
+        // (tag, type: 3 SHORT or 4 LONG, value), in tag order.
+        let entries: [(u16, u16, u32); 10] = [
+            (256, 4, width),
+            (257, 4, height),
+            (258, 3, 1),
+            (259, 3, compression),
+            (262, 3, 0),
+            (273, 4, 0), // strip offset, set below
+            (277, 3, 1),
+            (278, 4, height),
+            (279, 4, u32::try_from(data.len()).ok()?),
+            (options_tag, 4, options),
+        ];
+        let data_at = 8 + 2 + entries.len() as u32 * 12 + 4;
+        let mut bytes = b"II\x2a\x00\x08\x00\x00\x00".to_vec();
+        bytes.extend((entries.len() as u16).to_le_bytes());
+        for (tag, kind, value) in entries {
+            let value = if tag == 273 { data_at } else { value };
+            bytes.extend(tag.to_le_bytes());
+            bytes.extend(kind.to_le_bytes());
+            bytes.extend(1u32.to_le_bytes());
+            if kind == 3 {
+                bytes.extend((value as u16).to_le_bytes());
+                bytes.extend([0, 0]);
+            } else {
+                bytes.extend(value.to_le_bytes());
+            }
+        }
+        bytes.extend(0u32.to_le_bytes());
+        bytes.extend_from_slice(data);
+        Some(PageImage {
+            extension: "tif",
             bytes,
         })
     }
@@ -190,5 +239,10 @@ mod tests {
         let bits = PageImage::from_bits(9, 1, &[0b1111_0000, 0b1000_0000]).unwrap();
         assert_eq!(bits.bytes, b"P4\n9 1\n\x0f\x7f");
         assert!(PageImage::from_bits(9, 1, &[0]).is_none());
+        let tiff = PageImage::from_ccitt(8, 2, -1, &[1, 2, 3]).unwrap();
+        assert_eq!(&tiff.bytes[..4], b"II\x2a\x00");
+        // Ten entries of 12 bytes after the count, then the next-IFD zero.
+        assert_eq!(tiff.bytes.len(), 8 + 2 + 120 + 4 + 3);
+        assert_eq!(&tiff.bytes[tiff.bytes.len() - 3..], &[1, 2, 3]);
     }
 }

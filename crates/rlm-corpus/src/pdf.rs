@@ -159,6 +159,22 @@ fn page_images(doc: &Document, id: ObjectId) -> Vec<PageImage> {
                 extension: "jpg",
                 bytes: image.content.to_vec(),
             }),
+            ["CCITTFaxDecode"] => {
+                let parms = image.origin_dict.get(b"DecodeParms").ok();
+                let parms = parms.and_then(|p| match p {
+                    Object::Dictionary(d) => Some(d),
+                    Object::Array(a) => a.first().and_then(|o| o.as_dict().ok()),
+                    _ => None,
+                });
+                let k = parms
+                    .and_then(|d| d.get(b"K").ok())
+                    .and_then(|k| k.as_i64().ok())
+                    .unwrap_or(0);
+                match (u32::try_from(image.width), u32::try_from(image.height)) {
+                    (Ok(w), Ok(h)) => PageImage::from_ccitt(w, h, k, image.content),
+                    _ => None,
+                }
+            }
             ["JPXDecode"] => Some(PageImage {
                 extension: "jp2",
                 bytes: image.content.to_vec(),
