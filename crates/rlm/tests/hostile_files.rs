@@ -329,8 +329,9 @@ fn zip_bombs_locked_truncated_macro_and_mislabelled_office_files_are_skipped_wit
     assert!(stdout(&o).contains("good.txt"), "{}", stdout(&o));
 }
 
-/// A two-page PDF of images only, as a scanner writes it: page 1 draws a
-/// JPEG, page 2 Flate-compressed 8-bit gray pixels.
+/// A three-page PDF of images only, as scanners write them: page 1 draws
+/// a JPEG, page 2 Flate-compressed 8-bit gray pixels, page 3 a CCITT
+/// Group 4 fax-coded image.
 fn scanned_pdf() -> Vec<u8> {
     let page = |image: usize| {
         format!(
@@ -341,7 +342,7 @@ fn scanned_pdf() -> Vec<u8> {
     let jpeg = b"\xFF\xD8\xFF\xE0\x00\x10JFIF\x00scan\xFF\xD9";
     pdf(&[
         b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
-        b"<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>".to_vec(),
+        b"<< /Type /Pages /Kids [3 0 R 4 0 R 8 0 R] /Count 3 >>".to_vec(),
         page(6),
         page(7),
         stream("", b"q 612 0 0 792 0 0 cm /Im1 Do Q"),
@@ -352,6 +353,11 @@ fn scanned_pdf() -> Vec<u8> {
         stream(
             "/Type /XObject /Subtype /Image /Width 4 /Height 2 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode",
             &zlib(&[0, 64, 128, 255, 255, 128, 64, 0]),
+        ),
+        page(9),
+        stream(
+            "/Type /XObject /Subtype /Image /Width 16 /Height 2 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /CCITTFaxDecode /DecodeParms << /K -1 /Columns 16 >>",
+            b"\x26\xa0\x00\x10\x01",
         ),
     ])
 }
@@ -376,17 +382,17 @@ fn a_pdf_of_images_is_named_without_ocr_and_read_with_it() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         out.contains(
-            "skipped docs/scan.pdf: no text layer on its 2 page(s), a scan?: install tesseract-ocr"
+            "skipped docs/scan.pdf: no text layer on its 3 page(s), a scan?: install tesseract-ocr"
         ),
         "{out}"
     );
     assert!(
-        out.contains("2 page(s) had no text; install tesseract-ocr (and the language packs of your documents, e.g. tesseract-ocr-deu) to read them"),
+        out.contains("3 page(s) had no text; install tesseract-ocr (and the language packs of your documents, e.g. tesseract-ocr-deu) to read them"),
         "{out}"
     );
 
     // An OCR program (a stand-in for tesseract: it keeps each image it is
-    // given and answers with one line) reads both pages.
+    // given and answers with one line) reads all three pages.
     let seen = dir.path().join("seen");
     std::fs::create_dir_all(&seen).unwrap();
     let program = dir.path().join("tesseract");
@@ -404,7 +410,7 @@ fn a_pdf_of_images_is_named_without_ocr_and_read_with_it() {
     let o = index(&[("RLM_TESSERACT", program.to_str().unwrap())]);
     let out = stdout(&o);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(out.contains("OCR read 2 scanned page(s)"), "{out}");
+    assert!(out.contains("OCR read 3 scanned page(s)"), "{out}");
     let mut kinds: Vec<String> = std::fs::read_dir(&seen)
         .unwrap()
         .map(|e| {
@@ -413,16 +419,13 @@ fn a_pdf_of_images_is_named_without_ocr_and_read_with_it() {
         })
         .collect();
     kinds.sort();
-    assert_eq!(kinds, ["jpg", "pgm"]);
+    assert_eq!(kinds, ["jpg", "pgm", "tif"]);
     let o = common::rlm(
         dir.path(),
         &["show", "docs/scan.pdf", "--store", "store", "--json"],
         &[],
     );
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(
-        v["text"],
-        "Mietbeginn ist der 1. April\nMietbeginn ist der 1. April\n"
-    );
+    assert_eq!(v["text"], "Mietbeginn ist der 1. April\n".repeat(3));
     assert_eq!(v["chunks"][1]["page"], 2);
 }
