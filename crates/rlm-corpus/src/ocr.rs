@@ -134,6 +134,17 @@ fn engine() -> Option<&'static Engine> {
     ENGINE.get_or_init(find_engine).as_ref()
 }
 
+/// Checks `RLM_OCR`: unset, `auto` or `off`; anything else is an error
+/// saying so (read before indexing, so a typo is not a silent `auto`).
+pub fn check_setting() -> Result<(), String> {
+    match std::env::var("RLM_OCR") {
+        Ok(v) if !["", "auto", "off"].contains(&v.to_ascii_lowercase().as_str()) => Err(format!(
+            "RLM_OCR={v:?} is not a choice: use auto (read scanned pages when tesseract is installed) or off"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// True when scanned pages are read (Tesseract is installed and not
 /// turned off with `RLM_OCR=off`).
 pub fn available() -> bool {

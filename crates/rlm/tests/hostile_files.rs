@@ -376,6 +376,14 @@ fn a_pdf_of_images_is_named_without_ocr_and_read_with_it() {
             env,
         )
     };
+    // A typo in the setting is an error before anything is read.
+    let o = index(&[("RLM_OCR", "of")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("RLM_OCR=\"of\" is not a choice: use auto (read scanned pages when tesseract is installed) or off"),
+        "{}",
+        stderr(&o)
+    );
     // No OCR: the scan is named with its page count and what to install.
     let o = index(&[("RLM_OCR", "off")]);
     let out = stdout(&o);

@@ -302,6 +302,7 @@ fn some_local_model(settings: &EmbeddingSettings) -> anyhow::Result<()> {
 
 /// `rlm index`.
 pub fn index(args: IndexArgs) -> anyhow::Result<()> {
+    rlm_corpus::ocr::check_setting().map_err(anyhow::Error::msg)?;
     let opts = IndexOptions {
         chunk_chars: args.chunk_chars,
         include: args.include,
