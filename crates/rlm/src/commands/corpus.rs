@@ -381,15 +381,7 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
             report.elapsed_ms as f64 / 1000.0,
         )?;
         write_store_lines(&mut out, &t, &report.languages, embedded.as_ref())?;
-        if !report.skipped.is_empty() {
-            let by_reason: Vec<String> = report
-                .skipped
-                .iter()
-                .map(|(r, n)| format!("{n} {r}"))
-                .collect();
-            writeln!(out, "skipped: {}", by_reason.join(", "))?;
-        }
-        write_scanned_lines(&mut out, &report)?;
+        write_skipped_lines(&mut out, &report)?;
         if !report.lossy_files.is_empty() {
             writeln!(
                 out,
@@ -421,6 +413,22 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The files skipped, counted by reason, then what became of scanned pages.
+fn write_skipped_lines(
+    out: &mut impl Write,
+    report: &rlm_corpus::IndexReport,
+) -> std::io::Result<()> {
+    if !report.skipped.is_empty() {
+        let by_reason: Vec<String> = report
+            .skipped
+            .iter()
+            .map(|(r, n)| format!("{n} {r}"))
+            .collect();
+        writeln!(out, "skipped: {}", by_reason.join(", "))?;
+    }
+    write_scanned_lines(out, report)
 }
 
 /// What indexing did with scanned PDF pages (no text layer): how many OCR
