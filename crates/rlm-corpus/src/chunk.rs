@@ -24,33 +24,106 @@ pub struct ChunkSpan {
     pub line_end: u32,
     /// 1-based PDF page the chunk starts on, when the document has pages.
     pub page: Option<u32>,
+    /// Where the chunk is, as a person cites it, for documents whose places
+    /// are not pages: `slide 4`, `sheet "Q3", rows 10–14`, `message of …`.
+    pub location: Option<String>,
     /// The nearest Markdown heading at or before the chunk start.
     pub heading: Option<String>,
 }
 
-/// Where the text of each page starts (byte offsets, ascending, first is 0).
-pub type PageStarts = [usize];
+/// A place of a document that people cite: a page, a slide, a sheet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// A 1-based page (PDF).
+    Page(u32),
+    /// A 1-based slide of a presentation.
+    Slide(u32),
+    /// A sheet of a workbook; `rows` holds, per data row written, the byte
+    /// offset of its line in the document text and its 1-based row number
+    /// in the sheet (ascending), so a chunk names the rows it holds.
+    Sheet {
+        /// The sheet's name.
+        name: String,
+        /// (byte offset of the row's line, row number).
+        rows: Vec<(usize, u32)>,
+    },
+    /// Any other place, already worded for a citation (`chapter 3`,
+    /// `message of 2024-03-02 from …`).
+    Named(String),
+}
+
+/// Where a place's text starts in the document text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    /// Byte offset of the section's first byte.
+    pub start: usize,
+    /// The place it is.
+    pub place: Place,
+}
+
+impl Section {
+    /// A section starting at `start`.
+    pub fn new(start: usize, place: Place) -> Section {
+        Section { start, place }
+    }
+}
+
+/// Sections of a document that is one page per entry of `starts` (PDF).
+pub fn page_sections(starts: &[usize]) -> Vec<Section> {
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| Section::new(start, Place::Page(i as u32 + 1)))
+        .collect()
+}
+
+/// The page and location of a chunk `[start, end)` inside `place`.
+fn place_of(place: Option<&Place>, start: usize, end: usize) -> (Option<u32>, Option<String>) {
+    match place {
+        None => (None, None),
+        Some(Place::Page(n)) => (Some(*n), None),
+        Some(Place::Slide(n)) => (None, Some(format!("slide {n}"))),
+        Some(Place::Named(label)) => (None, Some(label.clone())),
+        Some(Place::Sheet { name, rows }) => {
+            let first = rows.partition_point(|(off, _)| *off < start);
+            let last = rows.partition_point(|(off, _)| *off < end);
+            let label = match &rows[first..last] {
+                [] => format!("sheet \"{name}\""),
+                [(_, row)] => format!("sheet \"{name}\", row {row}"),
+                [(_, a), .., (_, b)] => format!("sheet \"{name}\", rows {a}–{b}"),
+            };
+            (None, Some(label))
+        }
+    }
+}
 
 /// Splits `text` into chunks of about `target_chars` characters.
 ///
-/// Page starts are hard boundaries: a chunk never spans two PDF pages, so a
-/// citation's page number is exact. `markdown` enables heading tracking.
+/// Section starts are hard boundaries: a chunk never spans two PDF pages,
+/// slides or sheets, so a citation's place is exact. `markdown` enables
+/// heading tracking.
 pub fn chunk_text(
     text: &str,
     target_chars: usize,
-    page_starts: Option<&PageStarts>,
+    sections: Option<&[Section]>,
     markdown: bool,
 ) -> Vec<ChunkSpan> {
     let target = target_chars.max(MIN_CHUNK_CHARS);
     let mut spans = Vec::new();
-    // Segments are whole pages, or the whole text when there are no pages.
-    let mut segments: Vec<(usize, usize, Option<u32>)> = Vec::new();
-    match page_starts {
-        Some(starts) if !starts.is_empty() => {
-            for (i, &start) in starts.iter().enumerate() {
-                let end = starts.get(i + 1).copied().unwrap_or(text.len());
+    // Segments are whole sections, or the whole text when there are none.
+    let mut segments: Vec<(usize, usize, Option<&Place>)> = Vec::new();
+    match sections {
+        Some(sections) if !sections.is_empty() => {
+            if sections[0].start > 0 {
+                segments.push((0, sections[0].start.min(text.len()), None));
+            }
+            for (i, section) in sections.iter().enumerate() {
+                let start = section.start.min(text.len());
+                let end = sections
+                    .get(i + 1)
+                    .map_or(text.len(), |s| s.start.min(text.len()));
                 if end > start {
-                    segments.push((start, end, Some(i as u32 + 1)));
+                    segments.push((start, end, Some(&section.place)));
                 }
             }
         }
@@ -64,7 +137,7 @@ pub fn chunk_text(
     };
     let mut line = 1u32;
     let mut line_pos = 0usize;
-    for (seg_start, seg_end, page) in segments {
+    for (seg_start, seg_end, place) in segments {
         let mut pos = seg_start;
         while pos < seg_end {
             let end = next_cut(text, pos, seg_end, target);
@@ -75,12 +148,14 @@ pub fn chunk_text(
             // A trailing newline ends the chunk's last line; it does not start a new one.
             let trimmed = inner.strip_suffix(b"\n").unwrap_or(inner);
             let line_end = line + count_newlines(trimmed);
+            let (page, location) = place_of(place, pos, end);
             spans.push(ChunkSpan {
                 byte_start: pos,
                 byte_end: end,
                 line_start: line,
                 line_end,
                 page,
+                location,
                 heading: heading_at(&headings, pos),
             });
             pos = end;
@@ -223,11 +298,60 @@ mod tests {
     #[test]
     fn pages_are_hard_boundaries() {
         let text = "page one text\npage two text\n";
-        let spans = chunk_text(text, 2000, Some(&[0, 14]), false);
+        let spans = chunk_text(text, 2000, Some(&page_sections(&[0, 14])), false);
         assert_eq!(spans.len(), 2);
         assert_eq!(spans[0].page, Some(1));
         assert_eq!(spans[1].page, Some(2));
         assert_eq!(spans[1].line_start, 2);
+    }
+
+    #[test]
+    fn sheet_chunks_name_their_rows_and_slides_their_number() {
+        let header = "## Sheet \"Q3\"\nRegion | Sales\n";
+        let mut text = String::from(header);
+        let mut rows = Vec::new();
+        for row in 2..40u32 {
+            rows.push((text.len(), row));
+            text.push_str(&format!("Region: North {row} | Sales: {}\n", row * 10));
+        }
+        let slide_at = text.len();
+        text.push_str("Quarterly plan\n");
+        let sections = [
+            Section::new(
+                0,
+                Place::Sheet {
+                    name: "Q3".into(),
+                    rows,
+                },
+            ),
+            Section::new(slide_at, Place::Slide(4)),
+        ];
+        let spans = chunk_text(&text, 200, Some(&sections), false);
+        assert!(spans.len() > 3);
+        assert_eq!(
+            spans[0]
+                .location
+                .as_deref()
+                .map(|l| l.starts_with("sheet \"Q3\", rows 2–")),
+            Some(true)
+        );
+        let last_sheet = &spans[spans.len() - 2];
+        assert!(
+            last_sheet.location.as_deref().unwrap().ends_with("39"),
+            "{last_sheet:?}"
+        );
+        assert_eq!(spans.last().unwrap().location.as_deref(), Some("slide 4"));
+        assert_eq!(spans.last().unwrap().page, None);
+        assert_eq!(joined(&text, &spans), text);
+    }
+
+    #[test]
+    fn text_before_the_first_section_has_no_place() {
+        let text = "cover\nslide text\n";
+        let spans = chunk_text(text, 2000, Some(&[Section::new(6, Place::Slide(1))]), false);
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].location, None);
+        assert_eq!(spans[1].location.as_deref(), Some("slide 1"));
     }
 
     #[test]
@@ -274,7 +398,7 @@ mod tests {
             let mut text = String::new();
             let mut starts = Vec::new();
             for p in &pages { starts.push(text.len()); text.push_str(p); }
-            let spans = chunk_text(&text, target, Some(&starts), false);
+            let spans = chunk_text(&text, target, Some(&page_sections(&starts)), false);
             prop_assert_eq!(joined(&text, &spans), text.clone());
             for s in &spans {
                 let page = s.page.unwrap() as usize;

@@ -2,71 +2,19 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-use crate::chunk::parse_atx_heading;
+use crate::chunk::{page_sections, parse_atx_heading};
+pub use crate::extracted::{
+    DocKind, ExtractError, Extracted, Extraction, Member, ScannedPages, SkipReason,
+};
+use crate::extracted::{first_line_title, non_empty};
 use crate::html::html_to_text;
-
-/// What kind of document a file is; decides how its text is extracted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DocKind {
-    /// Plain text.
-    Text,
-    /// Markdown (headings are tracked per chunk).
-    Markdown,
-    /// Source code or configuration.
-    Code,
-    /// HTML: visible text only.
-    Html,
-    /// PDF: text per page.
-    Pdf,
-    /// JSON, as text.
-    Json,
-    /// Comma-separated values, as text.
-    Csv,
-    /// Tab-separated values, as text.
-    Tsv,
-}
-
-impl DocKind {
-    /// The lowercase name used in the store and in output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DocKind::Text => "text",
-            DocKind::Markdown => "markdown",
-            DocKind::Code => "code",
-            DocKind::Html => "html",
-            DocKind::Pdf => "pdf",
-            DocKind::Json => "json",
-            DocKind::Csv => "csv",
-            DocKind::Tsv => "tsv",
-        }
-    }
-
-    /// Parses the name written by [`DocKind::as_str`].
-    pub fn parse(s: &str) -> Option<DocKind> {
-        Some(match s {
-            "text" => DocKind::Text,
-            "markdown" => DocKind::Markdown,
-            "code" => DocKind::Code,
-            "html" => DocKind::Html,
-            "pdf" => DocKind::Pdf,
-            "json" => DocKind::Json,
-            "csv" => DocKind::Csv,
-            "tsv" => DocKind::Tsv,
-            _ => return None,
-        })
-    }
-}
 
 /// Formats recognised by extension that we cannot extract text from.
 const UNSUPPORTED: &[&str] = &[
-    "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp", "rtf", "epub", "zip", "gz",
-    "tgz", "bz2", "xz", "zst", "7z", "rar", "tar", "jar", "png", "jpg", "jpeg", "gif", "bmp",
+    "gz", "tgz", "bz2", "xz", "zst", "7z", "rar", "tar", "jar", "png", "jpg", "jpeg", "gif", "bmp",
     "webp", "ico", "tif", "tiff", "mp3", "mp4", "wav", "flac", "ogg", "avi", "mov", "mkv", "woff",
-    "woff2", "ttf", "otf", "exe", "dll", "so", "dylib", "o", "a", "class", "pyc", "wasm", "sqlite",
-    "db", "bin", "iso", "dmg",
+    "woff2", "ttf", "otf", "msg", "pst", "exe", "dll", "so", "dylib", "o", "a", "class", "pyc",
+    "wasm", "sqlite", "db", "bin", "iso", "dmg",
 ];
 
 const CODE: &[&str] = &[
@@ -148,72 +96,6 @@ const CODE: &[&str] = &[
     "lock",
 ];
 
-/// Why a file was not indexed.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SkipReason {
-    /// Contains NUL bytes and is not a PDF.
-    Binary,
-    /// Zero bytes, or no text after extraction.
-    Empty,
-    /// A known format we have no extractor for (office files, archives, media).
-    UnsupportedFormat(String),
-    /// Larger than the configured maximum file size.
-    TooLarge,
-}
-
-impl std::fmt::Display for SkipReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SkipReason::Binary => write!(f, "binary"),
-            SkipReason::Empty => write!(f, "empty"),
-            SkipReason::UnsupportedFormat(ext) => write!(f, "unsupported format (.{ext})"),
-            SkipReason::TooLarge => write!(f, "too large"),
-        }
-    }
-}
-
-/// Text extracted from one file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Extracted {
-    /// The kind the file was read as.
-    pub kind: DocKind,
-    /// The extracted text; chunk byte spans point into it.
-    pub text: String,
-    /// For PDFs: the byte offset where each page's text starts.
-    pub page_starts: Option<Vec<usize>>,
-    /// A title found in the content (first heading, HTML title).
-    pub title: Option<String>,
-    /// Invalid UTF-8 sequences that were replaced.
-    pub lossy: bool,
-}
-
-/// Why a file of a supported kind could not be read: its content is broken.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ExtractError {
-    /// The PDF parser gave up on the file (it panicked).
-    #[error("corrupt PDF: the parser could not read it")]
-    UnreadablePdf,
-    /// The PDF parser reported what is wrong with the file.
-    #[error("corrupt PDF: {0}")]
-    CorruptPdf(String),
-    /// The PDF is built to exhaust the parser (nesting, loops, a stream that
-    /// inflates too far): not read.
-    #[error("PDF refused: {0}")]
-    RefusedPdf(String),
-}
-
-/// The outcome of reading a file's bytes.
-#[derive(Debug)]
-pub enum Extraction {
-    /// Text to index.
-    Text(Extracted),
-    /// Not indexed, for this reason.
-    Skipped(SkipReason),
-    /// The file is of a supported kind but its content is broken (corrupt PDF).
-    Failed(ExtractError),
-}
-
 /// Picks the kind of a file from its name and first bytes; `Err` is a skip.
 pub fn detect_kind(path: &Path, head: &[u8]) -> Result<DocKind, SkipReason> {
     let ext = path
@@ -223,6 +105,9 @@ pub fn detect_kind(path: &Path, head: &[u8]) -> Result<DocKind, SkipReason> {
         .unwrap_or_default();
     if ext == "pdf" || head.starts_with(b"%PDF-") {
         return Ok(DocKind::Pdf);
+    }
+    if let Some(kind) = crate::office::kind_of_extension(&ext) {
+        return kind;
     }
     if UNSUPPORTED.contains(&ext.as_str()) {
         return Err(SkipReason::UnsupportedFormat(ext));
@@ -250,8 +135,19 @@ pub fn detect_kind(path: &Path, head: &[u8]) -> Result<DocKind, SkipReason> {
 
 /// Extracts the text of a file whose bytes are `bytes`.
 pub fn extract(path: &Path, bytes: &[u8]) -> Extraction {
+    extract_nested(path, bytes, 0)
+}
+
+/// [`extract`] of a file found `depth` containers deep (an archive's member,
+/// an attachment): containers deeper than the limit are not opened.
+pub(crate) fn extract_nested(path: &Path, bytes: &[u8], depth: usize) -> Extraction {
     if bytes.is_empty() {
         return Extraction::Skipped(SkipReason::Empty);
+    }
+    if !bytes.starts_with(b"%PDF-")
+        && let Some(outcome) = crate::office::extract_office(path, bytes, depth, extract_nested)
+    {
+        return outcome;
     }
     let kind = match detect_kind(path, bytes) {
         Ok(kind) => kind,
@@ -259,6 +155,15 @@ pub fn extract(path: &Path, bytes: &[u8]) -> Extraction {
     };
     let extracted = match kind {
         DocKind::Pdf => match extract_pdf(bytes) {
+            // A scan with no text at all: say so, not "empty".
+            Ok(e) if e.text.trim().is_empty() && e.scanned.without_text > 0 => {
+                let pages = e.scanned.without_text;
+                return Extraction::Skipped(if crate::ocr::available() {
+                    SkipReason::NoTextFound(pages)
+                } else {
+                    SkipReason::NoTextLayer(pages)
+                });
+            }
             Ok(e) => e,
             Err(e) => return Extraction::Failed(e),
         },
@@ -268,9 +173,10 @@ pub fn extract(path: &Path, bytes: &[u8]) -> Extraction {
             Extracted {
                 kind,
                 text: html.text,
-                page_starts: None,
+                sections: None,
                 title: html.title,
                 lossy,
+                scanned: ScannedPages::default(),
             }
         }
         _ => {
@@ -282,19 +188,17 @@ pub fn extract(path: &Path, bytes: &[u8]) -> Extraction {
             Extracted {
                 kind,
                 text,
-                page_starts: None,
+                sections: None,
                 title,
                 lossy,
+                scanned: ScannedPages::default(),
             }
         }
     };
-    if extracted.text.trim().is_empty() {
-        return Extraction::Skipped(SkipReason::Empty);
-    }
-    Extraction::Text(extracted)
+    non_empty(extracted)
 }
 
-fn decode_lossy(bytes: &[u8]) -> (String, bool) {
+pub(crate) fn decode_lossy(bytes: &[u8]) -> (String, bool) {
     // A UTF-8 byte-order mark is not text.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     match std::str::from_utf8(bytes) {
@@ -311,17 +215,34 @@ fn first_heading(text: &str) -> Option<String> {
 
 fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     use crate::pdf::PdfFailure;
-    let pages = crate::pdf::pdf_pages(bytes).map_err(|e| match e {
+    let ocr = crate::ocr::available();
+    let pages = crate::pdf::pdf_pages(bytes, ocr).map_err(|e| match e {
         PdfFailure::Unreadable => ExtractError::UnreadablePdf,
         PdfFailure::Corrupt(why) => ExtractError::CorruptPdf(why),
         PdfFailure::Refused(why) => ExtractError::RefusedPdf(why),
     })?;
     let mut text = String::new();
     let mut starts = Vec::with_capacity(pages.len());
+    let mut scanned = ScannedPages::default();
     for page in pages {
         starts.push(text.len());
-        text.push_str(&page);
-        if !page.is_empty() && !page.ends_with('\n') {
+        let mut page_text = page.text;
+        if page_text.trim().is_empty() {
+            // A scanned page: what OCR reads in its images, if anything.
+            let read: Vec<String> = page
+                .images
+                .iter()
+                .filter_map(crate::ocr::read_image)
+                .collect();
+            if read.is_empty() {
+                scanned.without_text += 1;
+            } else {
+                scanned.read_by_ocr += 1;
+                page_text = read.join("\n\n");
+            }
+        }
+        text.push_str(&page_text);
+        if !page_text.is_empty() && !page_text.ends_with('\n') {
             text.push('\n');
         }
     }
@@ -329,14 +250,10 @@ fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
         kind: DocKind::Pdf,
         title: first_line_title(&text),
         text,
-        page_starts: Some(starts),
+        sections: Some(page_sections(&starts)),
         lossy: false,
+        scanned,
     })
-}
-
-fn first_line_title(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    Some(line.chars().take(120).collect())
 }
 
 #[cfg(test)]
@@ -351,9 +268,14 @@ mod tests {
         assert_eq!(detect_kind(p("Makefile"), b"all:"), Ok(DocKind::Code));
         assert_eq!(detect_kind(p("x"), b"%PDF-1.4"), Ok(DocKind::Pdf));
         assert_eq!(detect_kind(p("a.bin2"), b"ab\0cd"), Err(SkipReason::Binary));
+        assert_eq!(detect_kind(p("a.docx"), b"PK"), Ok(DocKind::Docx));
         assert_eq!(
-            detect_kind(p("a.docx"), b"PK"),
-            Err(SkipReason::UnsupportedFormat("docx".into()))
+            detect_kind(p("a.doc"), b"\xD0\xCF"),
+            Err(SkipReason::LegacyFormat("doc".into()))
+        );
+        assert_eq!(
+            detect_kind(p("a.7z"), b"7z"),
+            Err(SkipReason::UnsupportedFormat("7z".into()))
         );
         assert_eq!(detect_kind(p("notes"), b"hello"), Ok(DocKind::Text));
     }

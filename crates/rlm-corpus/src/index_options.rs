@@ -80,6 +80,13 @@ pub struct IndexReport {
     /// Files that could not be read or parsed: (path, message). They keep any
     /// previously indexed version.
     pub errors: Vec<(String, String)>,
+    /// PDF pages without a text layer (scans) that stayed without text:
+    /// no OCR engine is installed, or it found no text.
+    #[serde(default)]
+    pub pages_without_text: u64,
+    /// Scanned PDF pages whose text OCR read.
+    #[serde(default)]
+    pub pages_read_by_ocr: u64,
     /// Chunks written by this run.
     pub chunks_written: u64,
     /// Bytes read and extracted by this run.

@@ -132,10 +132,12 @@ pub fn ingest(
 ) -> Result<Ingested, CorpusError> {
     let mut report = IndexReport::default();
     let walked = walk(paths, opts, skip_dir, progress)?;
-    let (to_read, removed) = triage(walked, known, opts, &mut report);
+    let members_of = members_by_file(&walked, known);
+    let (to_read, removed) = triage(walked, known, &members_of, opts, &mut report);
     let total_bytes: u64 = to_read.iter().map(|f| f.size).sum();
     let mut run = Run {
         known,
+        members_of,
         rewrite_all,
         indexable: report.unchanged,
         report,
@@ -176,6 +178,42 @@ pub fn ingest(
     })
 }
 
+/// The known documents that are members of a walked file (an archive's
+/// members, a mailbox's messages, attachments): their path is the file's
+/// path, `/`, and a name. Keyed by the file's path.
+fn members_by_file<'k>(
+    walked: &Walked,
+    known: &'k HashMap<String, KnownDocument>,
+) -> HashMap<String, Vec<&'k KnownDocument>> {
+    let files: HashSet<&str> = walked.files.iter().map(|f| f.rel_path.as_str()).collect();
+    let mut members: HashMap<String, Vec<&'k KnownDocument>> = HashMap::new();
+    for (path, k) in known {
+        // The longest prefix that is a walked file: a file is never also a
+        // folder, so it is the container.
+        let container = path
+            .match_indices('/')
+            .map(|(i, _)| &path[..i])
+            .rfind(|prefix| files.contains(prefix));
+        if let Some(container) = container {
+            members.entry(container.to_string()).or_default().push(k);
+        }
+    }
+    members
+}
+
+/// The documents a file gave last time: itself and its members.
+fn previous_of<'k>(
+    path: &str,
+    known: &'k HashMap<String, KnownDocument>,
+    members_of: &HashMap<String, Vec<&'k KnownDocument>>,
+) -> Vec<&'k KnownDocument> {
+    known
+        .get(path)
+        .into_iter()
+        .chain(members_of.get(path).into_iter().flatten().copied())
+        .collect()
+}
+
 /// Sorts the walked files: skips and walk errors go to `report`, files with
 /// the size and mtime the store knows are counted unchanged (trusted without
 /// reading, like make and rsync). Returns the files to read and the known
@@ -183,6 +221,7 @@ pub fn ingest(
 fn triage<'k>(
     walked: Walked,
     known: &'k HashMap<String, KnownDocument>,
+    members_of: &HashMap<String, Vec<&'k KnownDocument>>,
     opts: &IndexOptions,
     report: &mut IndexReport,
 ) -> (Vec<FileEntry>, Vec<&'k KnownDocument>) {
@@ -193,18 +232,31 @@ fn triage<'k>(
     }
     let roots: HashSet<&str> = walked.roots.iter().map(String::as_str).collect();
     let seen: HashSet<&str> = walked.files.iter().map(|f| f.rel_path.as_str()).collect();
+    let is_member: HashSet<&str> = members_of
+        .values()
+        .flatten()
+        .map(|k| k.id.as_str())
+        .collect();
     let removed = known
         .iter()
-        .filter(|(path, k)| roots.contains(k.root.as_str()) && !seen.contains(path.as_str()))
+        .filter(|(path, k)| {
+            roots.contains(k.root.as_str())
+                && !seen.contains(path.as_str())
+                && !is_member.contains(k.id.as_str())
+        })
         .map(|(_, k)| k)
         .collect();
     let mut to_read = Vec::new();
     for f in &walked.files {
-        match known.get(&f.rel_path) {
-            Some(k) if !opts.rebuild && k.size == f.size && k.mtime_ns == f.mtime_ns => {
-                report.unchanged += 1;
-            }
-            _ => to_read.push(f.clone()),
+        let previous = previous_of(&f.rel_path, known, members_of);
+        let same = !previous.is_empty()
+            && previous
+                .iter()
+                .all(|k| k.size == f.size && k.mtime_ns == f.mtime_ns);
+        if same && !opts.rebuild {
+            report.unchanged += previous.len() as u64;
+        } else {
+            to_read.push(f.clone());
         }
     }
     (to_read, removed)
@@ -240,6 +292,8 @@ fn read_in_background(
 /// The state of an indexing run while processed files are written.
 struct Run<'k> {
     known: &'k HashMap<String, KnownDocument>,
+    /// Known members of each file that holds several documents.
+    members_of: HashMap<String, Vec<&'k KnownDocument>>,
     rewrite_all: bool,
     report: IndexReport,
     /// Files that are (or stay) in the corpus: none means an empty corpus.
@@ -250,69 +304,117 @@ struct Run<'k> {
     inserted: HashSet<String>,
 }
 
-impl Run<'_> {
+impl<'k> Run<'k> {
     /// Writes what reading one file found to `sink`.
     fn apply(&mut self, p: Processed, sink: &mut dyn IndexSink) -> Result<(), CorpusError> {
         let path = p.entry.rel_path.clone();
-        let previous = self.known.get(&path);
+        let previous = previous_of(&path, self.known, &self.members_of);
         match p.outcome {
             ProcessOutcome::Failed(msg) => {
                 // Keep any previously indexed version: nothing stored is lost.
-                if previous.is_some() {
-                    self.indexable += 1;
-                }
+                self.indexable += previous.len() as u64;
                 self.report.errors.push((path, msg));
+                Ok(())
             }
             ProcessOutcome::Skipped(reason) => {
-                if let Some(k) = previous {
-                    self.removed.push(k);
-                }
-                *self.report.skipped.entry(reason.to_string()).or_default() += 1;
-                self.report.skipped_files.push((path, reason.to_string()));
+                self.removed.extend(previous);
+                self.skip(path, &reason);
+                Ok(())
             }
             ProcessOutcome::Indexed(ex, spans) => {
-                self.indexable += 1;
-                self.report.bytes_processed += p.entry.size;
-                if let Some(k) = previous {
-                    if k.hash == p.hash && !self.rewrite_all {
-                        // Touched but identical: only remember the new mtime.
-                        sink.touch(&k.id, p.entry.mtime_ns)?;
-                        self.report.unchanged += 1;
-                        return Ok(());
-                    }
-                    sink.delete(&k.id)?;
-                    self.report.updated += 1;
-                } else {
-                    self.report.added += 1;
-                }
-                if ex.lossy {
-                    self.report.lossy_files.push(path.clone());
-                }
-                let id = document_id(&path);
-                let title = ex.title.clone().unwrap_or_else(|| {
-                    Path::new(&path)
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| path.clone())
-                });
-                sink.insert(&NewDocument {
-                    id: &id,
-                    row: DocumentRow {
-                        path: &path,
-                        root: &p.entry.root,
-                        kind: ex.kind,
-                        size_bytes: p.entry.size,
-                        mtime_ns: p.entry.mtime_ns,
-                        hash: &p.hash,
-                        title: &title,
-                        lossy: ex.lossy,
-                        text: &ex.text,
-                    },
-                    spans: &spans,
-                })?;
-                self.report.chunks_written += spans.len() as u64;
-                self.inserted.insert(id);
+                self.write(&p.entry, &p.hash, previous, vec![(path, ex, spans)], sink)
             }
+            ProcessOutcome::Many(members) => {
+                let mut docs = Vec::new();
+                for (member_path, outcome) in members {
+                    match outcome {
+                        ProcessOutcome::Indexed(ex, spans) => docs.push((member_path, ex, spans)),
+                        ProcessOutcome::Skipped(reason) => self.skip(member_path, &reason),
+                        ProcessOutcome::Failed(msg) => self.report.errors.push((member_path, msg)),
+                        // Members arrive flattened (see `Extraction::Many`).
+                        ProcessOutcome::Many(_) => {}
+                    }
+                }
+                if docs.is_empty() {
+                    self.removed.extend(previous);
+                    return Ok(());
+                }
+                self.write(&p.entry, &p.hash, previous, docs, sink)
+            }
+        }
+    }
+
+    fn skip(&mut self, path: String, reason: &SkipReason) {
+        if let SkipReason::NoTextLayer(n) | SkipReason::NoTextFound(n) = reason {
+            self.report.pages_without_text += u64::from(*n);
+        }
+        *self.report.skipped.entry(reason.to_string()).or_default() += 1;
+        self.report.skipped_files.push((path, reason.to_string()));
+    }
+
+    /// Writes the documents one file gave, replacing those it gave before
+    /// (unless its content is what the store holds).
+    fn write(
+        &mut self,
+        entry: &FileEntry,
+        hash: &str,
+        previous: Vec<&'k KnownDocument>,
+        docs: Vec<(String, Extracted, Vec<ChunkSpan>)>,
+        sink: &mut dyn IndexSink,
+    ) -> Result<(), CorpusError> {
+        self.report.bytes_processed += entry.size;
+        if !previous.is_empty() && !self.rewrite_all && previous.iter().all(|k| k.hash == hash) {
+            // Touched but identical: only remember the new mtime.
+            for k in &previous {
+                sink.touch(&k.id, entry.mtime_ns)?;
+            }
+            self.indexable += previous.len() as u64;
+            self.report.unchanged += previous.len() as u64;
+            return Ok(());
+        }
+        for k in &previous {
+            sink.delete(&k.id)?;
+        }
+        let before: HashSet<&str> = previous.iter().map(|k| k.id.as_str()).collect();
+        // Members the file no longer holds (a message deleted from a mailbox).
+        let now: HashSet<String> = docs.iter().map(|(path, ..)| document_id(path)).collect();
+        self.report.removed += before.iter().filter(|id| !now.contains(**id)).count() as u64;
+        for (path, ex, spans) in docs {
+            self.indexable += 1;
+            let id = document_id(&path);
+            if before.contains(id.as_str()) {
+                self.report.updated += 1;
+            } else {
+                self.report.added += 1;
+            }
+            if ex.lossy {
+                self.report.lossy_files.push(path.clone());
+            }
+            self.report.pages_without_text += u64::from(ex.scanned.without_text);
+            self.report.pages_read_by_ocr += u64::from(ex.scanned.read_by_ocr);
+            let title = ex.title.clone().unwrap_or_else(|| {
+                Path::new(&path)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| path.clone())
+            });
+            sink.insert(&NewDocument {
+                id: &id,
+                row: DocumentRow {
+                    path: &path,
+                    root: &entry.root,
+                    kind: ex.kind,
+                    size_bytes: entry.size,
+                    mtime_ns: entry.mtime_ns,
+                    hash,
+                    title: &title,
+                    lossy: ex.lossy,
+                    text: &ex.text,
+                },
+                spans: &spans,
+            })?;
+            self.report.chunks_written += spans.len() as u64;
+            self.inserted.insert(id);
         }
         Ok(())
     }
@@ -355,6 +457,8 @@ enum ProcessOutcome {
     Indexed(Extracted, Vec<ChunkSpan>),
     Skipped(SkipReason),
     Failed(String),
+    /// The documents of a file that holds several, each with its path.
+    Many(Vec<(String, ProcessOutcome)>),
 }
 
 fn batches(files: &[FileEntry]) -> Vec<&[FileEntry]> {
@@ -399,20 +503,44 @@ fn process_file(entry: &FileEntry, chunk_chars: usize, max_bytes: u64) -> Proces
         }
     };
     let hash = blake3::hash(&bytes).to_hex().to_string();
-    let outcome = match extract(&entry.abs_path, &bytes) {
+    let outcome = outcome_of(
+        extract(&entry.abs_path, &bytes),
+        chunk_chars,
+        &entry.rel_path,
+    );
+    done(hash, outcome)
+}
+
+/// What an extraction gives to write: text with its chunks, or why not;
+/// the members of a file that holds several under `path/`.
+fn outcome_of(extraction: Extraction, chunk_chars: usize, path: &str) -> ProcessOutcome {
+    match extraction {
         Extraction::Text(ex) => {
             let spans = chunk_text(
                 &ex.text,
                 chunk_chars,
-                ex.page_starts.as_deref(),
-                ex.kind == DocKind::Markdown,
+                ex.sections.as_deref(),
+                ex.kind.has_headings(),
             );
             ProcessOutcome::Indexed(ex, spans)
         }
         Extraction::Skipped(r) => ProcessOutcome::Skipped(r),
         Extraction::Failed(e) => ProcessOutcome::Failed(e.to_string()),
-    };
-    done(hash, outcome)
+        Extraction::Many(members) => ProcessOutcome::Many(
+            members
+                .into_iter()
+                .map(|m| {
+                    let member_path = if m.name.is_empty() {
+                        path.to_string()
+                    } else {
+                        format!("{path}/{}", m.name)
+                    };
+                    let outcome = outcome_of(m.extraction, chunk_chars, &member_path);
+                    (member_path, outcome)
+                })
+                .collect(),
+        ),
+    }
 }
 
 /// Test hook: `RLM_TEST_PAUSE=<stage>:<ms>` sleeps at a named stage of an

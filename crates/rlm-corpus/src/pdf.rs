@@ -23,6 +23,8 @@ use std::io::{Read, Write};
 
 use pdf_extract::{Dictionary, Document, Object, ObjectId};
 
+use crate::ocr::PageImage;
+
 /// Arrays and dictionaries nested deeper than this refuse the file (real
 /// PDFs nest a few levels; the parser recurses once per level).
 pub const MAX_NESTING: usize = 100;
@@ -49,14 +51,25 @@ pub(crate) enum PdfFailure {
     Refused(String),
 }
 
-/// The text of each page of a PDF, or why there is none.
-pub(crate) fn pdf_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
+/// One page of a PDF.
+#[derive(Debug, Default)]
+pub(crate) struct PdfPage {
+    /// The text of its text layer.
+    pub text: String,
+    /// When it has no text and images were asked for: the images it draws
+    /// that OCR can read.
+    pub images: Vec<PageImage>,
+}
+
+/// The text of each page of a PDF, or why there is none; with
+/// `want_images`, the readable images of each page without text.
+pub(crate) fn pdf_pages(bytes: &[u8], want_images: bool) -> Result<Vec<PdfPage>, PdfFailure> {
     scan(bytes, 0).map_err(PdfFailure::Refused)?;
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("pdf-parser".into())
             .stack_size(PARSER_STACK_BYTES)
-            .spawn_scoped(s, || parse_pages(bytes))
+            .spawn_scoped(s, || parse_pages(bytes, want_images))
             .map_err(|e| PdfFailure::Corrupt(format!("cannot start the parser thread: {e}")))?
             .join()
             .unwrap_or(Err(PdfFailure::Unreadable))
@@ -82,8 +95,18 @@ fn install_quiet_panic_hook() {
     });
 }
 
+/// Runs `f`, a parser of untrusted bytes, with its panics caught and not
+/// printed: `None` when it panicked (the file is unreadable, not the run).
+pub(crate) fn catch_quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
+    install_quiet_panic_hook();
+    let was_quiet = QUIET_PANICS.with(|q| q.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+    QUIET_PANICS.with(|q| q.set(was_quiet));
+    result
+}
+
 /// Loads, checks and extracts (on the parser thread).
-fn parse_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
+fn parse_pages(bytes: &[u8], want_images: bool) -> Result<Vec<PdfPage>, PdfFailure> {
     install_quiet_panic_hook();
     QUIET_PANICS.with(|q| q.set(true));
     // The parser may panic on hostile input; a panic is a corrupt file, not a crash.
@@ -95,20 +118,93 @@ fn parse_pages(bytes: &[u8]) -> Result<Vec<String>, PdfFailure> {
         }
         check_document(&doc).map_err(PdfFailure::Refused)?;
         let mut pages = Vec::new();
-        for number in doc.get_pages().keys() {
+        for (number, id) in doc.get_pages() {
             let mut text = String::new();
             {
                 let mut out = pdf_extract::PlainTextOutput::new(&mut text);
-                if pdf_extract::output_doc_page(&doc, &mut out, *number).is_err() {
+                if pdf_extract::output_doc_page(&doc, &mut out, number).is_err() {
                     break;
                 }
             }
-            pages.push(text);
+            let images = if want_images && text.trim().is_empty() {
+                page_images(&doc, id)
+            } else {
+                Vec::new()
+            };
+            pages.push(PdfPage { text, images });
         }
         Ok(pages)
     });
     QUIET_PANICS.with(|q| q.set(false));
     result.unwrap_or(Err(PdfFailure::Unreadable))
+}
+
+/// The images page `id` draws that OCR can read, as files: JPEG and JPEG
+/// 2000 as embedded, 8-bit gray or RGB and 1-bit gray pixels (raw or
+/// Flate-compressed, without predictors) as PNM; each inflated under
+/// [`MAX_STREAM_BYTES`].
+fn page_images(doc: &Document, id: ObjectId) -> Vec<PageImage> {
+    let Ok(images) = doc.get_page_images(id) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for image in images {
+        if out.len() >= crate::ocr::MAX_IMAGES_PER_PAGE {
+            break;
+        }
+        let filters = image.filters.clone().unwrap_or_default();
+        let filters: Vec<&str> = filters.iter().map(String::as_str).collect();
+        let file = match filters.as_slice() {
+            ["DCTDecode"] => Some(PageImage {
+                extension: "jpg",
+                bytes: image.content.to_vec(),
+            }),
+            ["CCITTFaxDecode"] => {
+                let parms = image.origin_dict.get(b"DecodeParms").ok();
+                let parms = parms.and_then(|p| match p {
+                    Object::Dictionary(d) => Some(d),
+                    Object::Array(a) => a.first().and_then(|o| o.as_dict().ok()),
+                    _ => None,
+                });
+                let k = parms
+                    .and_then(|d| d.get(b"K").ok())
+                    .and_then(|k| k.as_i64().ok())
+                    .unwrap_or(0);
+                match (u32::try_from(image.width), u32::try_from(image.height)) {
+                    (Ok(w), Ok(h)) => PageImage::from_ccitt(w, h, k, image.content),
+                    _ => None,
+                }
+            }
+            ["JPXDecode"] => Some(PageImage {
+                extension: "jp2",
+                bytes: image.content.to_vec(),
+            }),
+            [] | ["FlateDecode"] if image.origin_dict.get(b"DecodeParms").is_err() => {
+                let pixels = if filters.is_empty() {
+                    Some(image.content.to_vec())
+                } else {
+                    inflate(image.content, MAX_STREAM_BYTES).ok()
+                };
+                pixels.and_then(|p| pixels_image(&image, &p))
+            }
+            _ => None,
+        };
+        out.extend(file);
+    }
+    out
+}
+
+fn pixels_image(image: &pdf_extract::xobject::PdfImage<'_>, pixels: &[u8]) -> Option<PageImage> {
+    let (w, h) = (
+        usize::try_from(image.width).ok()?,
+        usize::try_from(image.height).ok()?,
+    );
+    match (image.color_space.as_deref(), image.bits_per_component) {
+        (Some("DeviceGray"), Some(8)) => PageImage::from_pixels(w, h, 1, pixels),
+        (Some("DeviceRGB"), Some(8)) => PageImage::from_pixels(w, h, 3, pixels),
+        (Some("DeviceGray"), Some(1)) | (None, Some(1)) => PageImage::from_bits(w, h, pixels),
+        _ => None,
+    }
 }
 
 // ---- 1. The bytes -------------------------------------------------------

@@ -47,8 +47,23 @@ pub struct Chunk {
     pub page: Option<u32>,
     /// Nearest Markdown section heading.
     pub heading: Option<String>,
+    /// Where the chunk is when its place is not a page (`slide 4`,
+    /// `sheet "Q3", rows 10–14`, `message of 2024-03-02 from …`); `None` in
+    /// stores written before locations were kept.
+    #[serde(default)]
+    pub location: Option<String>,
     /// The chunk's text.
     pub text: String,
+}
+
+impl Chunk {
+    /// The place a person cites for this chunk: its location, else its page
+    /// (`page 12`); `None` for text without places.
+    pub fn place(&self) -> Option<String> {
+        self.location
+            .clone()
+            .or_else(|| self.page.map(|p| format!("page {p}")))
+    }
 }
 
 /// Totals of a store.

@@ -445,3 +445,41 @@ fn byte_range_reads_match_the_whole_text() {
         (total, total, "")
     );
 }
+
+#[test]
+fn a_store_written_before_locations_opens_and_gains_them_on_rebuild() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("mail");
+    write(
+        &docs.join("note.eml"),
+        "From: Anna Berg <anna@example.org>\r\nDate: Sat, 2 Mar 2024 10:15:00 +0100\r\nSubject: Schlüssel\r\n\r\nDer Schlüssel liegt beim Hausmeister.\r\n",
+    );
+    let store_dir = tmp.path().join("store");
+    index(&store_dir, std::slice::from_ref(&docs)).unwrap();
+    let id = document_id("mail/note.eml");
+    let place = |store: &Store| store.chunks_of(&id).unwrap()[0].place();
+    assert_eq!(
+        place(&Store::open(&store_dir).unwrap()).as_deref(),
+        Some("message of 2024-03-02 from Anna Berg")
+    );
+    // What a store of the previous build looks like: no location column.
+    let conn = rusqlite::Connection::open(store_dir.join("store.sqlite")).unwrap();
+    conn.execute_batch("ALTER TABLE chunks DROP COLUMN location")
+        .unwrap();
+    drop(conn);
+    let store = Store::open(&store_dir).unwrap();
+    let chunks = store.chunks_of(&id).unwrap();
+    assert_eq!(chunks[0].location, None);
+    assert!(chunks[0].text.contains("Hausmeister"));
+    assert_eq!(store.search("Hausmeister", 5).unwrap().len(), 1);
+    drop(store);
+    let opts = IndexOptions {
+        rebuild: true,
+        ..IndexOptions::default()
+    };
+    Store::index(&store_dir, std::slice::from_ref(&docs), &opts, &mut |_| {}).unwrap();
+    assert_eq!(
+        place(&Store::open(&store_dir).unwrap()).as_deref(),
+        Some("message of 2024-03-02 from Anna Berg")
+    );
+}

@@ -253,6 +253,7 @@ fn distinct_sources<'a>(cited: impl Iterator<Item = &'a Citation>) -> Vec<Source
         let source = Source {
             path: c.path.clone().unwrap_or_else(|| "?".into()),
             line: c.line,
+            location: c.location.clone(),
             chunk_id: c.chunk_id.clone(),
             quote: c.quote.clone().unwrap_or_default(),
             attached_by_engine: c.origin == crate::citations::CitationOrigin::Engine,

@@ -41,6 +41,8 @@ pub struct SourceChunk {
     pub byte_end: u64,
     /// The chunk text.
     pub text: String,
+    /// Its place as a person cites it (`page 12`, `slide 4`), if it has one.
+    pub location: Option<String>,
 }
 
 /// Where citations are looked up: the store (or a test double).
@@ -179,6 +181,10 @@ pub struct Citation {
     /// The line of the document the quote starts on (1-based), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// The place of the resolved chunk as a person cites it (`page 12`,
+    /// `slide 4`, `sheet "Q3", rows 10–14`, `message of … from …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 /// Verification of all citations of one answer.
@@ -226,12 +232,28 @@ pub struct Source {
     pub path: String,
     /// 1-based line of the quote in the document, when known.
     pub line: Option<u32>,
+    /// The cited chunk's place as a person cites it (`page 12`, `slide 4`,
+    /// `sheet "Q3", rows 10–14`, `message of 2024-03-02 from …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
     /// The cited chunk.
     pub chunk_id: Option<String>,
     /// The verified quote.
     pub quote: String,
     /// True when the engine attached it (the model left the claim uncited).
     pub attached_by_engine: bool,
+}
+
+/// Where a source is, in words, as every surface lists it: its place
+/// (`slide 4`, `page 12`: what a person finds in the original, unlike a
+/// line of the extracted text), else its line, else its chunk id, else `?`.
+pub fn place_words(location: Option<&str>, line: Option<u32>, chunk_id: Option<&str>) -> String {
+    match (location, line, chunk_id) {
+        (Some(place), _, _) => place.to_string(),
+        (None, Some(line), _) => format!("line {line}"),
+        (None, None, Some(id)) => format!("chunk {id}"),
+        (None, None, None) => "?".into(),
+    }
 }
 
 /// `text` with every citation marker replaced by a space.
@@ -342,6 +364,7 @@ fn resolved(raw: &RawCitation, chunk: &SourceChunk, status: CitationStatus) -> C
         detail: None,
         origin: CitationOrigin::Model,
         line: None,
+        location: chunk.location.clone(),
     }
 }
 
@@ -362,6 +385,7 @@ fn unresolved(raw: &RawCitation, status: CitationStatus, detail: String) -> Cita
         detail: Some(detail),
         origin: CitationOrigin::Model,
         line: None,
+        location: None,
     }
 }
 
@@ -510,6 +534,7 @@ pub(crate) mod tests {
             byte_start: start,
             byte_end: start + text.len() as u64,
             text: text.into(),
+            location: None,
         }
     }
 
@@ -545,6 +570,17 @@ pub(crate) mod tests {
                 _ => vec![],
             }
         }
+    }
+
+    #[test]
+    fn a_source_is_placed_by_its_location_before_its_line() {
+        assert_eq!(
+            place_words(Some("slide 4"), Some(12), Some("c-1")),
+            "slide 4"
+        );
+        assert_eq!(place_words(None, Some(12), Some("c-1")), "line 12");
+        assert_eq!(place_words(None, None, Some("c-1")), "chunk c-1");
+        assert_eq!(place_words(None, None, None), "?");
     }
 
     #[test]

@@ -278,6 +278,7 @@ mod tests {
             detail: None,
             origin: Default::default(),
             line: None,
+            location: None,
         }
     }
 

@@ -304,6 +304,7 @@ impl Corpus {
 
     fn source_chunk(&self, c: rlm_corpus::Chunk) -> Option<SourceChunk> {
         let doc_index = self.index_of(&c.doc_id)?;
+        let location = c.place();
         Some(SourceChunk {
             id: c.id,
             path: self.docs[doc_index].path.clone(),
@@ -311,6 +312,7 @@ impl Corpus {
             doc_index,
             byte_start: c.byte_start,
             byte_end: c.byte_end,
+            location,
             text: c.text,
         })
     }

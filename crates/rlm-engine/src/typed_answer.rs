@@ -119,6 +119,7 @@ mod tests {
             detail: None,
             origin: CitationOrigin::Model,
             line: None,
+            location: None,
         }
     }
 

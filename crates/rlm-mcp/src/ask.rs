@@ -233,6 +233,9 @@ struct Source {
     doc_id: Option<String>,
     path: Option<String>,
     line: Option<u32>,
+    /// The place a person cites (`page 12`, `slide 4`, `sheet "Q3", rows 10–14`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    location: Option<String>,
     quote: Option<String>,
     /// `model` (the model's citation) or `engine` (attached by the engine).
     origin: &'static str,
@@ -269,6 +272,7 @@ fn with_documents(answer: &Answer, found: Vec<rlm_engine::Source>) -> Vec<Source
             chunk_id: s.chunk_id,
             path: Some(s.path),
             line: s.line,
+            location: s.location,
             quote: Some(s.quote),
             origin: if s.attached_by_engine {
                 "engine"
@@ -296,11 +300,11 @@ fn passage_list(md: &mut String, title: &str, passages: &[Source], after: usize)
     }
     let _ = write!(md, "\n\n**{title}**\n");
     for (i, s) in passages.iter().enumerate() {
-        let place = match (s.line, &s.chunk_id) {
-            (Some(line), _) => format!("line {line}"),
-            (None, Some(id)) => format!("chunk {id}"),
-            (None, None) => "?".into(),
-        };
+        let place = rlm_engine::citations::place_words(
+            s.location.as_deref(),
+            s.line,
+            s.chunk_id.as_deref(),
+        );
         let _ = write!(
             md,
             "\n{}. `{}`, {place} (chunk `{}`): \"{}\"{}",

@@ -171,8 +171,8 @@ pub(super) async fn show(state: Arc<McpState>, args: ToolArgs) -> CallToolResult
                 chunk.line_start,
                 chunk.line_end
             );
-            if let Some(p) = chunk.page {
-                let _ = write!(md, ", page {p}");
+            if let Some(p) = chunk.place() {
+                let _ = write!(md, ", {p}");
             }
             if let Some(h) = &chunk.heading {
                 let _ = write!(md, ", section \"{h}\"");
@@ -223,7 +223,8 @@ pub(super) async fn show(state: Arc<McpState>, args: ToolArgs) -> CallToolResult
             .take(SHOW_CHUNKS)
             .map(|c| {
                 json!({"id": c.id, "ordinal": c.ordinal, "line_start": c.line_start,
-                    "line_end": c.line_end, "page": c.page, "heading": c.heading})
+                    "line_end": c.line_end, "page": c.page, "location": c.location,
+                    "heading": c.heading})
             })
             .collect();
         let structured = json!({

@@ -247,6 +247,11 @@ fn report_json(r: &IndexReport, missing: &[PathBuf]) -> Value {
         "errors": errors,
         "errors_total": r.errors.len(),
         "missing_sources": missing,
+        // Scanned PDF pages: read by OCR, or left without text (no OCR
+        // engine installed, or it found none).
+        "pages_read_by_ocr": r.pages_read_by_ocr,
+        "pages_without_text": r.pages_without_text,
+        "ocr_available": rlm_corpus::ocr::available(),
     })
 }
 

@@ -343,10 +343,12 @@ fn passage_list(out: &mut String, title: &str, passages: &[rlm_engine::Source], 
     }
     out.push_str(&format!("\n\n{title}\n"));
     for (i, s) in passages.iter().enumerate() {
-        let place = match (s.line, &s.chunk_id) {
-            (Some(line), _) => format!(", line {line}"),
-            (None, Some(id)) => format!(", chunk {id}"),
-            (None, None) => String::new(),
+        let place = match (&s.location, s.line, &s.chunk_id) {
+            (None, None, None) => String::new(),
+            (location, line, id) => format!(
+                ", {}",
+                rlm_engine::citations::place_words(location.as_deref(), line, id.as_deref())
+            ),
         };
         let quote: String = s.quote.split_whitespace().collect::<Vec<_>>().join(" ");
         out.push_str(&format!(

@@ -303,7 +303,7 @@ fn schemas() -> Value {
             "status": {"enum": ["queued", "running", "done", "failed"]}, "phase": {"enum": ["queued", "waiting", "walking", "processing", "committing", "done"]},
             "files_found": {"type": "integer"}, "done_bytes": {"type": "integer"}, "total_bytes": {"type": "integer"},
             "started_at": {"type": ["string", "null"]}, "finished_at": {"type": ["string", "null"]},
-            "report": {"type": ["object", "null"], "description": "{added, updated, unchanged, removed, chunks_written, skipped, errors, errors_total, missing_sources}"},
+            "report": {"type": ["object", "null"], "description": "{added, updated, unchanged, removed, chunks_written, skipped, errors, errors_total, missing_sources, pages_read_by_ocr, pages_without_text, ocr_available}"},
             "error": {"type": ["string", "null"]}, "documents": {"type": ["integer", "null"]}
         }},
         "Health": {"type": "object", "properties": {
@@ -315,7 +315,9 @@ fn schemas() -> Value {
         "Chunk": {"type": "object", "properties": {
             "id": {"type": "string"}, "doc_id": {"type": "string"}, "path": {"type": ["string", "null"]}, "ordinal": {"type": "integer"},
             "byte_start": {"type": "integer"}, "byte_end": {"type": "integer"}, "line_start": {"type": "integer"}, "line_end": {"type": "integer"},
-            "page": {"type": ["integer", "null"]}, "heading": {"type": ["string", "null"]}, "text": {"type": "string"}
+            "page": {"type": ["integer", "null"]}, "heading": {"type": ["string", "null"]},
+            "location": {"type": ["string", "null"], "description": "the place a person cites when it is not a page: `slide 4`, `sheet \"Q3\", rows 10–14`, `chapter 3`, `message of 2024-03-02 from …`"},
+            "text": {"type": "string"}
         }}
     })
 }

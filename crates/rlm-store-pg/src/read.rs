@@ -14,7 +14,7 @@ use crate::db::{Db, Param};
 
 const DOC_SELECT: &str =
     "SELECT id, path, kind, size_bytes, chars, hash, title, chunk_count FROM rlm_documents";
-const CHUNK_SELECT: &str = "SELECT id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading, body FROM rlm_chunks";
+const CHUNK_SELECT: &str = "SELECT id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading, body, location FROM rlm_chunks";
 
 /// Totals of the store.
 pub(crate) fn stats(db: &Db) -> Result<StoreStats, CorpusError> {
@@ -170,6 +170,7 @@ fn row_to_chunk(r: &Row) -> Chunk {
         line_end: r.get::<_, i32>(6) as u32,
         page: r.get::<_, Option<i32>>(7).map(|p| p as u32),
         heading: r.get(8),
+        location: r.get(10),
         text: r.get(9),
     }
 }

@@ -104,6 +104,11 @@ CREATE TABLE rlm_replies (
 CREATE INDEX rlm_replies_last_used ON rlm_replies (last_used);
 ",
     },
+    Migration {
+        version: 4,
+        description: "chunk locations for places other than pages (slides, sheet rows, messages)",
+        sql: "ALTER TABLE rlm_chunks ADD COLUMN IF NOT EXISTS location text;",
+    },
 ];
 
 /// The schema version this build reads and writes.

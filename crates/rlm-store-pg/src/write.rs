@@ -219,7 +219,7 @@ impl PgSink<'_> {
         }
         if !self.chunks.is_empty() {
             self.db.copy_in(
-                "rlm_chunks (id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading, body)",
+                "rlm_chunks (id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading, body, location)",
                 std::mem::take(&mut self.chunks),
             )?;
         }
@@ -280,6 +280,7 @@ impl IndexSink for PgSink<'_> {
                 .opt_int(s.page.map(i64::from))
                 .opt_text(s.heading.as_deref())
                 .text(body)
+                .opt_text(s.location.as_deref())
                 .end();
         }
         if self.documents.len() + self.chunks.len() >= FLUSH_BYTES {

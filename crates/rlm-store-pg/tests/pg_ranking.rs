@@ -239,7 +239,7 @@ fn the_bounded_search_is_the_exhaustive_one_whenever_it_says_exact() {
 }
 
 #[test]
-fn a_store_of_schema_version_1_gains_its_statistics_when_opened() {
+fn a_store_of_schema_version_1_gains_its_statistics_and_locations_when_opened() {
     let Some(db) = test_database() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let docs = zipf_corpus(tmp.path(), 10);
@@ -252,7 +252,7 @@ fn a_store_of_schema_version_1_gains_its_statistics_when_opened() {
     db.sql(
         "DROP TABLE rlm_lexemes; DELETE FROM rlm_meta WHERE key IN ('chunks', 'chunk_lexemes');
          DROP TABLE rlm_replies; DROP SEQUENCE rlm_reply_use;
-         DELETE FROM rlm_schema WHERE version >= 2",
+         ALTER TABLE rlm_chunks DROP COLUMN location; DELETE FROM rlm_schema WHERE version >= 2",
     )
     .unwrap();
     let store = PgStore::open(db.url()).unwrap();

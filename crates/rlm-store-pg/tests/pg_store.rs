@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use rlm_corpus::{
     CorpusError, CorpusStore, EmbedError, EmbedOptions, Embedder, IndexOptions, RetrievalMode,
-    SearchOptions, Store,
+    SearchOptions, Store, document_id,
 };
 use rlm_store_pg::PgStore;
 use rlm_store_pg::testing::{TestDatabase, test_database};
@@ -435,4 +435,34 @@ fn vectors_are_stored_reused_and_searched_as_in_the_local_store() {
         .search_vector(&HashEmbedder.embed(&["thirty days"]).unwrap()[0], 3, -1.0)
         .unwrap();
     assert_eq!(hits.len(), 3);
+}
+
+#[test]
+fn chunk_locations_are_kept_like_the_local_store_keeps_them() {
+    let Some(db) = test_database() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("mail");
+    write(
+        &docs.join("note.eml"),
+        "From: Anna Berg <anna@example.org>\r\nDate: Sat, 2 Mar 2024 10:15:00 +0100\r\nSubject: Schlüssel\r\n\r\nDer Schlüssel liegt beim Hausmeister.\r\n",
+    );
+    let local_dir = tmp.path().join("local");
+    Store::index(
+        &local_dir,
+        std::slice::from_ref(&docs),
+        &opts(),
+        &mut |_| {},
+    )
+    .unwrap();
+    PgStore::index(db.url(), std::slice::from_ref(&docs), &opts(), &mut |_| {}).unwrap();
+    let store = pg(&db);
+    assert_eq!(
+        snapshot(&store),
+        snapshot(&Store::open(&local_dir).unwrap())
+    );
+    let chunk = &store.chunks_of(&document_id("mail/note.eml")).unwrap()[0];
+    assert_eq!(
+        chunk.location.as_deref(),
+        Some("message of 2024-03-02 from Anna Berg")
+    );
 }

@@ -17,6 +17,7 @@ mod llm_cli;
 mod mcp_http;
 mod mcp_stdio;
 mod model_cli;
+mod office_cli;
 mod pg_cli;
 mod repl_cli;
 mod retrieval_cli;

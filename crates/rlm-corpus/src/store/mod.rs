@@ -91,7 +91,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     line_start INTEGER NOT NULL,
     line_end INTEGER NOT NULL,
     page INTEGER,
-    heading TEXT
+    heading TEXT,
+    location TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS chunks_by_doc ON chunks(doc_id, ordinal);
 ";
@@ -100,6 +101,21 @@ fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, CorpusError
     Ok(conn
         .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
         .optional()?)
+}
+
+/// Adds what a store written by an older build of this format lacks, in
+/// place (nothing stored changes): the chunks' `location` column. Old
+/// chunks keep no location; their page, if any, still names their place.
+fn upgrade_schema(conn: &Connection) -> Result<(), CorpusError> {
+    let has_location: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info('chunks') WHERE name = 'location'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_location {
+        conn.execute_batch("ALTER TABLE chunks ADD COLUMN location TEXT")?;
+    }
+    Ok(())
 }
 
 fn check_version(dir: &Path, conn: &Connection) -> Result<u64, CorpusError> {
@@ -157,6 +173,7 @@ impl Store {
         }
         let conn = open_db(dir)?;
         let generation = check_version(dir, &conn)?;
+        upgrade_schema(&conn)?;
         let fts = match FullText::open_or_create(&dir.join(FTS_DIR)) {
             Err(CorpusError::FulltextOutdated(_)) => upgrade_fulltext(dir)?,
             other => other?,

@@ -94,10 +94,10 @@ impl Store {
     pub fn chunk(&self, chunk_id: &str) -> Result<Option<Chunk>, CorpusError> {
         let conn = self.db();
         let sql = "SELECT c.id, c.doc_id, c.ordinal, c.byte_start, c.byte_end, c.line_start,
-                    c.line_end, c.page, c.heading, d.rowid
+                    c.line_end, c.page, c.heading, c.location, d.rowid
              FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1";
         let Some((mut chunk, rowid)) = conn
-            .query_row(sql, [chunk_id], |r| Ok((row_to_chunk(r, "")?, r.get(9)?)))
+            .query_row(sql, [chunk_id], |r| Ok((row_to_chunk(r, "")?, r.get(10)?)))
             .optional()?
         else {
             return Ok(None);
@@ -175,7 +175,7 @@ impl Store {
 
 const DOC_SELECT: &str =
     "SELECT id, path, kind, size_bytes, chars, hash, title, chunk_count FROM documents";
-const CHUNK_SELECT: &str = "SELECT id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading FROM chunks";
+const CHUNK_SELECT: &str = "SELECT id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading, location FROM chunks";
 
 fn row_to_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
     let kind: String = r.get(2)?;
@@ -204,6 +204,7 @@ fn row_to_chunk(r: &rusqlite::Row<'_>, doc_text: &str) -> rusqlite::Result<Chunk
         line_end: r.get::<_, i64>(6)? as u32,
         page: r.get::<_, Option<i64>>(7)?.map(|p| p as u32),
         heading: r.get(8)?,
+        location: r.get(9)?,
         text: doc_text
             .get(byte_start as usize..byte_end as usize)
             .unwrap_or_default()

@@ -77,6 +77,7 @@ impl Store {
             )?;
         }
         let generation = check_version(dir, &conn)?;
+        super::upgrade_schema(&conn)?;
         let mut recreated = None;
         let (fts, committed) = open_fulltext_for_writing(dir, opts.rebuild, &mut recreated)?;
         let fts_stale = committed != Some(generation);
@@ -261,8 +262,8 @@ pub(super) fn insert_rows(
     )?;
     let mut stmt = conn.prepare_cached(
         "INSERT INTO chunks (id, doc_id, ordinal, byte_start, byte_end, line_start, line_end,
-                             page, heading)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                             page, heading, location)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
     for (ordinal, s) in spans.iter().enumerate() {
         let cid = chunk_id(&id, ordinal as u32);
@@ -276,6 +277,7 @@ pub(super) fn insert_rows(
             s.line_end,
             s.page,
             s.heading,
+            s.location,
         ])?;
         writer.add(&FtsChunk {
             chunk_id: &cid,

@@ -126,6 +126,7 @@ mod tests {
             byte_start: 0,
             byte_end: text.len() as u64,
             text: text.into(),
+            location: None,
         }
     }
 

@@ -439,6 +439,7 @@ pub(super) fn engine_citation(
         detail: None,
         origin: CitationOrigin::Engine,
         line: None,
+        location: chunk.location.clone(),
     }
 }
 
@@ -579,6 +580,7 @@ mod tests {
             byte_start: 100,
             byte_end: 100 + text.len() as u64,
             text: text.into(),
+            location: None,
         }
     }
 

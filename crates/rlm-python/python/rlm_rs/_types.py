@@ -64,6 +64,9 @@ class Source:
     chunk_id: Optional[str]
     quote: str
     attached_by_engine: bool
+    #: Where the passage is, as a person cites it: ``page 12``, ``slide 4``,
+    #: ``sheet "Q3", rows 10–14``, ``message of 2024-03-02 from …``.
+    location: Optional[str] = None
 
 
 @dataclass

@@ -280,7 +280,9 @@ export function plainAnswer(ans) {
 
 export function place(s) {
   const path = s.path || (s.kind === "doc" ? "document " + s.id : s.chunk_id || s.id || "?");
-  return path + (s.line ? ", line " + s.line : s.page ? ", page " + s.page : "");
+  // The place a person finds in the original (slide, sheet rows, page)
+  // before a line of the extracted text.
+  return path + (s.location ? ", " + s.location : s.line ? ", line " + s.line : s.page ? ", page " + s.page : "");
 }
 
 /** The rendered answer body, its sources list and warnings. */
@@ -572,7 +574,8 @@ export async function openSource(s) {
     const ch = await api("GET", "/api/chunks/" + encodeURIComponent(s.chunk_id));
     $("source-title").textContent = (s.n ? s.n + ". " : "") + (ch.path || s.path || "");
     const meta = [];
-    if (ch.page != null) meta.push("page " + ch.page);
+    const where = ch.location || (ch.page != null ? "page " + ch.page : null);
+    if (where) meta.push(where);
     if (ch.line_start != null) meta.push("lines " + ch.line_start + (ch.line_end != null && ch.line_end !== ch.line_start ? "–" + ch.line_end : ""));
     if (ch.heading) meta.push("§ " + ch.heading);
     meta.push("passage " + (ch.ordinal ?? "?") + " (" + ch.id + ")");

@@ -105,7 +105,8 @@ export async function openDocument(d) {
       $("doc-title").textContent = data.title || data.path;
       const at = [];
       if (chunk) {
-        if (chunk.page != null) at.push("page " + chunk.page);
+        if (chunk.location) at.push(chunk.location);
+        else if (chunk.page != null) at.push("page " + chunk.page);
         if (chunk.line_start != null) at.push("lines " + chunk.line_start + (chunk.line_end != null && chunk.line_end !== chunk.line_start ? "–" + chunk.line_end : ""));
       }
       $("doc-meta").textContent = [data.path !== data.title ? data.path : null, data.kind, fmtBytes(data.size_bytes), plural(data.chunk_count ?? 0, "passage"), at.length ? "cited: " + at.join(", ") : null].filter(Boolean).join(" · ");

@@ -101,6 +101,36 @@ pub const EMBED_BATCH: Setting = Setting::new(
     "64",
     "Texts per provider embedding request.",
 );
+/// OCR of scanned PDF pages.
+pub const OCR: Setting = Setting::new(
+    Store,
+    ENV_ONLY,
+    "ocr",
+    Some("RLM_OCR"),
+    Kind::Choice(&["auto", "off"]),
+    "auto",
+    "Scanned PDF pages (no text layer) are read by Tesseract when it is installed (`auto`), or never (`off`); without it `rlm index` says how many pages had no text.",
+);
+/// The OCR program.
+pub const TESSERACT: Setting = Setting::new(
+    Store,
+    ENV_ONLY,
+    "tesseract",
+    Some("RLM_TESSERACT"),
+    Kind::Path,
+    "tesseract",
+    "The OCR program: `tesseract` on the `PATH`, or a path to it.",
+);
+/// The languages of OCR.
+pub const OCR_LANGUAGES: Setting = Setting::new(
+    Store,
+    ENV_ONLY,
+    "ocr_languages",
+    Some("RLM_OCR_LANGUAGES"),
+    Kind::Text,
+    "every language installed",
+    "Languages OCR reads, in Tesseract's form (`deu+eng`).",
+);
 
 // ---- Serving, nodes, MCP --------------------------------------------------
 

@@ -477,11 +477,11 @@ fn print_passages(
     }
     writeln!(out, "\n{title}")?;
     for (i, s) in passages.iter().enumerate() {
-        let place = match (s.line, &s.chunk_id) {
-            (Some(line), _) => format!("line {line}"),
-            (None, Some(id)) => format!("chunk {id}"),
-            (None, None) => "?".into(),
-        };
+        let place = rlm_engine::citations::place_words(
+            s.location.as_deref(),
+            s.line,
+            s.chunk_id.as_deref(),
+        );
         let by = if s.attached_by_engine {
             " (attached by the engine)"
         } else {

@@ -302,6 +302,7 @@ fn some_local_model(settings: &EmbeddingSettings) -> anyhow::Result<()> {
 
 /// `rlm index`.
 pub fn index(args: IndexArgs) -> anyhow::Result<()> {
+    rlm_corpus::ocr::check_setting().map_err(anyhow::Error::msg)?;
     let opts = IndexOptions {
         chunk_chars: args.chunk_chars,
         include: args.include,
@@ -380,14 +381,7 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
             report.elapsed_ms as f64 / 1000.0,
         )?;
         write_store_lines(&mut out, &t, &report.languages, embedded.as_ref())?;
-        if !report.skipped.is_empty() {
-            let by_reason: Vec<String> = report
-                .skipped
-                .iter()
-                .map(|(r, n)| format!("{n} {r}"))
-                .collect();
-            writeln!(out, "skipped: {}", by_reason.join(", "))?;
-        }
+        write_skipped_lines(&mut out, &report)?;
         if !report.lossy_files.is_empty() {
             writeln!(
                 out,
@@ -417,6 +411,46 @@ pub fn index(args: IndexArgs) -> anyhow::Result<()> {
             "{} file(s) could not be indexed (listed above); everything else was indexed and committed",
             report.errors.len()
         );
+    }
+    Ok(())
+}
+
+/// The files skipped, counted by reason, then what became of scanned pages.
+fn write_skipped_lines(
+    out: &mut impl Write,
+    report: &rlm_corpus::IndexReport,
+) -> std::io::Result<()> {
+    if !report.skipped.is_empty() {
+        let by_reason: Vec<String> = report
+            .skipped
+            .iter()
+            .map(|(r, n)| format!("{n} {r}"))
+            .collect();
+        writeln!(out, "skipped: {}", by_reason.join(", "))?;
+    }
+    write_scanned_lines(out, report)
+}
+
+/// What indexing did with scanned PDF pages (no text layer): how many OCR
+/// read, how many stayed without text and, with no OCR engine, what to
+/// install.
+fn write_scanned_lines(
+    out: &mut impl Write,
+    report: &rlm_corpus::IndexReport,
+) -> std::io::Result<()> {
+    if report.pages_read_by_ocr > 0 {
+        writeln!(out, "OCR read {} scanned page(s)", report.pages_read_by_ocr)?;
+    }
+    let n = report.pages_without_text;
+    if n > 0 {
+        if rlm_corpus::ocr::available() {
+            writeln!(out, "{n} page(s) had no text, not even by OCR")?;
+        } else {
+            writeln!(
+                out,
+                "{n} page(s) had no text; install tesseract-ocr (and the language packs of your documents, e.g. tesseract-ocr-deu) to read them"
+            )?;
+        }
     }
     Ok(())
 }
@@ -612,8 +646,8 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
                 chunk.line_start,
                 chunk.line_end
             );
-            if let Some(p) = chunk.page {
-                place.push_str(&format!(" · page {p}"));
+            if let Some(p) = chunk.place() {
+                place.push_str(&format!(" · {}", one_line(&p)));
             }
             if let Some(h) = &chunk.heading {
                 place.push_str(&format!(" · § {}", one_line(h)));
@@ -643,7 +677,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
             .map(|c| {
                 serde_json::json!({"id": c.id, "ordinal": c.ordinal, "byte_start": c.byte_start,
                     "byte_end": c.byte_end, "line_start": c.line_start, "line_end": c.line_end,
-                    "page": c.page, "heading": c.heading})
+                    "page": c.page, "location": c.location, "heading": c.heading})
             })
             .collect();
         serde_json::to_writer_pretty(
@@ -672,9 +706,13 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
                 .chars()
                 .take(80)
                 .collect();
+            let place = c
+                .place()
+                .map(|p| format!("[{}] ", one_line(&p)))
+                .unwrap_or_default();
             writeln!(
                 out,
-                "  {:<22} lines {:>5}-{:<5} {}",
+                "  {:<22} lines {:>5}-{:<5} {place}{}",
                 one_line(&c.id),
                 c.line_start,
                 c.line_end,

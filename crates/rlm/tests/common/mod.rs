@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod office;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -49,6 +51,9 @@ pub const CLEARED: &[&str] = &[
     "RLM_SANDBOX_WORKER",
     "RLM_SERVE_ADDR",
     "RLM_SERVE_MAX_RUNS",
+    "RLM_OCR",
+    "RLM_TESSERACT",
+    "RLM_OCR_LANGUAGES",
 ];
 
 /// `rlm args…` in `dir` with a clean environment plus `env`, stdin closed.
