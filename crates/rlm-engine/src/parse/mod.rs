@@ -6,10 +6,22 @@
 //! write ```python, ```py or a bare ``` fence instead, so those are accepted as
 //! fallbacks (only when no ```repl fence is present, because a reply that has
 //! both usually shows Python as an example next to the code it wants run).
-
-use std::sync::OnceLock;
+//!
+//! `code.rs` adapts the model's code for the sandbox and notes code that
+//! cannot work; `verdicts.rs` judges what a reply or answer is (the engine's
+//! own output, an id given as the answer, another language).
 
 use serde_json::Value;
+
+mod code;
+mod verdicts;
+
+pub use code::{adapt_async_calls, code_lints};
+pub(crate) use verdicts::SEARCH_LEAD;
+pub use verdicts::{
+    abstains, announces_steps, holds_engine_output, language_mismatch, not_an_answer,
+    speaks_the_protocol,
+};
 
 /// One fenced code block the engine will execute.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,67 +362,6 @@ pub fn parse_reply(reply: &str) -> ParsedReply {
     }
 }
 
-/// Host functions that exist in a sync and an awaitable form (`name_async`).
-const ASYNC_TWINS: &[&str] = &["llm_query", "rlm_query"];
-
-/// Adapts model code to the sandbox's split between sync and awaitable host
-/// functions (one name cannot be both): `await llm_query(...)` and
-/// `llm_query(...)` inside an `asyncio.gather(...)` call become
-/// `llm_query_async(...)`, the form models trained on `asyncio.gather` fan-out code write.
-pub fn adapt_async_calls(code: &str) -> String {
-    let mut out = code.to_string();
-    for name in ASYNC_TWINS {
-        out = out.replace(&format!("await {name}("), &format!("await {name}_async("));
-    }
-    let mut result = String::with_capacity(out.len());
-    let mut rest = out.as_str();
-    while let Some(start) = rest.find("asyncio.gather(") {
-        let open = start + "asyncio.gather".len();
-        result.push_str(&rest[..=open]);
-        let body = &rest[open + 1..];
-        let mut depth = 1usize;
-        let mut end = body.len();
-        for (i, ch) in body.char_indices() {
-            match ch {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = i;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let mut inner = body[..end].to_string();
-        for name in ASYNC_TWINS {
-            inner = replace_calls(&inner, name, &format!("{name}_async"));
-        }
-        result.push_str(&inner);
-        rest = &body[end..];
-    }
-    result.push_str(rest);
-    result
-}
-
-/// Replaces calls `name(` by `new(` where `name` is a whole identifier.
-fn replace_calls(text: &str, name: &str, new: &str) -> String {
-    let pat = format!("{name}(");
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find(&pat) {
-        let before = rest[..i].chars().next_back();
-        let whole = !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.');
-        out.push_str(&rest[..i]);
-        out.push_str(if whole { new } else { name });
-        out.push('(');
-        rest = &rest[i + pat.len()..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// Detects a model repeating the same reply turn after turn (weak models loop).
 #[derive(Debug, Default)]
 pub struct RepeatDetector {
@@ -433,99 +384,6 @@ impl RepeatDetector {
     }
 }
 
-/// Notes on code that cannot do what it obviously means, added to the cell's
-/// output so the model can fix it. Today: a literal with capital letters
-/// compared against a lower-cased string (`"Marguerite Okafor" in
-/// d["text"].lower()`) can never match — the small local model looped on
-/// exactly that for twenty turns.
-pub fn code_lints(code: &str) -> Vec<String> {
-    static PATTERNS: OnceLock<[regex::Regex; 2]> = OnceLock::new();
-    let patterns = PATTERNS.get_or_init(|| {
-        [
-            // "Lit" in x.lower()  /  'Lit' not in x.lower()
-            regex::Regex::new(
-                r#"(?:"([^"\n]*)"|'([^'\n]*)')\s+(?:not\s+)?in\s+[^\n:]*?\.lower\(\)"#,
-            )
-            .expect("valid regex"),
-            // x.lower().find("Lit") / .count / .index / .startswith / .endswith / .split
-            regex::Regex::new(
-                r#"\.lower\(\)\s*\.\s*(?:find|rfind|count|index|startswith|endswith|split)\(\s*(?:"([^"\n]*)"|'([^'\n]*)')"#,
-            )
-            .expect("valid regex"),
-        ]
-    });
-    let mut notes = Vec::new();
-    for re in patterns.iter() {
-        for caps in re.captures_iter(code) {
-            let lit = caps
-                .get(1)
-                .or_else(|| caps.get(2))
-                .map_or("", |m| m.as_str());
-            if lit.chars().any(char::is_uppercase) {
-                let note = format!(
-                    "Note: {lit:?} has capital letters but is compared with a .lower() string, so it can never match; write {:?}.",
-                    lit.to_lowercase()
-                );
-                if !notes.contains(&note) {
-                    notes.push(note);
-                }
-            }
-        }
-    }
-    if let Some(note) = counts_documents(code)
-        && !notes.contains(&note)
-    {
-        notes.push(note);
-    }
-    notes
-}
-
-/// A note when a cell counts the documents that contain a literal (`for d
-/// in documents: if "x" in d["text"]: n += 1`): a question about how many
-/// lines or records hold it gets the number of documents instead.
-fn counts_documents(code: &str) -> Option<String> {
-    static PATTERNS: OnceLock<[regex::Regex; 2]> = OnceLock::new();
-    let [looped, tested] = PATTERNS.get_or_init(|| {
-        [
-            regex::Regex::new(r"for\s+(\w+)\s+in\s+documents\b").expect("valid regex"),
-            regex::Regex::new(r#"(?:"([^"\n]+)"|'([^'\n]+)')\s+in\s+(\w+)\[\s*["']text["']\s*\]"#)
-                .expect("valid regex"),
-        ]
-    });
-    let counts = ["+= 1", "+ 1\n", "+ 1 ", "sum(1 for", "len(["]
-        .iter()
-        .any(|c| code.contains(c));
-    if !counts {
-        return None;
-    }
-    let loop_vars: Vec<&str> = looped
-        .captures_iter(code)
-        .filter_map(|c| c.get(1).map(|m| m.as_str()))
-        .collect();
-    let lit = tested.captures_iter(code).find_map(|c| {
-        let var = c.get(3)?.as_str();
-        loop_vars
-            .contains(&var)
-            .then(|| c.get(1).or_else(|| c.get(2)).map(|m| m.as_str()))?
-    })?;
-    Some(format!(
-        "Note: this cell counts the documents whose text holds {lit:?}, not the lines or records that do; grep_count({lit:?}) counts every line that holds it, and grep({lit:?}) returns them."
-    ))
-}
-
-/// The answer's language and the question's when they differ (the answer's
-/// citation markers, which quote the documents, left out). `None` when they
-/// agree or either cannot be told (a number, a name, a few words).
-pub fn language_mismatch(answer: &str, question: &str) -> Option<(&'static str, &'static str)> {
-    use rlm_corpus::language::{UNDETERMINED, guess};
-    let asked = guess(question);
-    if asked == UNDETERMINED {
-        return None;
-    }
-    let answered = guess(&crate::citations::without_markers(answer));
-    (answered != UNDETERMINED && answered != asked).then_some((answered, asked))
-}
-
 /// The first JSON object in a model reply (fences and prose around it are ignored).
 pub fn parse_json_object(reply: &str) -> Option<Value> {
     let start = reply.find('{')?;
@@ -544,155 +402,6 @@ pub(crate) fn json_field(v: &Value, k: &str) -> String {
         Some(Value::String(s)) => s.trim().to_string(),
         Some(Value::Null) | None => String::new(),
         Some(other) => other.to_string(),
-    }
-}
-
-/// Why a committed answer is not an answer, if it is not: it holds only
-/// citation markers, gives an internal chunk id as a fact, is a template
-/// placeholder, or echoes the question. (Small models copy ids from the
-/// inspection output, or fill in the prompt's own example.)
-pub fn not_an_answer(answer: &str, question: &str) -> Option<String> {
-    static PATTERNS: OnceLock<[regex::Regex; 3]> = OnceLock::new();
-    let [marker, chunk_id, placeholder] = PATTERNS.get_or_init(|| {
-        [
-            regex::Regex::new(r"\[\[[^\]]*\]\]").expect("valid regex"),
-            regex::Regex::new(r"\b[0-9a-f]{16}-[0-9]+\b").expect("valid regex"),
-            regex::Regex::new(
-                r"(?i)\{\{?\s*[a-z_ ]+\s*\}?\}|<\s*(your |the )?(final )?answer[^>]*>|\[\s*(your|insert|the) [^\]]*\]|\byour (final )?answer here\b",
-            )
-            .expect("valid regex"),
-        ]
-    });
-    let text = marker.replace_all(answer, " ");
-    let words = |s: &str| -> Vec<String> { crate::text::words(s).collect() };
-    let answer_words = words(&text);
-    if answer_words.is_empty() {
-        return Some("it holds no answer text, only citation markers or punctuation".into());
-    }
-    // An id named as a source ("the passage chunk:ab12-0 says …") is no
-    // fault; one standing in for the fact (nothing else new is said) is.
-    // A number the question does not hold is a fact said ("… states that
-    // 2000 guests attended").
-    let says_little_else = || {
-        let rest = chunk_id.replace_all(&text, " ");
-        let asked = words(question);
-        let language = rlm_corpus::language::guess(question);
-        let new: Vec<String> = words(&rest)
-            .into_iter()
-            .filter(|w| !asked.contains(w) && !crate::text::is_stop_word(w, language))
-            .collect();
-        let has_digit = |w: &String| w.chars().any(|c| c.is_ascii_digit());
-        !new.iter().any(has_digit) && new.iter().filter(|w| w.chars().count() >= 3).count() < 2
-    };
-    if let Some(id) = chunk_id.find(&text)
-        && says_little_else()
-    {
-        return Some(format!(
-            "it gives the internal chunk id {} as if it were a fact; chunk ids belong only inside [[chunk:ID \"quote\"]] markers after the fact they support",
-            id.as_str()
-        ));
-    }
-    if let Some(p) = placeholder.find(&text) {
-        return Some(format!(
-            "it is a template placeholder ({}), not the answer",
-            p.as_str()
-        ));
-    }
-    if answer_words == words(question) {
-        return Some("it repeats the question instead of answering it".into());
-    }
-    None
-}
-
-/// The line the root's inspection cell prints above the question's
-/// full-text hits (kept here so a copy of it is recognised).
-pub(crate) const SEARCH_LEAD: &str =
-    "Full-text search for the question found these passages (a lead, not proof: check them):";
-
-/// True when `text` holds the engine's own output rather than words of an
-/// answer: a `[DOCUMENT N: path]` header, a bare `[[chunk:ID]]` marker as
-/// the inspection prints them, the search lead, a "REPL output" heading, or
-/// a search hit's record. These are the engine's strings, so the test is
-/// the same in every language; a model that pastes what it was shown has
-/// not answered.
-pub fn holds_engine_output(text: &str) -> bool {
-    static PATTERNS: OnceLock<regex::Regex> = OnceLock::new();
-    let re = PATTERNS.get_or_init(|| {
-        regex::Regex::new(
-            r#"\[DOCUMENT \d+:|\[\[chunk:[0-9a-f]{16}-\d+\]\]|REPL output|['"]chunk_id['"]\s*:"#,
-        )
-        .expect("valid regex")
-    });
-    re.is_match(text) || text.contains(SEARCH_LEAD) || text.contains("a lead, not proof")
-}
-
-/// True when `text` (a document's) speaks the engine's protocol: a
-/// `FINAL(` or `FINAL_VAR(` directive, a citation marker, a REPL block.
-/// A document has no reason to; one that does is addressing the model (an
-/// injection), and is never the source the engine attaches to a claim.
-pub fn speaks_the_protocol(text: &str) -> bool {
-    static PATTERNS: OnceLock<regex::Regex> = OnceLock::new();
-    let re = PATTERNS.get_or_init(|| {
-        regex::Regex::new(r#"FINAL(_VAR)?\s*\(|\[\[(chunk|doc):|```repl"#).expect("valid regex")
-    });
-    re.is_match(text)
-}
-
-/// True when a reply announces what its writer will do next ("I will
-/// search…", "Let me check…", "Next, we need…"): a plan, not an answer,
-/// whatever facts it mentions on the way.
-pub fn announces_steps(reply: &str) -> bool {
-    static STEPS: OnceLock<regex::Regex> = OnceLock::new();
-    let re = STEPS.get_or_init(|| {
-        regex::Regex::new(
-            r"(?i)\b(i\s+will|i'll|i\s+need\s+to|let\s+me|let's|let\s+us|we\s+need\s+to|we\s+will|we'll|you\s+can\s+use|next,?\s+(i|we))\b",
-        )
-        .expect("valid regex")
-    });
-    re.is_match(reply)
-}
-
-/// True when a short answer says the material does not answer the question
-/// ("The passages do not answer the question.", "No information about it
-/// is provided.", "Die Passagen enthalten keine Angaben dazu."): an
-/// abstention, not a claim. One pattern per language (English, German).
-pub fn abstains(answer: &str) -> bool {
-    static ABSTENTION: OnceLock<[regex::Regex; 2]> = OnceLock::new();
-    let [english, german] = ABSTENTION.get_or_init(|| {
-        [regex::Regex::new(
-            r"(?i)\b(do|does|did)(\s+not|n't)\s+(directly\s+|explicitly\s+|specifically\s+|clearly\s+)?(answer|mention|contain|provide|say|state|specify|include|address|give|discuss)\b|\bno\s+(relevant\s+|specific\s+)?information\b|\bnot\s+(explicitly\s+|directly\s+)?(mentioned|stated|found|provided|specified|given)\b|\b(cannot|can't|could\s+not|unable\s+to)\s+(be\s+)?(determined|answered|find|determine|answer)\b",
-        )
-        .expect("valid regex"),
-        regex::Regex::new(
-            r"(?i)\b(enthalten|enthält|nennen|nennt|erwähnen|erwähnt|beantworten|beantwortet)\s+(\w+\s+){0,3}(keine|nicht|kein)\b|\bkeine\s+(relevanten\s+|konkreten\s+|genauen\s+)?(Informationen?|Angaben?|Hinweise?)\b|\bnicht\s+(ausdrücklich\s+|explizit\s+|direkt\s+)?(erwähnt|genannt|angegeben|gefunden|beantwortet|bestimmt|bestimmen|beantworten|feststellen)\b|\b(kann|können|konnte|lässt)\s+(sich\s+)?(nicht|keine)\s+(\w+\s+){0,3}?(bestimmen|beantworten|finden|feststellen|bestimmt|beantwortet)\b",
-        )
-        .expect("valid regex")]
-    });
-    answer.chars().count() <= 400 && (english.is_match(answer) || german.is_match(answer))
-}
-
-#[cfg(test)]
-mod engine_output_tests {
-    use super::*;
-
-    #[test]
-    fn the_engines_own_output_is_recognised_in_any_language() {
-        for pasted in [
-            "[DOCUMENT 0: notes/vault.txt]\nThe code is 8316.",
-            "[[chunk:0a1b2c3d4e5f6a7b-0]] in notes",
-            "REPL output:\n8316",
-            "{'chunk_id': '0a1b2c3d4e5f6a7b-0', 'text': 'Der Code ist 8316.'}",
-            SEARCH_LEAD,
-        ] {
-            assert!(holds_engine_output(pasted), "{pasted}");
-        }
-        for answer in [
-            "The vault code is 8316. [[chunk:0a1b2c3d4e5f6a7b-0 \"vault code is 8316\"]]",
-            "Der Tresorcode lautet 8316 [[doc:0 \"Code 8316\"]].",
-            "The document lists three offices.",
-        ] {
-            assert!(!holds_engine_output(answer), "{answer}");
-        }
     }
 }
 
