@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use super::package::Package;
 use super::xml::{Node, walk};
-use super::{DocText, Refusal, table_lines};
+use super::{DocText, Refusal, add_to_open_cell, nest_in_open_cell, table_lines};
 use crate::chunk::Place;
 use crate::extracted::{DocKind, Extracted, SkipReason};
 
@@ -226,16 +226,7 @@ impl<'s> BodyReader<'s> {
         if text.is_empty() {
             return;
         }
-        if let Some(cell) = self
-            .tables
-            .last_mut()
-            .and_then(|t| t.last_mut())
-            .and_then(|r| r.last_mut())
-        {
-            if !cell.is_empty() {
-                cell.push(' ');
-            }
-            cell.push_str(text);
+        if add_to_open_cell(&mut self.tables, text) {
             return;
         }
         let heading = p
@@ -265,15 +256,8 @@ impl<'s> BodyReader<'s> {
         let Some(rows) = self.tables.pop() else {
             return;
         };
-        if let Some(cell) = self
-            .tables
-            .last_mut()
-            .and_then(|t| t.last_mut())
-            .and_then(|r| r.last_mut())
-        {
-            // A table inside a cell: its text joins the cell.
-            let inner: Vec<String> = rows.into_iter().map(|r| r.join(" ")).collect();
-            cell.push_str(&inner.join(" "));
+        // A table inside a cell: its text joins the cell.
+        if nest_in_open_cell(&mut self.tables, &rows) {
             return;
         }
         self.out.blank();

@@ -352,6 +352,35 @@ impl DocText {
     }
 }
 
+/// A paragraph's text added to the table cell being filled (after a space
+/// when the cell holds text already). False outside a table.
+pub(crate) fn add_to_open_cell(tables: &mut [Vec<Vec<String>>], text: &str) -> bool {
+    let Some(cell) = open_cell(tables) else {
+        return false;
+    };
+    if !cell.is_empty() {
+        cell.push(' ');
+    }
+    cell.push_str(text);
+    true
+}
+
+/// A table closed inside a cell of another: its rows' text joins that cell.
+/// False when it was not inside a table.
+pub(crate) fn nest_in_open_cell(tables: &mut [Vec<Vec<String>>], rows: &[Vec<String>]) -> bool {
+    let Some(cell) = open_cell(tables) else {
+        return false;
+    };
+    let inner: Vec<String> = rows.iter().map(|r| r.join(" ")).collect();
+    cell.push_str(&inner.join(" "));
+    true
+}
+
+/// The cell being filled: the last cell of the last row of the innermost table.
+fn open_cell(tables: &mut [Vec<Vec<String>>]) -> Option<&mut String> {
+    tables.last_mut()?.last_mut()?.last_mut()
+}
+
 /// A table's rows as lines: the header row as it is, then each row with
 /// every cell named by its column (`Name: Alice | Amount: 300`), so that a
 /// chunk holding some rows still says what their values are.
