@@ -113,7 +113,7 @@ impl LocalModelOptions {
         }
         let models_dir = crate::cache::models_dir_with_env(|n| env(n).map(Into::into)).ok();
         o.draft = crate::draft_choice::draft_from_setting(
-            env("RLM_LOCAL_DRAFT").as_deref(),
+            r.text(&table::LOCAL_DRAFT).as_deref(),
             models_dir.as_deref(),
             o.threads,
         );
