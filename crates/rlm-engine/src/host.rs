@@ -125,7 +125,7 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
         provided: host(HostFunctionKind::Sync),
         needs_model: false,
         root_doc: Some(
-            "-> list of dicts with `doc_index`, `path`, `line`, `chunk_id`, `text` (the whole line): EVERY line of the corpus (or of documents `doc=`, or of `text`) that the regular expression matches, not the best few. For counting, summing, comparing or listing everything: `len(grep(\"overdue\"))` is the number of lines holding the word; parse numbers out of `m[\"text\"]` with `re` and add them up in code.",
+            "-> list of dicts with `doc_index`, `path`, `line`, `chunk_id`, `text` (the whole line): EVERY line of the corpus (or of documents `doc=`, or of `text`) that the regular expression matches, not the best few: to read or list every line of a kind (`len(grep(\"overdue\"))` is how many lines hold the word; to count, add up or rank them, `tally()` does it for you).",
         ),
         sub_doc: Some(
             "`grep(pattern)` every matching line of the corpus (dicts with `doc_index`, `path`, `line`, `chunk_id`, `text`)",
@@ -140,6 +140,17 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
         root_doc: Some("-> int: how many lines `grep(pattern)` matches, with no limit."),
         sub_doc: None,
         summary: "how many lines a regular expression matches",
+    },
+    ReplFunction {
+        name: "tally",
+        signature: "tally(pattern, number=None, by=None, ignore_case=True, doc=None)",
+        provided: host(HostFunctionKind::Sync),
+        needs_model: false,
+        root_doc: Some(
+            "-> dict: counts EVERY line of the corpus that `pattern` matches (a regular expression, or a list of them a line must all match, in any order): `lines`, `documents`. With `number=` (a regular expression whose first group is the number, e.g. `r\"(\\d+) EUR\"`) it also adds up that number over those lines: `sum`, `min`, `max`, `mean`, `min_line`, `max_line` (the whole lines of the extremes). With `by=` (a regular expression whose first group names the group, e.g. `r\"client (\\w+)\"`) it counts per group: `by` is a list of `[group, lines]` (or `[group, lines, sum]` with `number=`), most first, and `top` is the first. The system checks the answer against it: a count or total you answer with comes from here.",
+        ),
+        sub_doc: None,
+        summary: "count, add up or rank every line a pattern matches",
     },
     ReplFunction {
         name: "chunks",
@@ -258,7 +269,7 @@ mod tests {
         }
         let root = root_prompt_list(3);
         assert!(root.starts_with("3. `llm_query(prompt)` -> str: one call"));
-        assert!(root.contains("\n12. `SHOW_VARS()`: the names"), "{root}");
+        assert!(root.contains("\n13. `SHOW_VARS()`: the names"), "{root}");
         assert!(root.ends_with("not whole documents."), "{root}");
         let sub = sub_prompt_list();
         assert!(sub.ends_with("`SHOW_VARS()` and `print()`"), "{sub}");

@@ -33,6 +33,16 @@ fn ledger_store(files: usize, n: usize) -> TestStore {
     store(&files)
 }
 
+/// What the run's cells printed, in order.
+fn printed<T: serde::Serialize>(trace: &[T]) -> String {
+    trace
+        .iter()
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .filter(|v| v["type"] == "cell_output")
+        .map(|v| v["stdout"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 fn text_config() -> rlm_engine::EngineConfig {
     let mut c = config();
     c.turn_format = rlm_engine::TurnFormat::Text;
@@ -121,12 +131,7 @@ async fn bad_patterns_and_documents_are_python_errors_the_model_can_act_on() {
     let engine = engine(&server, text_config()).await;
     let (answer, trace) = ask(&engine, &ts, "Check the tools").await;
     assert_eq!(answer.answer, "done");
-    let out: String = trace
-        .iter()
-        .filter_map(|r| serde_json::to_value(r).ok())
-        .filter(|v| v["type"] == "cell_output")
-        .map(|v| v["stdout"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let out = printed(&trace);
     assert!(
         out.contains("look-ahead, look-behind and back-references are not supported"),
         "{out}"
@@ -160,5 +165,70 @@ async fn bad_patterns_and_documents_are_python_errors_the_model_can_act_on() {
             .any(|c| c.documents_scanned == Some(vec![1]) && c.lines == 4),
         "{:?}",
         answer.counted
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tally_counts_adds_up_and_ranks_every_line_and_the_answer_cites_its_sum() {
+    // 4 files of 300 lines: 100 refunds of 10 EUR and 200 purchases of 5
+    // EUR each; users u0..u6 in turn.
+    let ts = ledger_store(4, 300);
+    let code = "t = tally(r'purchase', number=r'(\\d+) EUR')\nprint(t['lines'], t['sum'], t['max'])\ng = tally('refund', by=r'user (u\\d)')\nprint(g['top'], g['by'][0], g['groups'])\nb = tally(['u3', 'refund'])\nprint('both', b['lines'], b['documents'])\nFINAL(f\"The purchases add up to {t['sum']} EUR.\")";
+    let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the total of all purchases?").await;
+    assert_eq!(answer.answer, "The purchases add up to 4000 EUR.");
+    let out = printed(&trace);
+    assert!(out.contains("800 4000 5"), "{out}");
+    // Refunds are lines i = 0, 3, ..., 297 of each file, user i % 7: u0
+    // (i = 0, 21, ...) has the most: 15 per file.
+    assert!(out.contains("u0 ['u0', 60] 7"), "{out}");
+    // u3 refunds: i % 3 == 0 and i % 7 == 3, i.e. i = 3, 24, ..., 297: 15 per file.
+    assert!(out.contains("both 60 4"), "{out}");
+    // The sum is a set the answer was computed from: counted and added up
+    // again when the answer was checked, and stated by the answer.
+    let set = answer
+        .counted
+        .iter()
+        .find(|c| c.number.is_some())
+        .expect("the tally with numbers is recorded");
+    assert_eq!(set.call, "tally(\"purchase\", number=\"(\\\\d+) EUR\")");
+    assert_eq!((set.lines, set.sum, set.documents), (800, Some(4000.0), 4));
+    assert_eq!(set.recounted, Some(true));
+    assert!(set.count_in_answer);
+    let listed = answer.counted.iter().find(|c| !c.also.is_empty()).unwrap();
+    assert_eq!(
+        (listed.pattern.as_str(), listed.also.as_slice()),
+        ("u3", &["refund".to_string()][..])
+    );
+    assert_eq!(listed.recounted, Some(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
+    let ts = ledger_store(2, 10);
+    let code = "for args in [[3], [[]], ['x', 5]]:\n    try:\n        tally(*args)\n    except TypeError as e:\n        print('TypeError', e)\ntry:\n    tally('refund', number='(')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', ignore_case='yes')\nexcept TypeError as e:\n    print('TypeError', e)\nFINAL('done')";
+    let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, trace) = ask(&engine, &ts, "Check tally").await;
+    assert_eq!(answer.answer, "done");
+    let out = printed(&trace);
+    assert_eq!(
+        out.matches("TypeError tally(pattern) needs the pattern")
+            .count(),
+        2,
+        "{out}"
+    );
+    assert!(
+        out.contains("TypeError tally(): number= must be a regular expression string"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ValueError number=: the pattern \"(\" is not a regular expression"),
+        "{out}"
+    );
+    assert!(
+        out.contains("TypeError tally(): ignore_case must be True or False"),
+        "{out}"
     );
 }

@@ -373,11 +373,7 @@ fn answer_result(
                 Some(false) => "counted again: DIFFERENT",
                 None => "not counted again",
             };
-            let _ = write!(
-                md,
-                "\n- `grep({:?})`: {} lines in {} documents; {again}",
-                c.pattern, c.lines, c.documents
-            );
+            let _ = write!(md, "\n- `{}`: {}; {again}", c.written(), c.extent());
         }
     }
     if answer.partial {

@@ -209,7 +209,7 @@ fn counted_sets_are_printed_under_the_answer() {
     assert!(out.starts_with("2 lines name Python or chess."), "{out}");
     assert!(out.contains("\nCounted over:\n"), "{out}");
     assert!(
-        out.contains("  - grep(\"python|chess\"): 2 lines in 1 documents; counted again: same; the answer states this count"),
+        out.contains("  - grep(\"python|chess\"): 2 lines in 1 document; counted again: same; the answer states this count"),
         "{out}"
     );
     assert!(out.contains("(rlm show ID)"), "{out}");

@@ -350,7 +350,7 @@ export function renderAnswer(ans, opts) {
   return { node: box, sources, verified: verified.length, related: related.length, unsupported: unsupported.length };
 }
 
-// The sets the run's code counted over (grep scans), each counted again
+// The sets the run's code counted over (grep and tally scans), each counted again
 // when the answer was checked, with its first passages to open.
 function countedSets(ans, opts) {
   const sets = Array.isArray(ans.counted) ? ans.counted : [];
@@ -359,8 +359,9 @@ function countedSets(ans, opts) {
   for (const c of sets) {
     const again = c.recounted === true ? "counted again: same" : c.recounted === false ? "counted again: DIFFERENT" : "not counted again";
     const li = el("li", null,
-      el("code", { text: "grep(" + JSON.stringify(c.pattern) + ")" }),
-      (c.by_engine ? " (the engine's count of a word of the question)" : "") + ": " + plural(c.lines, "line") + " in " + plural(c.documents, "document") + " · " + again +
+      el("code", { text: c.call || "grep(" + JSON.stringify(c.pattern) + ")" }),
+      (c.by_engine ? " (the engine's count of a word of the question)" : "") + ": " + plural(c.lines, "line") + " in " + plural(c.documents, "document") +
+      (typeof c.sum === "number" ? ", sum " + c.sum : "") + " · " + again +
       (c.count_in_answer ? " · the answer states this count" : ""));
     const ids = (c.chunk_ids || []).slice(0, 5);
     if (ids.length) {

@@ -524,7 +524,7 @@ fn print_counted(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
         let case = if c.ignore_case {
             ""
         } else {
-            ", case-sensitive"
+            " (case-sensitive)"
         };
         let who = if c.by_engine {
             " (the engine's count of a word of the question)"
@@ -533,8 +533,9 @@ fn print_counted(out: &mut impl Write, answer: &Answer) -> anyhow::Result<()> {
         };
         writeln!(
             out,
-            "  - grep({:?}{case}){who}: {} lines in {} documents; {recount}{stated}",
-            c.pattern, c.lines, c.documents
+            "  - {}{case}{who}: {}; {recount}{stated}",
+            c.written(),
+            c.extent()
         )?;
         if !c.chunk_ids.is_empty() {
             let shown: Vec<&str> = c.chunk_ids.iter().take(5).map(String::as_str).collect();

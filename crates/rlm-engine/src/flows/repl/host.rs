@@ -372,6 +372,7 @@ impl AgentHost {
                 Ok(found)
             }
             "grep_count" => scanning::grep_count(&self.ctx, &self.id, &call).await,
+            "tally" => scanning::tally(&self.ctx, &self.id, &call).await,
             "chunks" => scanning::chunks(&self.ctx, &call).await,
             other => Err(HostError::Raise {
                 exc_type: "NameError".into(),

@@ -136,6 +136,105 @@ async fn scan_for(
     Ok((pattern, found))
 }
 
+/// `tally(pattern, number=None, by=None, ignore_case=True, doc=None)`:
+/// counts every line of the corpus `pattern` matches; with `number=` adds
+/// up the number each line holds (its first capture group); with `by=`
+/// counts (or adds up) per group. Recorded as a set the answer may be
+/// computed from, with its sum.
+pub(crate) async fn tally(
+    run: &Arc<Run>,
+    agent: &str,
+    call: &HostCall,
+) -> Result<Value, HostError> {
+    let text_arg = |index: usize, name: &str| match arg(call, index, name) {
+        None => Ok(None),
+        Some(Value::String(p)) => Ok(Some(p.clone())),
+        Some(_) => Err(type_error(format!(
+            "tally(): {name}= must be a regular expression string, e.g. tally(r\"paid\", number=r\"(\\d+) EUR\", by=r\"client (\\w+)\")"
+        ))),
+    };
+    // A list of patterns: the lines holding all of them, in any order.
+    let patterns: Vec<String> = match arg(call, 0, "pattern") {
+        Some(Value::String(p)) => vec![p.clone()],
+        Some(Value::Array(items))
+            if !items.is_empty() && items.len() <= 20 && items.iter().all(Value::is_string) =>
+        {
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        }
+        _ => {
+            return Err(type_error(
+                "tally(pattern) needs the pattern of the lines to count (a regular expression, or a list of up to 20 that a line must all match), e.g. tally(r\"refund\") or tally([\"refund\", \"Oslo\"])".into(),
+            ));
+        }
+    };
+    let (number, by) = (text_arg(1, "number")?, text_arg(2, "by")?);
+    let ignore_case = match call.kwargs.get("ignore_case") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(type_error(
+                "tally(): ignore_case must be True or False".into(),
+            ));
+        }
+    };
+    let only = documents_arg(run, call, "doc")?;
+    let mut line_res = patterns
+        .iter()
+        .map(|p| scan::compile(p, ignore_case).map_err(value_error))
+        .collect::<Result<Vec<_>, _>>()?;
+    let lines_re = line_res.remove(0);
+    let compile_part = |p: &Option<String>, name: &str| {
+        p.as_deref()
+            .map(|p| {
+                scan::compile(p, ignore_case).map_err(|e| value_error(format!("{name}=: {e}")))
+            })
+            .transpose()
+    };
+    let number_re = compile_part(&number, "number")?;
+    let by_re = compile_part(&by, "by")?;
+    let corpus = run.corpus.clone();
+    let scope = only.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        let spec = scan::TallySpec {
+            lines: &lines_re,
+            also: &line_res,
+            number: number_re.as_ref(),
+            by: by_re.as_ref(),
+        };
+        scan::tally(&corpus, &spec, scope.as_deref())
+    })
+    .await
+    .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?
+    .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?;
+    let mut written = match patterns.as_slice() {
+        [one] => format!("tally({one:?}"),
+        many => format!("tally({many:?}"),
+    };
+    if let Some(n) = &number {
+        written.push_str(&format!(", number={n:?}"));
+    }
+    if let Some(b) = &by {
+        written.push_str(&format!(", by={b:?}"));
+    }
+    written.push(')');
+    record(
+        run,
+        CountedSet::of_tally(
+            agent,
+            written,
+            &patterns,
+            number.as_deref(),
+            ignore_case,
+            only.as_deref(),
+            &found,
+        ),
+    );
+    Ok(found.to_value(number.is_some(), by.is_some()))
+}
+
 /// Keeps one record per distinct scan (the latest count; the agent's own
 /// scan replaces the engine's).
 fn record(run: &Run, set: CountedSet) {

@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::{Corpus, DocumentError};
 
+mod tally;
+
+pub use tally::{MAX_GROUPS, Tally, TallySpec, read_number, tally};
+
 /// Longest pattern, in characters.
 pub const MAX_PATTERN_CHARS: usize = 1_000;
 /// Most matches one `grep()` returns (the total is counted past it).
@@ -131,6 +135,29 @@ fn grep_document(
     limit: usize,
     scan: &mut Scan,
 ) {
+    each_line(text, spans, re, |line, chunk_id, found| {
+        scan.total += 1;
+        keep_chunk(&mut scan.chunk_ids, chunk_id);
+        if scan.matches.len() < limit {
+            scan.matches.push(LineMatch {
+                doc_index: place.map(|(index, _)| index),
+                path: place.map(|(_, path)| path.to_string()),
+                line,
+                chunk_id: (!chunk_id.is_empty()).then(|| chunk_id.to_string()),
+                text: cut_line(found),
+            });
+        }
+    });
+}
+
+/// Calls `on_line(line number, chunk id, line text)` for every line of
+/// `text` that `re` matches, once per line, in order.
+fn each_line(
+    text: &str,
+    spans: &[(u64, String)],
+    re: &Regex,
+    mut on_line: impl FnMut(u32, &str, &str),
+) {
     let (mut pos, mut line, mut counted_to) = (0usize, 1u32, 0usize);
     while pos <= text.len() {
         let Some(m) = re.find_at(text, pos) else {
@@ -142,26 +169,20 @@ fn grep_document(
             .map_or(text.len(), |i| m.start() + i);
         line += text[counted_to..start].matches('\n').count() as u32;
         counted_to = start;
-        scan.total += 1;
-        let chunk_id = chunk_at(spans, start as u64);
-        // Lines come in order, so a chunk's lines are consecutive.
-        if scan.chunk_ids.len() < KEPT_CHUNKS
-            && !chunk_id.is_empty()
-            && scan.chunk_ids.last().map(String::as_str) != Some(chunk_id)
-        {
-            scan.chunk_ids.push(chunk_id.to_string());
-        }
-        if scan.matches.len() < limit {
-            scan.matches.push(LineMatch {
-                doc_index: place.map(|(index, _)| index),
-                path: place.map(|(_, path)| path.to_string()),
-                line,
-                chunk_id: (!chunk_id.is_empty()).then(|| chunk_id.to_string()),
-                text: cut_line(&text[start..end]),
-            });
-        }
+        on_line(line, chunk_at(spans, start as u64), &text[start..end]);
         // The next match starts on the next line: a line counts once.
         pos = end + 1;
+    }
+}
+
+/// Keeps a matching line's chunk among the set's chunks to open. Lines come
+/// in order, so a chunk's lines are consecutive.
+fn keep_chunk(ids: &mut Vec<String>, chunk_id: &str) {
+    if ids.len() < KEPT_CHUNKS
+        && !chunk_id.is_empty()
+        && ids.last().map(String::as_str) != Some(chunk_id)
+    {
+        ids.push(chunk_id.to_string());
     }
 }
 
@@ -182,7 +203,7 @@ fn cut_line(line: &str) -> String {
 
 /// A set an answer was computed from: one `grep()` the run made, with its
 /// count re-checked when the answer is verified.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CountedSet {
     /// The agent that scanned.
     pub agent: String,
@@ -191,15 +212,29 @@ pub struct CountedSet {
     /// its count.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub by_engine: bool,
+    /// The call as the run wrote it, e.g. `grep("refund")` or
+    /// `tally("purchase", number="(\\d+) EUR")`: what a person reads.
+    #[serde(default)]
+    pub call: String,
     /// The pattern, as given.
     pub pattern: String,
+    /// More patterns a counted line holds too (a `tally()` of a list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
     /// Whether case was ignored.
     pub ignore_case: bool,
     /// Documents the scan was limited to (`None`: the whole corpus).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub documents_scanned: Option<Vec<usize>>,
+    /// The number pattern of a `tally()` (`None`: the lines were counted,
+    /// not added up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<String>,
     /// Matching lines.
     pub lines: u64,
+    /// The sum of the lines' numbers (a `tally()` with a number pattern).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum: Option<f64>,
     /// Documents holding them.
     pub documents: usize,
     /// Chunks holding them (the first 200), to open.
@@ -224,10 +259,14 @@ impl CountedSet {
         CountedSet {
             agent: agent.to_string(),
             by_engine: false,
+            call: format!("grep({pattern:?})"),
             pattern: pattern.to_string(),
+            also: Vec::new(),
             ignore_case,
             documents_scanned: only.map(<[usize]>::to_vec),
+            number: None,
             lines: scan.total,
+            sum: None,
             documents: scan.documents,
             chunk_ids: scan.chunk_ids.clone(),
             count_in_answer: false,
@@ -235,22 +274,118 @@ impl CountedSet {
         }
     }
 
+    /// The record of a `tally()` `agent` made: its lines, and with a number
+    /// pattern their sum. `call` is the call as written.
+    #[allow(clippy::too_many_arguments)]
+    pub fn of_tally(
+        agent: &str,
+        call: String,
+        patterns: &[String],
+        number: Option<&str>,
+        ignore_case: bool,
+        only: Option<&[usize]>,
+        t: &Tally,
+    ) -> Self {
+        CountedSet {
+            agent: agent.to_string(),
+            by_engine: false,
+            call,
+            pattern: patterns.first().cloned().unwrap_or_default(),
+            also: patterns.iter().skip(1).cloned().collect(),
+            ignore_case,
+            documents_scanned: only.map(<[usize]>::to_vec),
+            number: number.map(str::to_string),
+            lines: t.lines,
+            sum: number.map(|_| t.rounded_sum()),
+            documents: t.documents,
+            chunk_ids: t.chunk_ids.clone(),
+            count_in_answer: false,
+            recounted: None,
+        }
+    }
+
+    /// The call as a person reads it (records of older runs kept no call:
+    /// their scan was a `grep()`).
+    pub fn written(&self) -> String {
+        if self.call.is_empty() {
+            format!("grep({:?})", self.pattern)
+        } else {
+            self.call.clone()
+        }
+    }
+
+    /// "N lines in M documents", with the sum when numbers were added up.
+    pub fn extent(&self) -> String {
+        let plural = |n: u64, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+        let sum = self.sum.map(|s| format!(", sum {s}")).unwrap_or_default();
+        format!(
+            "{} in {}{sum}",
+            plural(self.lines, "line"),
+            plural(self.documents as u64, "document")
+        )
+    }
+
     /// Same scan, same corpus: the key that keeps one record per scan.
     pub fn same_scan(&self, other: &CountedSet) -> bool {
         self.pattern == other.pattern
             && self.ignore_case == other.ignore_case
             && self.documents_scanned == other.documents_scanned
+            && self.number == other.number
+            && self.also == other.also
     }
 
-    /// Runs the scan again over `corpus` and records whether it counts the
-    /// same; notes whether `answer` states the count.
+    /// Runs the scan again over `corpus` and records whether it counts (and
+    /// adds up) the same; notes whether `answer` states the count or the sum.
     pub fn recheck(&mut self, corpus: &Corpus, answer: &str) {
-        self.count_in_answer = numbers_in(answer).contains(&self.lines);
-        self.recounted = compile(&self.pattern, self.ignore_case)
-            .ok()
-            .and_then(|re| grep(corpus, &re, 0, self.documents_scanned.as_deref()).ok())
-            .map(|again| again.total == self.lines);
+        let stated = numbers_in(answer);
+        self.count_in_answer = stated.contains(&self.lines)
+            || self
+                .sum
+                .is_some_and(|sum| states_number(answer, &stated, sum));
+        let Ok(re) = compile(&self.pattern, self.ignore_case) else {
+            self.recounted = None;
+            return;
+        };
+        let only = self.documents_scanned.as_deref();
+        if self.number.is_none() && self.also.is_empty() {
+            self.recounted = grep(corpus, &re, 0, only)
+                .ok()
+                .map(|again| again.total == self.lines);
+            return;
+        }
+        let compiled = |p: &String| compile(p, self.ignore_case).ok();
+        let also: Option<Vec<Regex>> = self.also.iter().map(compiled).collect();
+        // `Some(None)`: no number pattern; `None`: it no longer compiles.
+        let number = match &self.number {
+            None => Some(None),
+            Some(p) => compiled(p).map(Some),
+        };
+        self.recounted = match (also, number) {
+            (Some(also), Some(number)) => {
+                let spec = TallySpec {
+                    lines: &re,
+                    also: &also,
+                    number: number.as_ref(),
+                    by: None,
+                };
+                tally(corpus, &spec, only).ok().map(|again| {
+                    again.lines == self.lines
+                        && (self.sum.is_none() || Some(again.rounded_sum()) == self.sum)
+                })
+            }
+            _ => None,
+        };
     }
+}
+
+/// Whether `answer` states `x`: as a whole number among `stated`, or
+/// written with a decimal point or comma.
+fn states_number(answer: &str, stated: &[u64], x: f64) -> bool {
+    if x.fract() == 0.0 && x >= 0.0 {
+        return stated.contains(&(x as u64));
+    }
+    let written = format!("{x}");
+    answer.contains(&written) || answer.contains(&written.replace('.', ","))
 }
 
 /// The whole numbers written in `text` (ASCII digits, with `,` `.` `'` or a

@@ -1,0 +1,388 @@
+//! `tally()`: counting, adding up and ranking every line a pattern matches,
+//! done by the engine instead of by the model's code. A weak model writes
+//! one call with two patterns far more reliably than a loop that parses
+//! numbers (the commonest failure on counting and summing questions was
+//! broken parsing code, not a wrong choice of lines).
+//!
+//! Numbers are read as people write them: `1,234.50`, `1.234,50`,
+//! `1'234`, `12,5` and `12.5` (see [`read_number`]), and sums keep the
+//! decimals of the numbers added, so `0.10 + 0.20` is `0.3`, not
+//! `0.30000000000000004`.
+
+use regex::Regex;
+use serde_json::{Map, Value, json};
+
+use super::{cut_line, each_line, keep_chunk};
+use crate::corpus::{Corpus, DocumentError};
+
+/// Most groups `by=` returns (the count of all groups is given too).
+pub const MAX_GROUPS: usize = 1_000;
+
+/// What `tally()` adds up: the patterns of one call.
+pub struct TallySpec<'a> {
+    /// Which lines count: those it matches...
+    pub lines: &'a Regex,
+    /// ...that every one of these matches too (a list of patterns: a line
+    /// holding all of them, in any order).
+    pub also: &'a [Regex],
+    /// The number of a line: its first capture group, or the whole match.
+    pub number: Option<&'a Regex>,
+    /// The group of a line: its first capture group, or the whole match.
+    pub by: Option<&'a Regex>,
+}
+
+/// The result of one `tally()` over the corpus (or some documents).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tally {
+    /// Matching lines.
+    pub lines: u64,
+    /// Documents holding them.
+    pub documents: usize,
+    /// Chunks holding them (the first 200), to open.
+    pub chunk_ids: Vec<String>,
+    /// Lines whose number was read.
+    pub numbered: u64,
+    /// The sum of the numbers read.
+    pub sum: f64,
+    /// Most decimals of a number read (the sum is rounded to them).
+    pub decimals: u32,
+    /// The smallest and the largest number, with their lines.
+    pub min: Option<(f64, String)>,
+    /// See `min`.
+    pub max: Option<(f64, String)>,
+    /// Lines per group, and the sum of their numbers, in first-seen order.
+    pub groups: Vec<(String, u64, f64)>,
+    /// Matching lines the `by` pattern found no group in.
+    pub ungrouped: u64,
+}
+
+/// Tallies every line of the corpus (or of `only` documents) that
+/// `spec.lines` matches.
+pub fn tally(
+    corpus: &Corpus,
+    spec: &TallySpec<'_>,
+    only: Option<&[usize]>,
+) -> Result<Tally, DocumentError> {
+    let mut t = Tally::default();
+    let mut group_at = std::collections::HashMap::new();
+    let all: Vec<usize> = (0..corpus.documents().len()).collect();
+    for &index in only.unwrap_or(&all) {
+        let text = corpus.document_text(index)?;
+        if !spec.lines.is_match(&text) {
+            continue;
+        }
+        let spans = corpus.chunk_starts(index)?;
+        let before = t.lines;
+        each_line(&text, &spans, spec.lines, |_, chunk_id, line| {
+            if spec.also.iter().all(|re| re.is_match(line)) {
+                t.add_line(spec, line, &mut group_at);
+                keep_chunk(&mut t.chunk_ids, chunk_id);
+            }
+        });
+        if t.lines > before {
+            t.documents += 1;
+        }
+    }
+    Ok(t)
+}
+
+impl Tally {
+    fn add_line(
+        &mut self,
+        spec: &TallySpec<'_>,
+        line: &str,
+        group_at: &mut std::collections::HashMap<String, usize>,
+    ) {
+        self.lines += 1;
+        let number = spec.number.and_then(|re| {
+            let found = first_group(re, line)?;
+            read_number(found)
+        });
+        if let Some((n, decimals)) = number {
+            self.numbered += 1;
+            self.sum += n;
+            self.decimals = self.decimals.max(decimals);
+            if self.min.as_ref().is_none_or(|(m, _)| n < *m) {
+                self.min = Some((n, cut_line(line)));
+            }
+            if self.max.as_ref().is_none_or(|(m, _)| n > *m) {
+                self.max = Some((n, cut_line(line)));
+            }
+        }
+        if let Some(by) = spec.by {
+            match first_group(by, line)
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+            {
+                Some(key) => {
+                    let i = *group_at.entry(key.to_string()).or_insert_with(|| {
+                        self.groups.push((key.to_string(), 0, 0.0));
+                        self.groups.len() - 1
+                    });
+                    self.groups[i].1 += 1;
+                    self.groups[i].2 += number.map_or(0.0, |(n, _)| n);
+                }
+                None => self.ungrouped += 1,
+            }
+        }
+    }
+
+    /// The sum as it is reported: rounded to the decimals of the numbers
+    /// added (float addition leaves noise past them).
+    pub fn rounded_sum(&self) -> f64 {
+        round_to(self.sum, self.decimals)
+    }
+
+    /// The result `tally()` returns to Python: counts always; with a number
+    /// pattern `sum`, `min`, `max`, `mean` and the lines of the extremes;
+    /// with `by`, the groups most first (by sum when numbers are read, else
+    /// by lines) and the `top` one.
+    pub fn to_value(&self, numbers: bool, by: bool) -> Value {
+        let mut out = Map::new();
+        out.insert("lines".into(), json!(self.lines));
+        out.insert("documents".into(), json!(self.documents));
+        if numbers {
+            out.insert("numbers_read".into(), json!(self.numbered));
+            out.insert("sum".into(), number_value(self.rounded_sum()));
+            if let (Some((min, min_line)), Some((max, max_line))) = (&self.min, &self.max) {
+                let mean = self.sum / self.numbered as f64;
+                out.insert("min".into(), number_value(*min));
+                out.insert("max".into(), number_value(*max));
+                out.insert(
+                    "mean".into(),
+                    number_value(round_to(mean, self.decimals + 2)),
+                );
+                out.insert("min_line".into(), json!(min_line));
+                out.insert("max_line".into(), json!(max_line));
+            }
+        }
+        if by {
+            let mut groups = self.groups.clone();
+            // Most first; ties in first-seen order (a stable sort).
+            if numbers {
+                groups.sort_by(|a, b| b.2.total_cmp(&a.2));
+            } else {
+                groups.sort_by_key(|g| std::cmp::Reverse(g.1));
+            }
+            if let Some(top) = groups.first() {
+                out.insert("top".into(), json!(top.0));
+            }
+            out.insert("groups".into(), json!(groups.len()));
+            let rows: Vec<Value> = groups
+                .iter()
+                .take(MAX_GROUPS)
+                .map(|(key, lines, sum)| {
+                    if numbers {
+                        json!([key, lines, number_value(round_to(*sum, self.decimals))])
+                    } else {
+                        json!([key, lines])
+                    }
+                })
+                .collect();
+            out.insert("by".into(), Value::Array(rows));
+            if self.ungrouped > 0 {
+                out.insert("lines_without_group".into(), json!(self.ungrouped));
+            }
+        }
+        Value::Object(out)
+    }
+}
+
+/// The first capture group of `re` in `line` (the whole match when the
+/// pattern has no group, or the group did not take part).
+fn first_group<'t>(re: &Regex, line: &'t str) -> Option<&'t str> {
+    let caps = re.captures(line)?;
+    caps.get(1).or_else(|| caps.get(0)).map(|m| m.as_str())
+}
+
+/// The first number written in `text`, and how many decimals it has.
+/// Group separators (`,` `.` `'`, spaces) are read as people write them:
+/// with both `.` and `,`, the last one is the decimal mark; a lone `,`
+/// followed by exactly three digits groups thousands (`1,234`), otherwise
+/// it is a decimal comma (`12,5`); a lone `.` is a decimal point, several
+/// group thousands (`1.234.567`).
+pub fn read_number(text: &str) -> Option<(f64, u32)> {
+    let start = text.find(|c: char| c.is_ascii_digit())?;
+    let negative = text[..start].ends_with('-') || text[..start].ends_with('−');
+    let token: String = text[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || matches!(c, ',' | '.' | '\'' | '\u{a0}' | '\u{202f}'))
+        .collect();
+    let token = token.trim_end_matches(|c: char| !c.is_ascii_digit());
+    let token: String = token
+        .chars()
+        .filter(|c| !matches!(c, '\'' | '\u{a0}' | '\u{202f}'))
+        .collect();
+    let (dots, commas) = (token.matches('.').count(), token.matches(',').count());
+    let decimal_mark = match (dots, commas) {
+        (0, 0) => None,
+        (_, 0) if dots > 1 => None,
+        (1, 0) => Some('.'),
+        (0, 1) => {
+            let after = &token[token.find(',')? + 1..];
+            (after.len() != 3).then_some(',')
+        }
+        (0, _) => None,
+        _ => Some(if token.rfind('.') > token.rfind(',') {
+            '.'
+        } else {
+            ','
+        }),
+    };
+    let (whole, fraction) = match decimal_mark {
+        Some(mark) => {
+            let at = token.rfind(mark)?;
+            (&token[..at], &token[at + 1..])
+        }
+        None => (token.as_str(), ""),
+    };
+    let whole: String = whole.chars().filter(char::is_ascii_digit).collect();
+    let number: f64 = format!("{whole}.{fraction}0").parse().ok()?;
+    Some((
+        if negative { -number } else { number },
+        fraction.len() as u32,
+    ))
+}
+
+fn round_to(x: f64, decimals: u32) -> f64 {
+    let scale = 10f64.powi(decimals.min(12) as i32);
+    (x * scale).round() / scale
+}
+
+/// A whole number as a JSON integer (Python prints `6636`, not `6636.0`).
+fn number_value(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        json!(x as i64)
+    } else {
+        json!(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::compile;
+    use rlm_corpus::MemoryDocument;
+
+    fn corpus() -> Corpus {
+        let ledger = |user: &str, city: &str, n: usize| {
+            (0..n)
+                .map(|i| {
+                    let kind = if i % 3 == 0 { "refund" } else { "purchase" };
+                    format!(
+                        "T{i:03} | user {user} | {kind} | {}.50 EUR | {city}\n",
+                        10 + i
+                    )
+                })
+                .collect::<String>()
+        };
+        Corpus::in_memory(
+            &[
+                MemoryDocument::new("a.txt", ledger("ada", "Oslo", 30)),
+                MemoryDocument::new("b.txt", ledger("bo", "Riga", 12)),
+                MemoryDocument::new("c.txt", "no lines here\n"),
+            ],
+            300,
+        )
+        .unwrap()
+    }
+
+    fn run(lines: &str, number: Option<&str>, by: Option<&str>) -> Tally {
+        let (l, n, b) = (
+            compile(lines, true).unwrap(),
+            number.map(|p| compile(p, true).unwrap()),
+            by.map(|p| compile(p, true).unwrap()),
+        );
+        let spec = TallySpec {
+            lines: &l,
+            also: &[],
+            number: n.as_ref(),
+            by: b.as_ref(),
+        };
+        tally(&corpus(), &spec, None).unwrap()
+    }
+
+    #[test]
+    fn lines_are_counted_summed_and_ranked_exactly() {
+        // Refunds: i = 0, 3, ..., 27 in a (10) and 0, 3, 6, 9 in b (4).
+        let t = run(r"\| refund \|", Some(r"(\d+(?:\.\d+)?) EUR"), None);
+        assert_eq!((t.lines, t.documents, t.numbered), (14, 2, 14));
+        // a: sum of (10 + i) + 0.5 over i = 0, 3, ..., 27; b: over 0, 3, 6, 9.
+        let a: f64 = (0..30).step_by(3).map(|i| 10.5 + i as f64).sum();
+        let b: f64 = (0..12).step_by(3).map(|i| 10.5 + i as f64).sum();
+        assert_eq!(t.rounded_sum(), a + b);
+        let v = t.to_value(true, false);
+        assert_eq!(v["sum"], number_value(a + b));
+        assert_eq!(v["max"], json!(37.5));
+        assert_eq!(v["min"], json!(10.5));
+        assert!(
+            v["max_line"]
+                .as_str()
+                .unwrap()
+                .starts_with("T027 | user ada")
+        );
+        assert_eq!(v.get("by"), None);
+        // Per group: lines most first, the top one named.
+        let g = run("purchase", None, Some(r"user (\w+)")).to_value(false, true);
+        assert_eq!(g["by"], json!([["ada", 20], ["bo", 8]]));
+        assert_eq!(
+            (g["top"].clone(), g["groups"].clone()),
+            (json!("ada"), json!(2))
+        );
+        assert_eq!(g["lines"], json!(28));
+        // Per group with numbers: by sum.
+        let s = run("EUR", Some(r"(\d+\.\d+) EUR"), Some(r"\| (\w+)$")).to_value(true, true);
+        assert_eq!(s["top"], json!("Oslo"));
+        assert_eq!(s["by"][1][0], json!("Riga"));
+        assert_eq!(s["by"][1][1], json!(12));
+        // A group pattern some lines lack is counted apart.
+        let u = run("EUR", None, Some("user (bo)")).to_value(false, true);
+        assert_eq!(u["lines_without_group"], json!(30));
+        // A list of patterns: lines holding all of them, in any order.
+        let (l, also) = (
+            compile("ada", true).unwrap(),
+            [compile("refund", true).unwrap()],
+        );
+        let spec = TallySpec {
+            lines: &l,
+            also: &also,
+            number: None,
+            by: None,
+        };
+        let both = tally(&corpus(), &spec, None).unwrap();
+        assert_eq!((both.lines, both.documents), (10, 1));
+        // Nothing matches: zero, no extremes.
+        let none = run("nowhere", Some(r"\d+"), None).to_value(true, false);
+        assert_eq!(
+            (none["lines"].clone(), none["sum"].clone()),
+            (json!(0), json!(0))
+        );
+        assert_eq!(none.get("max"), None);
+    }
+
+    #[test]
+    fn numbers_are_read_as_people_write_them() {
+        let n = |s: &str| read_number(s).map(|(x, _)| x);
+        assert_eq!(n("6,636 EUR"), Some(6636.0));
+        assert_eq!(n("1.234.567"), Some(1_234_567.0));
+        assert_eq!(n("1.234,50 €"), Some(1234.5));
+        assert_eq!(n("1,234.50"), Some(1234.5));
+        assert_eq!(n("12,5 kg"), Some(12.5));
+        assert_eq!(n("12.5"), Some(12.5));
+        assert_eq!(n("1'234'000 CHF"), Some(1_234_000.0));
+        assert_eq!(n("12\u{202f}345"), Some(12_345.0));
+        assert_eq!(n("balance -40"), Some(-40.0));
+        assert_eq!(n("42."), Some(42.0));
+        assert_eq!(n("no digits"), None);
+        assert_eq!(read_number("0.10"), Some((0.1, 2)));
+        // Sums keep the decimals of what they add.
+        let mut t = Tally {
+            sum: 0.1 + 0.2,
+            decimals: 2,
+            ..Tally::default()
+        };
+        assert_eq!(t.rounded_sum(), 0.3);
+        t.sum = 6636.0;
+        assert_eq!(number_value(t.rounded_sum()), json!(6636));
+    }
+}
