@@ -43,6 +43,7 @@ mod engine;
 mod flows;
 pub mod grounding;
 pub mod host;
+mod notices;
 pub mod parse;
 pub mod prompts;
 mod replies;

@@ -88,6 +88,9 @@ pub(crate) struct Run {
     id: String,
     /// The question (coverage looks for the documents it matches).
     question: String,
+    /// The language the engine's own sentences are written in (the
+    /// question's, where the notices have it).
+    pub(crate) notice_language: &'static str,
     /// The schema the answer is also returned in, when one was asked for.
     answer_schema: Option<Value>,
 }
@@ -208,6 +211,7 @@ impl Run {
             verdicts: parts.verdicts,
             id: new_run_id(),
             question: req.question.clone(),
+            notice_language: crate::notices::language_of(&req.question),
             answer_schema: req.answer_schema.clone(),
         })
     }

@@ -952,6 +952,61 @@ async fn a_slow_synthesis_after_the_wall_clock_is_cut_short() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_out_of_time_gives_its_account_in_the_questions_language() {
+    let ts = needle_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(
+                synthesis(),
+                Reply::text("zu langsam").with_latency_ms(30_000),
+            )
+            .on_sequence(
+                root(),
+                [
+                    Reply::text(repl("add_finding('der Code lautet 4721')")),
+                    Reply::text(repl("print(1)")).with_latency_ms(30_000),
+                ],
+            ),
+    )
+    .await;
+    let cfg = EngineConfig {
+        budget: BudgetConfig {
+            wall_clock: Duration::from_millis(1500),
+            ..BudgetConfig::default()
+        },
+        ..config()
+    };
+    let engine = engine(&server, cfg).await;
+    let question = "Wie lautet der geheime Code, der in den Dokumenten genannt wird?";
+    let (answer, _) = ask(&engine, &ts, question).await;
+    assert!(answer.partial);
+    // No model call is left to write it: the engine's own sentences are
+    // German, the reason stays in partial_reason.
+    assert!(
+        answer.answer.starts_with(
+            "Es wurde keine vollständige Antwort erreicht. Was bis zum Abbruch gesammelt wurde:"
+        ),
+        "{}",
+        answer.answer
+    );
+    assert!(
+        answer
+            .answer
+            .contains("Festgehaltene Ergebnisse:\n- der Code lautet 4721"),
+        "{}",
+        answer.answer
+    );
+    assert!(!answer.answer.contains("wall-clock"), "{}", answer.answer);
+    assert!(
+        answer
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("wall-clock")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cost_cap_gives_partial_synthesis() {
     let ts = needle_store();
     let server = ScriptedServer::start(Script::new().on(synthesis(), "Cheap answer.").on(

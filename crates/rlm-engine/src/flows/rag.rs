@@ -8,6 +8,7 @@ use serde_json::json;
 use crate::answer::{Answer, FlowReport, RetrievalReport, RouteDecision};
 use crate::citations::{CitationPolicy, CitationSource, SourceChunk};
 use crate::grounding;
+use crate::notices::{Notice, write};
 use crate::parse;
 use crate::prompts::render;
 use crate::request::AskRequest;
@@ -60,7 +61,7 @@ pub(crate) async fn run(
             let reason = e.to_string();
             fx.fallback(ROOT_AGENT, "retrieval", &reason);
             report.retrieval = Some(RetrievalReport::failed(&reason));
-            let text = format!("No answer: {reason}.");
+            let text = write(Notice::NoAnswer, fx.notice_language, &reason, "");
             return finish(fx, text, Some(reason), report).await;
         }
     };
@@ -76,9 +77,7 @@ pub(crate) async fn run(
     );
     report.retrieval = Some(retrieval);
     if hits.is_empty() {
-        let text =
-            "No passage of the corpus matched the question, so there is nothing to answer from."
-                .to_string();
+        let text = write(Notice::NoPassageMatched, fx.notice_language, "", "");
         return finish(fx, text, None, report).await;
     }
     let prompt = render(
@@ -168,7 +167,8 @@ fn answer_text(
                 .collect();
             (
                 format!(
-                    "No answer was written ({reason}). The passages retrieved:\n{}",
+                    "{}\n{}",
+                    write(Notice::NoAnswerWritten, fx.notice_language, &reason, ""),
                     excerpts(&chunks)
                 ),
                 Some(reason),

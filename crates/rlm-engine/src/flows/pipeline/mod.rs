@@ -27,6 +27,7 @@ use crate::answer::{
 };
 use crate::citations::CitationPolicy;
 use crate::config::{FlowsConfig, Inspector, RecencyMode};
+use crate::notices::{Notice, write};
 use crate::request::AskRequest;
 use crate::retrieval::{FileWork, retrieve_and_expand};
 use crate::run::{Finished, ROOT_AGENT, Run};
@@ -98,8 +99,13 @@ pub(crate) async fn run(
             report.retrieval = Some(retrieval);
             report.expansion = Some(expansion);
             if summaries.is_empty() {
+                let lang = fx.notice_language;
                 (
-                    "No passage of the corpus matched the question, so there is nothing to answer from. Try other words, or --flow repl to let the model read the documents.".to_string(),
+                    format!(
+                        "{} {}",
+                        write(Notice::NoPassageMatched, lang, "", ""),
+                        write(Notice::TryOtherWords, lang, "", "")
+                    ),
                     partial,
                 )
             } else {
@@ -128,11 +134,13 @@ pub(crate) async fn run(
             }
         }
         Err(reason) => {
+            let (lang, why) = (fx.notice_language, reason.to_string());
             let text = if summaries.is_empty() {
-                format!("No complete answer was reached ({reason}) and no file was summarized yet.")
+                write(Notice::NothingSummarized, lang, &why, "")
             } else {
                 format!(
-                    "No complete answer was reached ({reason}). What was gathered before stopping:\n\n{}",
+                    "{}\n\n{}",
+                    write(Notice::NoCompleteAnswer, lang, &why, ""),
                     merge::summaries_as_answer(&summaries)
                 )
             };

@@ -15,6 +15,7 @@ use super::structured::{self, Steps, Turn};
 use super::synthesis::Outcome;
 use crate::citations::{CitationSource, SourceChunk};
 use crate::corpus::Corpus;
+use crate::notices::{Notice, write};
 use crate::parse;
 use crate::prompts::{self, render};
 use crate::run::{CallOpts, Run};
@@ -221,15 +222,21 @@ fn gathered(ctx: &Run, agent: &str, ended: &Ended, why: &str, passages: &[Passag
             paths.push(&p.path);
         }
     }
+    let lang = ctx.notice_language;
     let looked_at = if paths.is_empty() {
-        "No passage of the documents was found for it.".to_string()
+        write(Notice::NoPassageFound, lang, "", "")
     } else {
-        format!("The documents that came closest: {}.", paths.join(", "))
+        write(Notice::ClosestDocuments, lang, "", &paths.join(", "))
     };
-    let mut answer = format!("No answer was established ({reason}). {looked_at}");
+    let mut answer = format!(
+        "{} {looked_at}",
+        write(Notice::NoAnswerEstablished, lang, &reason, "")
+    );
     let written = super::synthesis::agents_notes(ctx, agent);
     if !written.is_empty() {
-        answer.push_str("\n\nWhat the agents noted:\n");
+        answer.push_str("\n\n");
+        answer.push_str(&write(Notice::AgentsNoted, lang, "", ""));
+        answer.push('\n');
         answer.push_str(&truncate_output(&written, 6_000));
     }
     Outcome {

@@ -4,6 +4,7 @@
 
 use rlm_sandbox::truncate_output;
 
+use crate::notices::{Notice, write};
 use crate::run::{Run, SubResult};
 use crate::session::Finding;
 
@@ -25,7 +26,13 @@ pub(crate) fn agents_notes(ctx: &Run, agent: &str) -> String {
         .clone();
     let all_findings: Vec<&Finding> = ctx.session.findings.iter().chain(findings.iter()).collect();
     if !all_findings.is_empty() {
-        m.push_str("Findings recorded:\n");
+        m.push_str(&write(
+            Notice::FindingsRecorded,
+            ctx.notice_language,
+            "",
+            "",
+        ));
+        m.push('\n');
         for f in all_findings {
             m.push_str(&format!(
                 "- {}{}\n",
@@ -47,11 +54,17 @@ pub(crate) fn agents_notes(ctx: &Run, agent: &str) -> String {
         .cloned()
         .collect();
     if !subs.is_empty() {
-        m.push_str("Sub-call results:\n");
+        let lang = ctx.notice_language;
+        m.push_str(&write(Notice::SubCallResults, lang, "", ""));
+        m.push('\n');
         let per = (40_000 / subs.len()).clamp(500, 8000);
+        let (asked, answered) = (
+            write(Notice::Asked, lang, "", ""),
+            write(Notice::Answered, lang, "", ""),
+        );
         for s in subs {
             m.push_str(&format!(
-                "* Asked: {}\n  Answer: {}\n",
+                "* {asked} {}\n  {answered} {}\n",
                 s.prompt,
                 truncate_output(&s.result, per)
             ));
@@ -75,7 +88,8 @@ pub(crate) fn material_from_ctx(ctx: &Run, agent: &str, extra: &str) -> String {
 /// A plain-text account of what was gathered, when no model call can be made.
 pub(crate) fn gathered_summary(ctx: &Run, agent: &str, reason: &str, extra: &str) -> String {
     format!(
-        "No complete answer was reached ({reason}). What was gathered before stopping:\n\n{}",
+        "{}\n\n{}",
+        write(Notice::NoCompleteAnswer, ctx.notice_language, reason, ""),
         truncate_output(&material_from_ctx(ctx, agent, extra), 8000)
     )
 }
