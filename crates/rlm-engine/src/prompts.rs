@@ -15,9 +15,10 @@ pub const SYSTEM_SUB: &str = include_str!("../prompts/system_sub.md");
 pub const FIRST_USER: &str = include_str!("../prompts/first_user.md");
 /// One sentence on an agent's context: its shape and document sizes.
 pub const CONTEXT_NOTE: &str = include_str!("../prompts/context_note.md");
-/// The end of the root's system prompt: the context and the document index.
-/// It depends on the corpus only, never on the question, so the whole system
-/// prompt is a prefix shared by every question over the same corpus.
+/// The root's second system message (after the briefing): the context and
+/// the document index. It depends on the corpus only, never on the
+/// question, so both system messages are a prefix shared by every question
+/// over the same corpus (and the first by every question over any corpus).
 pub const CORPUS_OVERVIEW: &str = include_str!("../prompts/corpus_overview.md");
 /// User message after each turn: the cells' outputs and the turn counter.
 pub const NEXT_TURN: &str = include_str!("../prompts/next_turn.md");
@@ -191,8 +192,6 @@ mod tests {
                 "sub_context_chars",
                 "depth_note",
                 "truncate_len",
-                "briefing",
-                "corpus"
             ]
         );
         assert_eq!(

@@ -60,7 +60,8 @@ async fn a_model_counting_with_grep_gets_the_exact_number_and_cites_the_set() {
     assert_eq!(answer.answer, "There are 400 refund transactions.");
     // The engine's inspection counted the question's words for the model,
     // an inflected one by its stem.
-    let first_user = &server.requests()[0].messages[1].content;
+    let reqs = server.requests();
+    let first_user = reqs[0].first_user();
     assert!(
         first_user.contains("refund (for refunds): 400, ledger: 0"),
         "{first_user}"

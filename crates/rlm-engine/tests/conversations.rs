@@ -57,13 +57,17 @@ async fn needle_found_by_regex_then_final() {
     );
     // The system prompt carries the document index (it depends on the
     // corpus only, so every question over the corpus shares it as a prefix).
-    let system = &reqs[0].messages[0].content;
+    // The instructions are one system message, the same for every store;
+    // the corpus index is a second one.
+    let instructions = &reqs[0].messages[0].content;
+    assert!(!instructions.contains("3 documents"), "{instructions}");
+    let system = &reqs[0].messages[1].content;
     assert!(system.contains("3 documents"), "{system}");
     assert!(
         system.contains("[DOCUMENT 1: docs/b_notes.txt]"),
         "{system}"
     );
-    let first_user = &reqs[0].messages[1].content;
+    let first_user = reqs[0].first_user();
     assert!(!first_user.contains("3 documents"), "{first_user}");
     // ... and the lines of the best full-text hits for the question.
     assert!(
@@ -1367,11 +1371,11 @@ async fn session_history_and_briefing_reach_the_model() {
     let r = &server.requests()[0];
     assert!(r.system().contains("You work for ACME legal."));
     assert!(
-        r.messages[1].content.contains("first question?"),
+        r.first_user().contains("first question?"),
         "{}",
-        r.messages[1].content
+        r.first_user()
     );
-    assert!(r.messages[1].content.contains("an old finding"));
+    assert!(r.first_user().contains("an old finding"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1386,8 +1390,8 @@ async fn question_search_lead_can_be_switched_off() {
     let engine = engine(&server, cfg).await;
     ask(&engine, &ts, "What is the secret code?").await;
     let first = &server.requests()[0];
-    assert!(first.messages[0].content.contains("3 documents"));
-    let first_user = &first.messages[1].content;
+    assert!(first.system().contains("3 documents"));
+    let first_user = first.first_user();
     assert!(!first_user.contains("Full-text search"), "{first_user}");
 }
 
@@ -1445,12 +1449,12 @@ async fn questions_over_one_corpus_share_the_system_prompt() {
     ask(&engine, &ts, "Which notes mention Lisbon?").await;
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[0].messages[0].content, reqs[1].messages[0].content);
-    assert!(reqs[0].messages[0].content.contains("## The documents"));
-    assert!(!reqs[0].messages[0].content.contains("secret code?"));
+    assert_eq!(reqs[0].system(), reqs[1].system());
+    assert!(reqs[0].system().contains("## The documents"));
+    assert!(!reqs[0].system().contains("secret code?"));
     assert!(
-        reqs[1].messages[1]
-            .content
+        reqs[1]
+            .first_user()
             .starts_with("Question: Which notes mention Lisbon?")
     );
 }

@@ -56,7 +56,7 @@ async fn the_lead_shows_the_matching_window_of_a_long_line() {
     .await;
     assert_eq!(answer.answer, "58213");
     let reqs = server.requests();
-    let first_user = &reqs[0].messages[1].content;
+    let first_user = reqs[0].first_user();
     // The output (after the inspection code, which names the same words).
     let at = first_user
         .rfind("Full-text search for the question found")

@@ -51,6 +51,15 @@ fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
     assert!(o.status.success(), "index: {}", text(&o.stderr));
 
     let model = model.to_str().unwrap().to_string();
+    // A prefix-state folder of the test's own: the first question starts
+    // cold whatever ran before.
+    let prefix_states = dir.path().join("prefix-state");
+    let prefix_states = prefix_states.to_str().unwrap().to_string();
+    let env = [
+        ("RLM_PROVIDER", "local"),
+        ("RLM_LOCAL_MODEL", model.as_str()),
+        ("RLM_LOCAL_PREFIX_CACHE", prefix_states.as_str()),
+    ];
     let o = rlm(
         dir.path(),
         &[
@@ -66,7 +75,7 @@ fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
             "--max-llm-calls",
             "12",
         ],
-        &[("RLM_PROVIDER", "local"), ("RLM_LOCAL_MODEL", &model)],
+        &env,
     );
     let stderr = text(&o.stderr);
     assert!(o.status.success(), "ask failed: {stderr}");
@@ -135,4 +144,48 @@ fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
 
     let right = answer.contains("8316");
     eprintln!("planted fact found: {right}");
+
+    // Another store's first question starts warm: the root's instructions
+    // are a system message of their own, the same for every store, and
+    // their state was kept on disk by the first question.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("menu.txt"),
+        "Canteen menu.\nOn Fridays the canteen serves fish soup.\n",
+    )
+    .unwrap();
+    let o = rlm(dir.path(), &["index", "other", "--store", "store2"], &[]);
+    assert!(o.status.success(), "index: {}", text(&o.stderr));
+    let o = rlm(
+        dir.path(),
+        &[
+            "ask",
+            "What does the canteen serve on Fridays?",
+            "--store",
+            "store2",
+            "--json",
+            "--trace",
+            "run2.jsonl",
+            "--max-llm-calls",
+            "1",
+        ],
+        &env,
+    );
+    assert!(o.status.success(), "second ask: {}", text(&o.stderr));
+    let trace = std::fs::read_to_string(dir.path().join("run2.jsonl")).unwrap();
+    let first = trace
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "llm_response")
+        .expect("a model reply");
+    let (cached, input) = (
+        first["cached_input_tokens"].as_u64().unwrap(),
+        first["input_tokens"].as_u64().unwrap(),
+    );
+    eprintln!("another store's first call: {cached} of {input} prompt tokens restored");
+    assert!(
+        cached >= 1_000 && cached < input,
+        "the instructions' state is restored: {first}"
+    );
 }

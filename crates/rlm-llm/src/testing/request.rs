@@ -71,6 +71,14 @@ impl ReceivedRequest {
             .join("\n\n")
     }
 
+    /// The first user message (after the system messages, however many).
+    pub fn first_user(&self) -> &str {
+        self.messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map_or("", |m| m.content.as_str())
+    }
+
     /// True when the request asks for a structured reply: it carries
     /// `response_format` or `tools`.
     pub fn carries_schema(&self) -> bool {

@@ -20,8 +20,9 @@ impl Agent {
         )
         .trim_end()
         .to_string();
-        let system = self.system_prompt(&shape, &context_note, max_turns).await;
-        self.messages.push(Message::system(system));
+        for system in self.system_prompt(&shape, &context_note, max_turns).await {
+            self.messages.push(Message::system(system));
+        }
         let first = self.first_message(&context_note).await;
         self.messages.push(Message::user(first));
     }
@@ -49,14 +50,18 @@ impl Agent {
         (desc.to_string(), sizes)
     }
 
-    /// The system prompt: the root's, with the briefing and the corpus
-    /// index, or a sub-agent's.
+    /// The system prompt: a sub-agent's, or the root's in two messages.
+    /// The first, the instructions, depends on the settings only, so every
+    /// question over every store starts with it: a model that keeps prompt
+    /// prefixes (the embedded model's prefix state on disk, a provider's
+    /// prompt cache) has it ready before the first question on a new store.
+    /// The second holds the briefing and the corpus index.
     pub(super) async fn system_prompt(
         &mut self,
         shape: &str,
         context_note: &str,
         max_turns: u32,
-    ) -> String {
+    ) -> Vec<String> {
         let cfg = &self.ctx.config;
         let depth_note = if self.depth + 1 >= cfg.budget.max_depth {
             " At your depth, `rlm_query` is a plain `llm_query`."
@@ -66,7 +71,7 @@ impl Agent {
         let truncate = cfg.budget.truncate_len.to_string();
         let sub_chars = cfg.sub_context_chars.to_string();
         if self.depth != 0 {
-            return render(
+            return vec![render(
                 &prompts::system_sub_template(self.structured),
                 &[
                     ("context_shape", shape),
@@ -75,7 +80,7 @@ impl Agent {
                     ("depth_note", depth_note),
                     ("iterations", &max_turns.to_string()),
                 ],
-            );
+            )];
         }
         let briefing = self
             .ctx
@@ -93,17 +98,21 @@ impl Agent {
         } else {
             String::new()
         };
-        render(
+        let instructions = render(
             &prompts::system_root_template(self.structured),
             &[
                 ("context_shape", shape),
                 ("sub_context_chars", &sub_chars),
                 ("depth_note", depth_note),
                 ("truncate_len", &truncate),
-                ("briefing", &briefing),
-                ("corpus", &corpus),
             ],
-        )
+        );
+        let this_store = format!("{}\n{}", briefing.trim(), corpus.trim());
+        let mut parts = vec![instructions.trim_end().to_string()];
+        if !this_store.trim().is_empty() {
+            parts.push(this_store.trim().to_string());
+        }
+        parts
     }
 
     /// The root's document index, from a cell run for it. It goes into the
