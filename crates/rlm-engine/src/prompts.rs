@@ -209,7 +209,7 @@ mod tests {
             [
                 "question",
                 "context_note",
-                "inspection_code",
+                "inspection",
                 "inspection_output",
                 "next_step"
             ]

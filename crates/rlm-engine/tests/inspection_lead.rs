@@ -57,7 +57,10 @@ async fn the_lead_shows_the_matching_window_of_a_long_line() {
     assert_eq!(answer.answer, "58213");
     let reqs = server.requests();
     let first_user = reqs[0].first_user();
-    // The output (after the inspection code, which names the same words).
+    // The root is told what the engine's inspection did, not shown its code
+    // (a page of tokens a weak model copied as its own first step).
+    assert!(!first_user.contains("_hits = search("), "{first_user}");
+    assert!(first_user.contains("The system already looked at the corpus for you"));
     let at = first_user
         .rfind("Full-text search for the question found")
         .unwrap_or_else(|| panic!("no lead: {first_user}"));

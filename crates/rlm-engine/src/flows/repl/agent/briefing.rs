@@ -173,10 +173,22 @@ impl Agent {
             &[
                 ("question", &self.task),
                 ("context_note", &context_note),
-                ("inspection_code", &inspection),
+                ("inspection", &inspection_shown(is_root, &inspection)),
                 ("inspection_output", output),
                 ("next_step", prompts::next_step(self.structured, true)),
             ],
         )
+    }
+}
+
+/// How the inspection is introduced. A sub-agent sees its short cell. The
+/// root's cell is the engine's own (a page of code, ~400 tokens the model
+/// would read before every first turn), and a weak model copied it as its
+/// own first step; the root is told what it did instead.
+fn inspection_shown(is_root: bool, code: &str) -> String {
+    if is_root {
+        "The system already looked at the corpus for you: earlier questions and findings of this session, the full-text search for the question, and how many lines of the whole corpus hold each word of the question.".to_string()
+    } else {
+        format!("The REPL already ran this inspection cell for you:\n```repl\n{code}\n```")
     }
 }
