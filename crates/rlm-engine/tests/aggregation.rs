@@ -233,3 +233,34 @@ async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
+    let ts = ledger_store(2, 10);
+    let script = Script::new().on_sequence(
+        root(),
+        [
+            repl("print(tally('refund', number=r'(\\b\\b)', by='transaction'))\nprint(tally('nowhere'))"),
+            "FINAL(done)".to_string(),
+        ],
+    );
+    let server = ScriptedServer::start(script).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, _) = ask(&engine, &ts, "How many refunds?").await;
+    assert_eq!(answer.answer, "done");
+    let reqs = server.requests();
+    let turn2 = reqs[1].last_message();
+    assert!(turn2.contains("'lines': 8"), "{turn2}");
+    assert!(
+        turn2.contains("number= read no number on its 8 lines"),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("by= found no group on its 8 lines"),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("Note: tally(\"nowhere\") matched no line of the corpus"),
+        "{turn2}"
+    );
+}

@@ -364,15 +364,9 @@ impl AgentHost {
             "FINAL_VAR" => self.final_var(&call),
             "add_finding" => self.add_finding(&call),
             "search" => self.search(&call).await,
-            "grep" => {
-                let (found, note) = scanning::grep(&self.ctx, &self.id, &call).await?;
-                if let Some(note) = note {
-                    self.lock_state().notes.push(note);
-                }
-                Ok(found)
-            }
+            "grep" => Ok(self.noted(scanning::grep(&self.ctx, &self.id, &call).await?)),
             "grep_count" => scanning::grep_count(&self.ctx, &self.id, &call).await,
-            "tally" => scanning::tally(&self.ctx, &self.id, &call).await,
+            "tally" => Ok(self.noted(scanning::tally(&self.ctx, &self.id, &call).await?)),
             "chunks" => scanning::chunks(&self.ctx, &call).await,
             other => Err(HostError::Raise {
                 exc_type: "NameError".into(),
@@ -386,6 +380,15 @@ impl AgentHost {
 const MAX_NAME_BYTES: usize = 256;
 
 impl AgentHost {
+    /// A host function's result, its note (if any) kept for the cell's
+    /// output.
+    fn noted(&self, (value, note): (Value, Option<String>)) -> Value {
+        if let Some(note) = note {
+            self.lock_state().notes.push(note);
+        }
+        value
+    }
+
     /// `FINAL(answer)`: the answer, taken by the loop after the cell.
     fn final_answer(&self, call: &HostCall) -> Result<Value, HostError> {
         let v =

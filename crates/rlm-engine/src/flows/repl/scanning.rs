@@ -140,12 +140,13 @@ async fn scan_for(
 /// counts every line of the corpus `pattern` matches; with `number=` adds
 /// up the number each line holds (its first capture group); with `by=`
 /// counts (or adds up) per group. Recorded as a set the answer may be
-/// computed from, with its sum.
+/// computed from, with its sum. The note (for the cell's output) says when
+/// a pattern found nothing to read, and how to write it.
 pub(crate) async fn tally(
     run: &Arc<Run>,
     agent: &str,
     call: &HostCall,
-) -> Result<Value, HostError> {
+) -> Result<(Value, Option<String>), HostError> {
     let text_arg = |index: usize, name: &str| match arg(call, index, name) {
         None => Ok(None),
         Some(Value::String(p)) => Ok(Some(p.clone())),
@@ -224,7 +225,7 @@ pub(crate) async fn tally(
         run,
         CountedSet::of_tally(
             agent,
-            written,
+            written.clone(),
             &patterns,
             number.as_deref(),
             ignore_case,
@@ -232,7 +233,36 @@ pub(crate) async fn tally(
             &found,
         ),
     );
-    Ok(found.to_value(number.is_some(), by.is_some()))
+    let note = tally_note(&written, &found, number.is_some(), by.is_some());
+    Ok((found.to_value(number.is_some(), by.is_some()), note))
+}
+
+/// What to tell the model when a `tally()` found nothing to read: no line,
+/// no number on its lines, or no group.
+fn tally_note(written: &str, t: &scan::Tally, number: bool, by: bool) -> Option<String> {
+    let lines = t.lines;
+    if lines == 0 {
+        return Some(format!(
+            "Note: {written} matched no line of the corpus. Try one shorter word of the lines you mean (grep_count() tells how many lines hold it), or print a few lines with grep(word, limit=3) to see how they are written."
+        ));
+    }
+    let mut why = Vec::new();
+    if number && t.numbered == 0 {
+        why.push(format!(
+            "number= read no number on its {lines} lines: it must match on those lines, its first group capturing the digits, e.g. number=r\"(\\d+) EUR\""
+        ));
+    }
+    if by && t.groups.is_empty() {
+        why.push(format!(
+            "by= found no group on its {lines} lines: it must match on those lines, its first group capturing the name, e.g. by=r\"user (\\w+)\""
+        ));
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "Note: {written}: {}. Print a line with grep(pattern, limit=1) to see how it is written.",
+            why.join("; ")
+        )
+    })
 }
 
 /// Keeps one record per distinct scan (the latest count; the agent's own
