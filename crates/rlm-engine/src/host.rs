@@ -147,7 +147,7 @@ pub const REPL_FUNCTIONS: &[ReplFunction] = &[
         provided: host(HostFunctionKind::Sync),
         needs_model: false,
         root_doc: Some(
-            "-> dict: counts EVERY line of the corpus that `pattern` matches (a regular expression, or a list of them a line must all match, in any order): `lines`, `documents`. With `number=` (a regular expression whose first group is the number, e.g. `r\"(\\d+) EUR\"`) it also adds up that number over those lines: `sum`, `min`, `max`, `mean`, `min_line`, `max_line` (the whole lines of the extremes). With `by=` (a regular expression whose first group names the group, e.g. `r\"client (\\w+)\"`) it counts per group: `by` is a list of `[group, lines]` (or `[group, lines, sum]` with `number=`), most first, and `top` is the first. The system checks the answer against it: a count or total you answer with comes from here.",
+            "-> dict: counts EVERY line of the corpus that `pattern` matches (a regular expression, or a list of them a line must all match, in any order): `lines`, `documents`. With `number=` (a regular expression whose first group is the number, e.g. `r\"(\\d+) EUR\"`) it also adds up that number over those lines: `sum`, `min`, `max`, `mean`, `min_line`, `max_line` (the whole lines of the extremes). With `by=` (a regular expression whose first group names the group, e.g. `r\"client (\\w+)\"`) it counts per group: `by` is a list of `[group, lines]` (or `[group, lines, sum]` with `number=`), most first (at most 1000), `top` is the first and `groups` how many groups there are. The system checks the answer against it: a count or total you answer with comes from here.",
         ),
         sub_doc: None,
         summary: "count, add up or rank every line a pattern matches",

@@ -208,7 +208,7 @@ async fn tally_counts_adds_up_and_ranks_every_line_and_the_answer_cites_its_sum(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
     let ts = ledger_store(2, 10);
-    let code = "for args in [[3], [[]], ['x', 5]]:\n    try:\n        tally(*args)\n    except TypeError as e:\n        print('TypeError', e)\ntry:\n    tally('refund', number='(')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', ignore_case='yes')\nexcept TypeError as e:\n    print('TypeError', e)\nFINAL('done')";
+    let code = "for args in [[3], [[]], ['x', 5]]:\n    try:\n        tally(*args)\n    except TypeError as e:\n        print('TypeError', e)\ntry:\n    tally('refund', text='a refund')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('a', 'b', 'c', 'd')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('refund', number='(')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', ignore_case='yes')\nexcept TypeError as e:\n    print('TypeError', e)\nFINAL('done')";
     let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
     let engine = engine(&server, text_config()).await;
     let (answer, trace) = ask(&engine, &ts, "Check tally").await;
@@ -232,15 +232,27 @@ async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
         out.contains("TypeError tally(): ignore_case must be True or False"),
         "{out}"
     );
+    assert!(
+        out.contains("TypeError tally() got an unexpected keyword argument 'text'"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "TypeError tally() takes at most 3 positional arguments (pattern, number, by) but 4 were given"
+        ),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
-    let ts = ledger_store(2, 10);
+    // 2 files of 600 lines: 1,200 transaction ids, past the 1,000 groups
+    // `by` lists.
+    let ts = ledger_store(2, 600);
     let script = Script::new().on_sequence(
         root(),
         [
-            repl("print(tally('refund', number=r'(\\b\\b)', by='transaction'))\nprint(tally('nowhere'))"),
+            repl("print(tally('refund', number=r'(\\b\\b)', by='transaction'))\nprint(tally('nowhere'))\nt = tally('EUR', by=r'^(T\\d+)')\nprint('ids', t['groups'], len(t['by']))"),
             "FINAL(done)".to_string(),
         ],
     );
@@ -250,13 +262,18 @@ async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     assert_eq!(answer.answer, "done");
     let reqs = server.requests();
     let turn2 = reqs[1].last_message();
-    assert!(turn2.contains("'lines': 8"), "{turn2}");
+    assert!(turn2.contains("'lines': 400"), "{turn2}");
     assert!(
-        turn2.contains("number= read no number on its 8 lines"),
+        turn2.contains("number= read no number on its 400 lines"),
         "{turn2}"
     );
     assert!(
-        turn2.contains("by= found no group on its 8 lines"),
+        turn2.contains("by= found no group on its 400 lines"),
+        "{turn2}"
+    );
+    assert!(turn2.contains("ids 1200 1000"), "{turn2}");
+    assert!(
+        turn2.contains("found 1200 groups; its `by` lists the first 1000"),
         "{turn2}"
     );
     assert!(

@@ -154,6 +154,18 @@ pub(crate) async fn tally(
             "tally(): {name}= must be a regular expression string, e.g. tally(r\"paid\", number=r\"(\\d+) EUR\", by=r\"client (\\w+)\")"
         ))),
     };
+    const KNOWN: [&str; 5] = ["pattern", "number", "by", "ignore_case", "doc"];
+    if let Some(unknown) = call.kwargs.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(type_error(format!(
+            "tally() got an unexpected keyword argument '{unknown}': it takes pattern, number=, by=, ignore_case= and doc= (it always reads the corpus; to read a text of your own, use grep(pattern, text))"
+        )));
+    }
+    if call.args.len() > 3 {
+        return Err(type_error(format!(
+            "tally() takes at most 3 positional arguments (pattern, number, by) but {} were given",
+            call.args.len()
+        )));
+    }
     // A list of patterns: the lines holding all of them, in any order.
     let patterns: Vec<String> = match arg(call, 0, "pattern") {
         Some(Value::String(p)) => vec![p.clone()],
@@ -257,12 +269,21 @@ fn tally_note(written: &str, t: &scan::Tally, number: bool, by: bool) -> Option<
             "by= found no group on its {lines} lines: it must match on those lines, its first group capturing the name, e.g. by=r\"user (\\w+)\""
         ));
     }
-    (!why.is_empty()).then(|| {
+    let unread = (!why.is_empty()).then(|| {
         format!(
             "Note: {written}: {}. Print a line with grep(pattern, limit=1) to see how it is written.",
             why.join("; ")
         )
-    })
+    });
+    let cut = (by && t.groups.len() > scan::MAX_GROUPS).then(|| {
+        format!(
+            "Note: {written} found {} groups; its `by` lists the first {} (most first), so len() of `by` is not the number of groups: `groups` is.",
+            t.groups.len(),
+            scan::MAX_GROUPS
+        )
+    });
+    // No group at all and more groups than listed never come together.
+    unread.or(cut)
 }
 
 /// Keeps one record per distinct scan (the latest count; the agent's own
