@@ -4,11 +4,18 @@
 //! every chunk that holds any word of the question: at 29,083 chunks a
 //! question of common words read and ranked all of them (163 ms). Here:
 //!
-//! - **Statistics**: `rlm_lexemes` holds, per lexeme, how many chunks hold
-//!   it; `rlm_meta` holds the number of chunks (`chunks`) and the sum of
-//!   their lengths (`chunk_lexemes`). An indexing run keeps them exact in
-//!   its own transaction: the lexemes of the chunks it deletes and inserts
-//!   are counted into a temporary table, merged once before the commit.
+//! - **Languages**: each chunk is analyzed with its document's text search
+//!   configuration ([`crate::languages`]). A question is analyzed with every
+//!   configuration in the store; a term is one lexeme of one configuration
+//!   and counts only in chunks of that configuration (as each language has
+//!   its own field in the folder store's index). A store of one
+//!   configuration (an English one) is scored exactly as before languages.
+//! - **Statistics**: `rlm_lexemes` holds, per configuration and lexeme, how
+//!   many chunks hold it; `rlm_meta` holds the number of chunks (`chunks`)
+//!   and the sum of their lengths (`chunk_lexemes`). An indexing run keeps
+//!   them exact in its own transaction: the lexemes of the chunks it deletes
+//!   and inserts are counted into a temporary table, merged once before the
+//!   commit.
 //! - **Score**: BM25 (k1 = 1.2, b = 0.75, tantivy's defaults) with
 //!   idf = ln(1 + (N − df + 0.5) / (df + 0.5)), tf = the lexeme's positions
 //!   in the chunk (`ts_rank_cd` of the single lexeme with weight 1 counts
@@ -80,9 +87,12 @@ pub struct Ranked {
     pub scored: u64,
 }
 
-/// One lexeme of the question.
+/// One lexeme of the question in one text search configuration: it
+/// counts only in the chunks analyzed with that configuration.
 #[derive(Debug, Clone)]
 struct Term {
+    /// The configuration (`german`).
+    cfg: String,
     /// The lexeme as tsquery text (quoted, escaped).
     literal: String,
     /// Chunks holding it.
@@ -100,7 +110,12 @@ pub(crate) fn rank(
     budget: Budget,
 ) -> Result<Ranked, CorpusError> {
     let k = k.max(1);
-    let (terms, avgdl) = terms_of(db, question)?;
+    let Question {
+        terms,
+        avgdl,
+        gated,
+    } = question_of(db, question)?;
+    let scoring = Scoring { avgdl, gated };
     let any_term = or(&terms);
     if terms.is_empty() {
         return Ok(Ranked {
@@ -118,9 +133,16 @@ pub(crate) fn rank(
         prefix += 1;
     }
     let first = if prefix > 0 {
-        score(db, &terms, avgdl, &or(&terms[..prefix]), None, k)?
+        score(db, &terms, scoring, &or(&terms[..prefix]), None, k)?
     } else {
-        score(db, &terms, avgdl, &and(&terms), Some(budget.first_pass), k)?
+        score(
+            db,
+            &terms,
+            scoring,
+            &and(&terms),
+            Some(budget.first_pass),
+            k,
+        )?
     };
     if prefix == terms.len() {
         return Ok(Ranked {
@@ -150,7 +172,7 @@ pub(crate) fn rank(
     let second = score(
         db,
         &terms,
-        avgdl,
+        scoring,
         &condition,
         Some(budget.max_candidates),
         k,
@@ -174,9 +196,37 @@ pub(crate) fn rank(
     })
 }
 
-/// The question's distinct lexemes that some chunk holds, rarest first,
-/// with their statistics; and the chunks' average length.
-fn terms_of(db: &Db, question: &str) -> Result<(Vec<Term>, f64), CorpusError> {
+/// A question analyzed for the store's configurations.
+struct Question {
+    /// Its distinct lexemes that some chunk holds, rarest first.
+    terms: Vec<Term>,
+    /// The chunks' average length.
+    avgdl: f64,
+    /// True when the store holds chunks of several configurations: a term
+    /// then counts only in chunks of its own.
+    gated: bool,
+}
+
+/// The text search configurations of the store's chunks, each once: the
+/// first column of `rlm_lexemes`' key, read by skipping through its index
+/// (a few index probes, not a scan).
+fn configurations_present(db: &Db) -> Result<Vec<String>, CorpusError> {
+    let rows = db.query(
+        "WITH RECURSIVE k(cfg) AS (
+            (SELECT cfg FROM rlm_lexemes ORDER BY cfg LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.cfg FROM rlm_lexemes x WHERE x.cfg > k.cfg ORDER BY x.cfg LIMIT 1)
+            FROM k WHERE k.cfg IS NOT NULL
+         )
+         SELECT cfg::text FROM k WHERE cfg IS NOT NULL",
+        vec![],
+    )?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The question's lexemes in each configuration of the store that some
+/// chunk of it holds, rarest first, with their statistics.
+fn question_of(db: &Db, question: &str) -> Result<Question, CorpusError> {
     let stats = db.query_opt(
         "SELECT (SELECT value::bigint FROM rlm_meta WHERE key = 'chunks'),
                 (SELECT value::bigint FROM rlm_meta WHERE key = 'chunk_lexemes')",
@@ -186,21 +236,25 @@ fn terms_of(db: &Db, question: &str) -> Result<(Vec<Term>, f64), CorpusError> {
         stats.map(|r| (r.get(0), r.get(1))).unwrap_or_default();
     let n = chunks.unwrap_or(0).max(1) as f64;
     let avgdl = (lexemes.unwrap_or(0) as f64 / n).max(1.0);
+    let configurations = configurations_present(db)?;
+    let gated = configurations.len() > 1;
     let rows = db.query(
-        "SELECT q.l, x.chunks
-         FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS q(l)
-         JOIN rlm_lexemes x ON x.lexeme = q.l
+        "SELECT k.cfg, q.l, x.chunks
+         FROM unnest($2::text[]) AS k(cfg)
+         CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(k.cfg::regconfig, $1))) AS q(l)
+         JOIN rlm_lexemes x ON x.cfg = k.cfg::regconfig AND x.lexeme = q.l
          WHERE x.chunks > 0
-         ORDER BY x.chunks, q.l",
-        vec![Box::new(question.to_string())],
+         ORDER BY x.chunks, q.l, k.cfg",
+        vec![Box::new(question.to_string()), Box::new(configurations)],
     )?;
     let terms = rows
         .iter()
         .map(|r| {
-            let lexeme: String = r.get(0);
-            let df = r.get::<_, i64>(1).max(0) as f64;
+            let lexeme: String = r.get(1);
+            let df = r.get::<_, i64>(2).max(0) as f64;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             Term {
+                cfg: r.get(0),
                 literal: literal(&lexeme),
                 df: df as u64,
                 idf,
@@ -208,7 +262,11 @@ fn terms_of(db: &Db, question: &str) -> Result<(Vec<Term>, f64), CorpusError> {
             }
         })
         .collect();
-    Ok((terms, avgdl))
+    Ok(Question {
+        terms,
+        avgdl,
+        gated,
+    })
 }
 
 /// A lexeme as tsquery text: quoted, so operators and spaces in it are
@@ -225,12 +283,16 @@ fn and(terms: &[Term]) -> String {
     join(terms, " & ")
 }
 
+/// The terms' lexemes joined by `op`, each once (the same lexeme may be a
+/// term of two configurations).
 fn join(terms: &[Term], op: &str) -> String {
-    terms
-        .iter()
-        .map(|t| t.literal.as_str())
-        .collect::<Vec<_>>()
-        .join(op)
+    let mut literals: Vec<&str> = Vec::with_capacity(terms.len());
+    for t in terms {
+        if !literals.contains(&t.literal.as_str()) {
+            literals.push(&t.literal);
+        }
+    }
+    literals.join(op)
 }
 
 /// A boolean query true of the chunks whose terms' bounds add up to at
@@ -297,22 +359,32 @@ struct Pass {
     candidates: u64,
 }
 
+/// How a pass scores: the chunks' average length, and whether a term
+/// counts only in chunks of its configuration ([`Question::gated`]).
+#[derive(Clone, Copy)]
+struct Scoring {
+    avgdl: f64,
+    gated: bool,
+}
+
 /// Scores the chunks matching `condition` (at most `limit` of them, the
-/// first the index finds) with BM25 over all `terms`; the `k` best.
+/// first the index finds) with BM25 over all `terms`; the `k` best that
+/// score at all (a chunk may hold a lexeme only of another configuration
+/// than the term's).
 fn score(
     db: &Db,
     terms: &[Term],
-    avgdl: f64,
+    scoring: Scoring,
     condition: &str,
     limit: Option<u64>,
     k: usize,
 ) -> Result<Pass, CorpusError> {
     // Parameters: $1 condition, $2 average length, $3 k, then each term's
-    // tsquery and idf. `ts_rank_cd` of one lexeme with weight 1 is the
-    // number of its positions in the chunk.
+    // tsquery and idf (and configuration, when gated). `ts_rank_cd` of one
+    // lexeme with weight 1 is the number of its positions in the chunk.
     let mut params: Vec<Param> = vec![
         Box::new(condition.to_string()),
-        Box::new(avgdl),
+        Box::new(scoring.avgdl),
         Box::new(i64::try_from(k).unwrap_or(i64::MAX)),
     ];
     let mut tfs = String::new();
@@ -321,9 +393,17 @@ fn score(
         let q = params.len() + 1;
         params.push(Box::new(t.literal.clone()));
         params.push(Box::new(t.idf));
-        tfs.push_str(&format!(
-            ", ts_rank_cd('{{1,1,1,1}}'::float4[], c.tsv, ${q}::text::tsquery, 0)::float8 AS t{i}"
-        ));
+        let tf =
+            format!("ts_rank_cd('{{1,1,1,1}}'::float4[], c.tsv, ${q}::text::tsquery, 0)::float8");
+        if scoring.gated {
+            params.push(Box::new(t.cfg.clone()));
+            let cfg = q + 2;
+            tfs.push_str(&format!(
+                ", CASE WHEN c.lang_cfg = ${cfg}::text::regconfig THEN {tf} ELSE 0 END AS t{i}"
+            ));
+        } else {
+            tfs.push_str(&format!(", {tf} AS t{i}"));
+        }
         sum.push(format!(
             "${idf}::float8 * x.t{i} * {k1p} / (x.t{i} + {K1} * ({nb} + {B} * x.dl / $2::float8))",
             idf = q + 1,
@@ -350,7 +430,11 @@ fn score(
     let rows = db.query(sql, params)?;
     let candidates = rows.first().map_or(0, |r| r.get::<_, i64>(2).max(0) as u64);
     Ok(Pass {
-        hits: rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+        hits: rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .filter(|(_, score): &(String, f64)| *score > 0.0)
+            .collect(),
         candidates,
     })
 }
@@ -358,7 +442,7 @@ fn score(
 /// Starts counting an indexing run's lexemes (in its transaction).
 pub(crate) fn begin_counting(db: &Db) -> Result<(), CorpusError> {
     db.batch(
-        "CREATE TEMP TABLE rlm_lexeme_delta (lexeme text NOT NULL, chunks bigint NOT NULL) ON COMMIT DROP",
+        "CREATE TEMP TABLE rlm_lexeme_delta (cfg regconfig NOT NULL, lexeme text NOT NULL, chunks bigint NOT NULL) ON COMMIT DROP",
     )
 }
 
@@ -369,9 +453,9 @@ pub(crate) fn count(db: &Db, doc_ids: &[String], sign: i64) -> Result<(), Corpus
         return Ok(());
     }
     db.execute(
-        "INSERT INTO rlm_lexeme_delta (lexeme, chunks)
-         SELECT l, $2 * count(*) FROM rlm_chunks c, unnest(tsvector_to_array(c.tsv)) AS l
-         WHERE c.doc_id = ANY($1) GROUP BY l",
+        "INSERT INTO rlm_lexeme_delta (cfg, lexeme, chunks)
+         SELECT c.lang_cfg, l, $2 * count(*) FROM rlm_chunks c, unnest(tsvector_to_array(c.tsv)) AS l
+         WHERE c.doc_id = ANY($1) GROUP BY c.lang_cfg, l",
         vec![Box::new(doc_ids.to_vec()) as Param, Box::new(sign)],
     )?;
     Ok(())
@@ -388,11 +472,12 @@ pub(crate) fn finish_counting(db: &Db) -> Result<(), CorpusError> {
          WHERE key = 'chunk_lexemes';
          UPDATE rlm_meta SET value = (SELECT coalesce(sum(chunk_count), 0) FROM rlm_documents)::text
          WHERE key = 'chunks';
-         INSERT INTO rlm_lexemes AS x (lexeme, chunks)
-            SELECT lexeme, sum(chunks) FROM rlm_lexeme_delta GROUP BY lexeme HAVING sum(chunks) <> 0
-            ON CONFLICT (lexeme) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
-         DELETE FROM rlm_lexemes WHERE chunks <= 0 AND lexeme IN
-            (SELECT lexeme FROM rlm_lexeme_delta GROUP BY lexeme HAVING sum(chunks) < 0);
+         INSERT INTO rlm_lexemes AS x (cfg, lexeme, chunks)
+            SELECT cfg, lexeme, sum(chunks) FROM rlm_lexeme_delta
+            GROUP BY cfg, lexeme HAVING sum(chunks) <> 0
+            ON CONFLICT (cfg, lexeme) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
+         DELETE FROM rlm_lexemes WHERE chunks <= 0 AND (cfg, lexeme) IN
+            (SELECT cfg, lexeme FROM rlm_lexeme_delta GROUP BY cfg, lexeme HAVING sum(chunks) < 0);
          DROP TABLE rlm_lexeme_delta",
     )
 }
@@ -403,6 +488,7 @@ mod tests {
 
     fn term(name: &str, bound: f64) -> Term {
         Term {
+            cfg: "english".to_string(),
             literal: literal(name),
             df: 0,
             idf: bound / (K1 + 1.0),

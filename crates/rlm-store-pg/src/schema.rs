@@ -13,11 +13,17 @@ use rlm_corpus::CorpusError;
 
 use crate::db::Db;
 
+/// A migration's step in Rust.
+type Step = fn(&Db) -> Result<(), CorpusError>;
+
 /// One step of the schema.
 struct Migration {
     version: i32,
     description: &'static str,
     sql: &'static str,
+    /// A step in Rust after the SQL (in the same transaction), for what
+    /// SQL cannot do (detecting the stored documents' languages).
+    then: Option<Step>,
 }
 
 /// Advisory lock key held while migrating (any constant unique to rlm).
@@ -71,6 +77,7 @@ CREATE TABLE rlm_embeddings (
     vector bytea NOT NULL
 );
 ",
+        then: None,
     },
     Migration {
         version: 2,
@@ -89,6 +96,7 @@ INSERT INTO rlm_meta (key, value)
     UNION ALL
     SELECT 'chunk_lexemes', coalesce(sum(length(tsv)), 0)::text FROM rlm_chunks;
 ",
+        then: None,
     },
     Migration {
         version: 3,
@@ -103,11 +111,36 @@ CREATE TABLE rlm_replies (
 );
 CREATE INDEX rlm_replies_last_used ON rlm_replies (last_used);
 ",
+        then: None,
     },
     Migration {
         version: 4,
         description: "chunk locations for places other than pages (slides, sheet rows, messages)",
         sql: "ALTER TABLE rlm_chunks ADD COLUMN IF NOT EXISTS location text;",
+        then: None,
+    },
+    Migration {
+        version: 5,
+        description: "languages: each document's language, its chunks analyzed with that language's text search configuration, term statistics per configuration",
+        // The generated column's expression cannot change before
+        // PostgreSQL 17: the column is made again (the table is rewritten
+        // once). Every chunk starts as English, what it was analyzed as;
+        // the Rust step then detects each document's language and
+        // re-analyzes the others.
+        sql: "
+ALTER TABLE rlm_documents ADD COLUMN language text;
+ALTER TABLE rlm_chunks ADD COLUMN lang_cfg regconfig NOT NULL DEFAULT 'english';
+ALTER TABLE rlm_chunks ALTER COLUMN lang_cfg DROP DEFAULT;
+ALTER TABLE rlm_chunks DROP COLUMN tsv;
+ALTER TABLE rlm_chunks
+    ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector(lang_cfg, body)) STORED,
+    ALTER COLUMN tsv SET STORAGE MAIN;
+CREATE INDEX rlm_chunks_tsv ON rlm_chunks USING gin (tsv);
+ALTER TABLE rlm_lexemes ADD COLUMN cfg regconfig NOT NULL DEFAULT 'english';
+ALTER TABLE rlm_lexemes ALTER COLUMN cfg DROP DEFAULT;
+ALTER TABLE rlm_lexemes DROP CONSTRAINT rlm_lexemes_pkey, ADD PRIMARY KEY (cfg, lexeme);
+",
+        then: Some(crate::languages::detect_stored),
     },
 ];
 
@@ -180,6 +213,9 @@ fn apply_pending(db: &Db) -> Result<(), CorpusError> {
     check_not_newer(db, found)?;
     for m in MIGRATIONS.iter().filter(|m| m.version > found) {
         db.batch(m.sql)?;
+        if let Some(step) = m.then {
+            step(db)?;
+        }
         db.execute(
             "INSERT INTO rlm_schema (version, description) VALUES ($1, $2)",
             vec![Box::new(m.version), Box::new(m.description)],
