@@ -36,8 +36,11 @@
 //!   chunks found. [`Ranked::exact`] says which.
 
 use rlm_corpus::CorpusError;
+use rlm_corpus::compound::COMPOUND_BOOST;
 
+use crate::compounds::{self, Widening};
 use crate::db::{Db, Param};
+use crate::languages;
 
 /// BM25's term-frequency saturation (tantivy's default).
 const K1: f64 = 1.2;
@@ -87,19 +90,97 @@ pub struct Ranked {
     pub scored: u64,
 }
 
-/// One lexeme of the question in one text search configuration: it
-/// counts only in the chunks analyzed with that configuration.
+/// One lexeme of one text search configuration, scored by BM25 in the
+/// chunks analyzed with that configuration.
 #[derive(Debug, Clone)]
-struct Term {
+struct Atom {
     /// The configuration (`german`).
     cfg: String,
     /// The lexeme as tsquery text (quoted, escaped).
     literal: String,
-    /// Chunks holding it.
-    df: u64,
     idf: f64,
-    /// Its most a chunk can get from it: idf · (k1 + 1).
+}
+
+/// What a term of the question scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Its one lexeme's BM25.
+    Word,
+    /// The best of its lexemes (the compounds holding a query word), at
+    /// [`COMPOUND_BOOST`].
+    Compounds,
+    /// Its two lexemes together (the parts of a compound query word), only
+    /// when a chunk holds both, at [`COMPOUND_BOOST`].
+    Parts,
+}
+
+/// One term of the question: a lexeme in one configuration, or a
+/// compound widening of it ([`crate::compounds`]).
+#[derive(Debug, Clone)]
+struct Term {
+    kind: Kind,
+    atoms: Vec<Atom>,
+    /// What a chunk must match to score from it, as tsquery text.
+    literal: String,
+    /// Chunks that may match it, at most.
+    df: u64,
+    /// Its most a chunk can get from it (a word: idf · (k1 + 1)).
     bound: f64,
+}
+
+impl Term {
+    fn word(cfg: String, lexeme: &str, df: u64, n: f64) -> Term {
+        let idf = idf(n, df);
+        let literal = literal(lexeme);
+        Term {
+            kind: Kind::Word,
+            atoms: vec![Atom {
+                cfg,
+                literal: literal.clone(),
+                idf,
+            }],
+            literal,
+            df,
+            bound: idf * (K1 + 1.0),
+        }
+    }
+
+    /// The term of a widening in configuration `cfg`.
+    fn widening(cfg: &str, widening: Widening, n: f64) -> Term {
+        let (kind, lexemes, op) = match widening {
+            Widening::Compounds(lexemes) => (Kind::Compounds, lexemes, " | "),
+            Widening::Parts(parts) => (Kind::Parts, parts.to_vec(), " & "),
+        };
+        let atoms: Vec<Atom> = lexemes
+            .iter()
+            .map(|(l, df)| Atom {
+                cfg: cfg.to_string(),
+                literal: literal(l),
+                idf: idf(n, *df),
+            })
+            .collect();
+        let dfs = lexemes.iter().map(|(_, df)| *df);
+        let (df, bound) = if kind == Kind::Compounds {
+            let best = atoms.iter().map(|a| a.idf).fold(0.0, f64::max);
+            (dfs.sum(), best)
+        } else {
+            (dfs.min().unwrap_or(0), atoms.iter().map(|a| a.idf).sum())
+        };
+        let literals: Vec<&str> = atoms.iter().map(|a| a.literal.as_str()).collect();
+        Term {
+            kind,
+            literal: format!("({})", literals.join(op)),
+            atoms,
+            df,
+            bound: f64::from(COMPOUND_BOOST) * bound * (K1 + 1.0),
+        }
+    }
+}
+
+/// BM25's inverse document frequency of a lexeme `df` of `n` chunks hold.
+fn idf(n: f64, df: u64) -> f64 {
+    let df = df as f64;
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
 /// The `k` best chunks for `question` by BM25 within `budget`.
@@ -116,7 +197,7 @@ pub(crate) fn rank(
         gated,
     } = question_of(db, question)?;
     let scoring = Scoring { avgdl, gated };
-    let any_term = or(&terms);
+    let any_term = any_lexeme(&terms);
     if terms.is_empty() {
         return Ok(Ranked {
             hits: Vec::new(),
@@ -225,7 +306,8 @@ fn configurations_present(db: &Db) -> Result<Vec<String>, CorpusError> {
 }
 
 /// The question's lexemes in each configuration of the store that some
-/// chunk of it holds, rarest first, with their statistics.
+/// chunk of it holds, with their statistics, and in configurations whose
+/// language compounds its widenings; rarest first.
 fn question_of(db: &Db, question: &str) -> Result<Question, CorpusError> {
     let stats = db.query_opt(
         "SELECT (SELECT value::bigint FROM rlm_meta WHERE key = 'chunks'),
@@ -245,23 +327,22 @@ fn question_of(db: &Db, question: &str) -> Result<Question, CorpusError> {
          JOIN rlm_lexemes x ON x.cfg = k.cfg::regconfig AND x.lexeme = q.l
          WHERE x.chunks > 0
          ORDER BY x.chunks, q.l, k.cfg",
-        vec![Box::new(question.to_string()), Box::new(configurations)],
+        vec![
+            Box::new(question.to_string()),
+            Box::new(configurations.clone()),
+        ],
     )?;
-    let terms = rows
+    let mut terms: Vec<Term> = rows
         .iter()
-        .map(|r| {
-            let lexeme: String = r.get(1);
-            let df = r.get::<_, i64>(2).max(0) as f64;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            Term {
-                cfg: r.get(0),
-                literal: literal(&lexeme),
-                df: df as u64,
-                idf,
-                bound: idf * (K1 + 1.0),
-            }
-        })
+        .map(|r| Term::word(r.get(0), r.get(1), r.get::<_, i64>(2).max(0) as u64, n))
         .collect();
+    for cfg in configurations.iter().filter(|c| languages::compounds(c)) {
+        for widening in compounds::widen(db, cfg, question)? {
+            terms.push(Term::widening(cfg, widening, n));
+        }
+    }
+    // Stable: the words keep their order (the database's), as before.
+    terms.sort_by_key(|t| t.df);
     Ok(Question {
         terms,
         avgdl,
@@ -283,8 +364,8 @@ fn and(terms: &[Term]) -> String {
     join(terms, " & ")
 }
 
-/// The terms' lexemes joined by `op`, each once (the same lexeme may be a
-/// term of two configurations).
+/// The terms' conditions joined by `op`, each once (the same lexeme may be
+/// a term of two configurations).
 fn join(terms: &[Term], op: &str) -> String {
     let mut literals: Vec<&str> = Vec::with_capacity(terms.len());
     for t in terms {
@@ -293,6 +374,17 @@ fn join(terms: &[Term], op: &str) -> String {
         }
     }
     literals.join(op)
+}
+
+/// The OR of every lexeme of the terms, each once (for snippets).
+fn any_lexeme(terms: &[Term]) -> String {
+    let mut literals: Vec<&str> = Vec::with_capacity(terms.len());
+    for a in terms.iter().flat_map(|t| &t.atoms) {
+        if !literals.contains(&a.literal.as_str()) {
+            literals.push(&a.literal);
+        }
+    }
+    literals.join(" | ")
 }
 
 /// A boolean query true of the chunks whose terms' bounds add up to at
@@ -387,30 +479,7 @@ fn score(
         Box::new(scoring.avgdl),
         Box::new(i64::try_from(k).unwrap_or(i64::MAX)),
     ];
-    let mut tfs = String::new();
-    let mut sum = Vec::new();
-    for (i, t) in terms.iter().enumerate() {
-        let q = params.len() + 1;
-        params.push(Box::new(t.literal.clone()));
-        params.push(Box::new(t.idf));
-        let tf =
-            format!("ts_rank_cd('{{1,1,1,1}}'::float4[], c.tsv, ${q}::text::tsquery, 0)::float8");
-        if scoring.gated {
-            params.push(Box::new(t.cfg.clone()));
-            let cfg = q + 2;
-            tfs.push_str(&format!(
-                ", CASE WHEN c.lang_cfg = ${cfg}::text::regconfig THEN {tf} ELSE 0 END AS t{i}"
-            ));
-        } else {
-            tfs.push_str(&format!(", {tf} AS t{i}"));
-        }
-        sum.push(format!(
-            "${idf}::float8 * x.t{i} * {k1p} / (x.t{i} + {K1} * ({nb} + {B} * x.dl / $2::float8))",
-            idf = q + 1,
-            k1p = K1 + 1.0,
-            nb = 1.0 - B,
-        ));
-    }
+    let (tfs, sum) = expressions(terms, scoring.gated, &mut params);
     // OFFSET 0 keeps the inner query a query of its own, so each term's
     // count is computed once per chunk (inlined, the outer formula's two
     // uses of it would compute it twice).
@@ -437,6 +506,79 @@ fn score(
             .collect(),
         candidates,
     })
+}
+
+/// The SQL of a pass's scores: each distinct lexeme's count in the chunk
+/// (`tN`, a column of the inner query: `, … AS t0, … AS t1`) and each
+/// term's BM25 from them (to be added up); their parameters go to `params`.
+fn expressions(terms: &[Term], gated: bool, params: &mut Vec<Param>) -> (String, Vec<String>) {
+    let mut tfs = String::new();
+    // Per distinct (configuration, lexeme): its column and idf parameter.
+    let mut columns: Vec<(&Atom, usize)> = Vec::new();
+    for a in terms.iter().flat_map(|t| &t.atoms) {
+        if columns
+            .iter()
+            .any(|(b, _)| b.cfg == a.cfg && b.literal == a.literal)
+        {
+            continue;
+        }
+        let i = columns.len();
+        let q = params.len() + 1;
+        params.push(Box::new(a.literal.clone()));
+        params.push(Box::new(a.idf));
+        let tf =
+            format!("ts_rank_cd('{{1,1,1,1}}'::float4[], c.tsv, ${q}::text::tsquery, 0)::float8");
+        if gated {
+            params.push(Box::new(a.cfg.clone()));
+            let cfg = q + 2;
+            tfs.push_str(&format!(
+                ", CASE WHEN c.lang_cfg = ${cfg}::text::regconfig THEN {tf} ELSE 0 END AS t{i}"
+            ));
+        } else {
+            tfs.push_str(&format!(", {tf} AS t{i}"));
+        }
+        columns.push((a, q + 1));
+    }
+    let column = |a: &Atom| {
+        columns
+            .iter()
+            .position(|(b, _)| b.cfg == a.cfg && b.literal == a.literal)
+            .map(|i| (i, columns[i].1))
+            .unwrap_or_default()
+    };
+    let bm25 = |a: &Atom| {
+        let (i, idf) = column(a);
+        format!(
+            "${idf}::float8 * x.t{i} * {k1p} / (x.t{i} + {K1} * ({nb} + {B} * x.dl / $2::float8))",
+            k1p = K1 + 1.0,
+            nb = 1.0 - B,
+        )
+    };
+    let boost = f64::from(COMPOUND_BOOST);
+    let sum = terms
+        .iter()
+        .map(|t| match t.kind {
+            Kind::Word => bm25(&t.atoms[0]),
+            Kind::Compounds => {
+                let each: Vec<String> = t.atoms.iter().map(bm25).collect();
+                format!("{boost} * GREATEST({})", each.join(", "))
+            }
+            Kind::Parts => {
+                let held: Vec<String> = t
+                    .atoms
+                    .iter()
+                    .map(|a| format!("x.t{} > 0", column(a).0))
+                    .collect();
+                let each: Vec<String> = t.atoms.iter().map(bm25).collect();
+                format!(
+                    "{boost} * CASE WHEN {} THEN {} ELSE 0 END",
+                    held.join(" AND "),
+                    each.join(" + ")
+                )
+            }
+        })
+        .collect();
+    (tfs, sum)
 }
 
 /// Starts counting an indexing run's lexemes (in its transaction).
@@ -487,13 +629,9 @@ mod tests {
     use super::*;
 
     fn term(name: &str, bound: f64) -> Term {
-        Term {
-            cfg: "english".to_string(),
-            literal: literal(name),
-            df: 0,
-            idf: bound / (K1 + 1.0),
-            bound,
-        }
+        let mut t = Term::word("english".to_string(), name, 0, 1.0);
+        t.bound = bound;
+        t
     }
 
     #[test]

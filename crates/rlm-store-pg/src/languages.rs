@@ -15,10 +15,9 @@
 use std::collections::HashSet;
 
 use rlm_corpus::CorpusError;
-use rlm_corpus::language::{LanguageShare, detect};
+use rlm_corpus::language::{LanguageShare, analysis_for};
 
-use crate::bm25;
-use crate::db::{Db, Param};
+use crate::db::Db;
 
 /// The configuration of languages PostgreSQL has none for, and of text
 /// whose language could not be told.
@@ -84,6 +83,16 @@ impl Configurations {
     }
 }
 
+/// True when the language of configuration `cfg` writes compounds as one
+/// word (German, Dutch, the Scandinavian languages, Finnish, Hungarian),
+/// as [`rlm_corpus::language::Analysis::compounds`] says.
+pub(crate) fn compounds(cfg: &str) -> bool {
+    CONFIGURATIONS
+        .iter()
+        .find(|(_, c)| *c == cfg)
+        .is_some_and(|(code, _)| analysis_for(code).compounds)
+}
+
 /// The store's languages with their chunks, the most common first.
 pub(crate) fn languages(db: &Db) -> Result<Vec<LanguageShare>, CorpusError> {
     let rows = db.query(
@@ -95,60 +104,6 @@ pub(crate) fn languages(db: &Db) -> Result<Vec<LanguageShare>, CorpusError> {
         .iter()
         .map(|r| LanguageShare::new(r.get(0), r.get::<_, i64>(1).max(0) as u64))
         .collect())
-}
-
-/// Documents read per round trip when detecting the stored ones' languages.
-const DETECT_BATCH: i64 = 200;
-
-/// Detects the language of every stored document that has none yet (a
-/// store written before languages were detected) and re-analyzes the
-/// chunks of those not in English with their language's configuration,
-/// keeping the term statistics exact. Runs inside the migration's
-/// transaction.
-pub(crate) fn detect_stored(db: &Db) -> Result<(), CorpusError> {
-    let configurations = Configurations::load(db)?;
-    bm25::begin_counting(db)?;
-    let mut after = String::new();
-    loop {
-        let rows = db.query(
-            "SELECT d.id, coalesce(d.text,
-                    (SELECT string_agg(c.body, '' ORDER BY c.ordinal) FROM rlm_chunks c
-                     WHERE c.doc_id = d.id), '')
-             FROM rlm_documents d WHERE d.id > $1 ORDER BY d.id LIMIT $2",
-            vec![Box::new(after.clone()) as Param, Box::new(DETECT_BATCH)],
-        )?;
-        let Some(last) = rows.last() else { break };
-        after = last.get(0);
-        let (mut ids, mut codes) = (Vec::new(), Vec::new());
-        let (mut moved, mut cfgs) = (Vec::new(), Vec::new());
-        for r in &rows {
-            let id: String = r.get(0);
-            let code = detect(r.get::<_, &str>(1));
-            let cfg = configurations.for_language(code);
-            if cfg != FALLBACK {
-                moved.push(id.clone());
-                cfgs.push(cfg.to_string());
-            }
-            ids.push(id);
-            codes.push(code.to_string());
-        }
-        db.execute(
-            "UPDATE rlm_documents d SET language = t.code
-             FROM unnest($1::text[], $2::text[]) AS t(id, code) WHERE d.id = t.id",
-            vec![Box::new(ids) as Param, Box::new(codes)],
-        )?;
-        if !moved.is_empty() {
-            bm25::count(db, &moved, -1)?;
-            db.execute(
-                "UPDATE rlm_chunks c SET lang_cfg = t.cfg::regconfig
-                 FROM unnest($1::text[], $2::text[]) AS t(id, cfg) WHERE c.doc_id = t.id",
-                vec![Box::new(moved.clone()) as Param, Box::new(cfgs)],
-            )?;
-            bm25::count(db, &moved, 1)?;
-        }
-    }
-    bm25::finish_counting(db)?;
-    db.batch("ALTER TABLE rlm_documents ALTER COLUMN language SET NOT NULL")
 }
 
 #[cfg(test)]
@@ -169,5 +124,7 @@ mod tests {
         assert_eq!(configurations.for_language("fr"), FALLBACK);
         assert_eq!(configurations.for_language("pl"), FALLBACK);
         assert_eq!(configurations.for_language("und"), FALLBACK);
+        assert!(compounds("german") && compounds("dutch") && compounds("swedish"));
+        assert!(!compounds("english") && !compounds("french") && !compounds("simple"));
     }
 }

@@ -24,6 +24,7 @@
 //! - `read.rs`: lookups and full-text search.
 //! - `languages.rs`: each document's language and the text search
 //!   configuration its chunks are analyzed with.
+//! - `compounds.rs`: compound words in queries of compounding languages.
 //! - `bm25.rs`: BM25 ranking in PostgreSQL over term statistics kept at
 //!   index time, scoring a bounded set of candidates.
 //! - `replies.rs`: the reply cache (model replies kept for reuse).
@@ -33,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod bm25;
+mod compounds;
 mod languages;
 // Public for rlm-cluster (the server state of several `rlm serve` nodes),
 // which shares this connection type; not part of the store's API.

@@ -10,8 +10,11 @@
 //! other applications.
 
 use rlm_corpus::CorpusError;
+use rlm_corpus::language::detect;
 
-use crate::db::Db;
+use crate::bm25;
+use crate::db::{Db, Param};
+use crate::languages;
 
 /// A migration's step in Rust.
 type Step = fn(&Db) -> Result<(), CorpusError>;
@@ -140,7 +143,7 @@ ALTER TABLE rlm_lexemes ADD COLUMN cfg regconfig NOT NULL DEFAULT 'english';
 ALTER TABLE rlm_lexemes ALTER COLUMN cfg DROP DEFAULT;
 ALTER TABLE rlm_lexemes DROP CONSTRAINT rlm_lexemes_pkey, ADD PRIMARY KEY (cfg, lexeme);
 ",
-        then: Some(crate::languages::detect_stored),
+        then: Some(detect_stored),
     },
 ];
 
@@ -222,4 +225,58 @@ fn apply_pending(db: &Db) -> Result<(), CorpusError> {
         )?;
     }
     Ok(())
+}
+
+/// Documents read per round trip when detecting the stored ones' languages.
+const DETECT_BATCH: i64 = 200;
+
+/// Detects the language of every stored document that has none yet (a
+/// store written before languages were detected) and re-analyzes the
+/// chunks of those not in English with their language's configuration,
+/// keeping the term statistics exact. Runs inside the migration's
+/// transaction.
+pub(crate) fn detect_stored(db: &Db) -> Result<(), CorpusError> {
+    let configurations = languages::Configurations::load(db)?;
+    bm25::begin_counting(db)?;
+    let mut after = String::new();
+    loop {
+        let rows = db.query(
+            "SELECT d.id, coalesce(d.text,
+                    (SELECT string_agg(c.body, '' ORDER BY c.ordinal) FROM rlm_chunks c
+                     WHERE c.doc_id = d.id), '')
+             FROM rlm_documents d WHERE d.id > $1 ORDER BY d.id LIMIT $2",
+            vec![Box::new(after.clone()) as Param, Box::new(DETECT_BATCH)],
+        )?;
+        let Some(last) = rows.last() else { break };
+        after = last.get(0);
+        let (mut ids, mut codes) = (Vec::new(), Vec::new());
+        let (mut moved, mut cfgs) = (Vec::new(), Vec::new());
+        for r in &rows {
+            let id: String = r.get(0);
+            let code = detect(r.get::<_, &str>(1));
+            let cfg = configurations.for_language(code);
+            if cfg != languages::FALLBACK {
+                moved.push(id.clone());
+                cfgs.push(cfg.to_string());
+            }
+            ids.push(id);
+            codes.push(code.to_string());
+        }
+        db.execute(
+            "UPDATE rlm_documents d SET language = t.code
+             FROM unnest($1::text[], $2::text[]) AS t(id, code) WHERE d.id = t.id",
+            vec![Box::new(ids) as Param, Box::new(codes)],
+        )?;
+        if !moved.is_empty() {
+            bm25::count(db, &moved, -1)?;
+            db.execute(
+                "UPDATE rlm_chunks c SET lang_cfg = t.cfg::regconfig
+                 FROM unnest($1::text[], $2::text[]) AS t(id, cfg) WHERE c.doc_id = t.id",
+                vec![Box::new(moved.clone()) as Param, Box::new(cfgs)],
+            )?;
+            bm25::count(db, &moved, 1)?;
+        }
+    }
+    bm25::finish_counting(db)?;
+    db.batch("ALTER TABLE rlm_documents ALTER COLUMN language SET NOT NULL")
 }

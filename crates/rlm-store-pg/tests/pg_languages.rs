@@ -446,3 +446,71 @@ fn an_english_store_of_schema_4_ranks_as_before_once_upgraded() {
         "{got}"
     );
 }
+
+#[test]
+fn compound_words_are_widened_as_in_the_folder_store() {
+    let Some(db) = test_database() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = german_corpus(tmp.path());
+    PgStore::index(
+        db.url(),
+        std::slice::from_ref(&docs),
+        &IndexOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let local_dir = tmp.path().join("local");
+    rlm_corpus::Store::index(&local_dir, &[docs], &IndexOptions::default(), &mut |_| {}).unwrap();
+    let local = rlm_corpus::Store::open(&local_dir).unwrap();
+    let store = PgStore::open(db.url()).unwrap();
+    for (question, path) in [
+        // A word inside the store's compounds (no document has it alone).
+        ("Frist", "mietvertrag.txt"),
+        ("Urlaub", "arbeitszeit.txt"),
+        ("Karte", "fahrzeuge.txt"),
+        // A compound whose parts the store holds apart.
+        ("Mietvertragskündigung", "mietvertrag.txt"),
+        ("Kundendaten", "datenschutz.txt"),
+    ] {
+        let hits = store.search(question, 3).unwrap();
+        let local_hits = local.search(question, 3).unwrap();
+        assert!(!hits.is_empty(), "{question}");
+        assert!(hits[0].path.ends_with(path), "{question}: {hits:?}");
+        assert_eq!(hits[0].path, local_hits[0].path, "{question}");
+        assert!(hits[0].snippet.contains("**"), "{}", hits[0].snippet);
+    }
+    // A document with the word as asked outranks one holding it only in a
+    // compound (which counts a quarter).
+    write(
+        &tmp.path().join("de/frist.txt"),
+        "Die Frist für Einsprüche gegen den Bescheid beträgt einen Monat ab der \
+         Zustellung; danach wird der Bescheid bestandskräftig und kann nicht mehr \
+         angefochten werden.",
+    );
+    PgStore::index(
+        db.url(),
+        &[tmp.path().join("de")],
+        &IndexOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let hits = store.search("Frist", 3).unwrap();
+    // Pruned by the bounds of compound terms too, the ranking stays exact.
+    let tiny = rlm_store_pg::Budget {
+        first_pass: 1,
+        max_candidates: 1_000,
+    };
+    for q in [
+        "Frist",
+        "Mietvertragskündigung Kaution",
+        "Kundendaten Frist Karte",
+    ] {
+        let bounded = store.rank(q, 2, tiny).unwrap();
+        assert!(bounded.exact, "{q}");
+        let full = store.rank(q, 2, rlm_store_pg::Budget::EXHAUSTIVE).unwrap();
+        assert_eq!(bounded.hits, full.hits, "{q}");
+    }
+    assert!(hits[0].path.ends_with("frist.txt"), "{hits:?}");
+    assert!(hits[1].path.ends_with("mietvertrag.txt"), "{hits:?}");
+    assert!(hits[0].score > 2.0 * hits[1].score, "{hits:?}");
+}
