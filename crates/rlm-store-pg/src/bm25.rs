@@ -10,12 +10,22 @@
 //!   and counts only in chunks of that configuration (as each language has
 //!   its own field in the folder store's index). A store of one
 //!   configuration (an English one) is scored exactly as before languages.
+//! - **Compounds**: in a configuration whose language compounds, the
+//!   question also gets the folder store's compound terms
+//!   ([`crate::compounds`]): the best of the lexemes holding a word, and
+//!   the two parts of a compound word when a chunk holds both, each at
+//!   [`COMPOUND_BOOST`]. Each term has a tsquery condition and a bound
+//!   like a word's, so the candidates below stay exact.
 //! - **Statistics**: `rlm_lexemes` holds, per configuration and lexeme, how
-//!   many chunks hold it; `rlm_meta` holds the number of chunks (`chunks`)
-//!   and the sum of their lengths (`chunk_lexemes`). An indexing run keeps
-//!   them exact in its own transaction: the lexemes of the chunks it deletes
-//!   and inserts are counted into a temporary table, merged once before the
-//!   commit.
+//!   many chunks hold it; `rlm_configurations` the number of chunks of each
+//!   configuration and the sum of their lengths (BM25 sees each
+//!   configuration's chunks as a collection of their own, as tantivy sees
+//!   each language's field: a German question's words analyzed as English
+//!   are rare among a few English chunks only if they are); `rlm_meta` the
+//!   same totals over all chunks (`chunks`, `chunk_lexemes`). An indexing
+//!   run keeps them exact in its own transaction: the lexemes of the chunks
+//!   it deletes and inserts are counted into temporary tables, merged once
+//!   before the commit.
 //! - **Score**: BM25 (k1 = 1.2, b = 0.75, tantivy's defaults) with
 //!   idf = ln(1 + (N − df + 0.5) / (df + 0.5)), tf = the lexeme's positions
 //!   in the chunk (`ts_rank_cd` of the single lexeme with weight 1 counts
@@ -99,6 +109,8 @@ struct Atom {
     /// The lexeme as tsquery text (quoted, escaped).
     literal: String,
     idf: f64,
+    /// The average length of the configuration's chunks.
+    avgdl: f64,
 }
 
 /// What a term of the question scores.
@@ -129,15 +141,17 @@ struct Term {
 }
 
 impl Term {
-    fn word(cfg: String, lexeme: &str, df: u64, n: f64) -> Term {
-        let idf = idf(n, df);
+    /// The term of a lexeme of collection `c` that `df` of its chunks hold.
+    fn word(c: &Collection, lexeme: &str, df: u64) -> Term {
+        let idf = idf(c.n, df);
         let literal = literal(lexeme);
         Term {
             kind: Kind::Word,
             atoms: vec![Atom {
-                cfg,
+                cfg: c.cfg.clone(),
                 literal: literal.clone(),
                 idf,
+                avgdl: c.avgdl,
             }],
             literal,
             df,
@@ -145,8 +159,8 @@ impl Term {
         }
     }
 
-    /// The term of a widening in configuration `cfg`.
-    fn widening(cfg: &str, widening: Widening, n: f64) -> Term {
+    /// The term of a widening in collection `c`.
+    fn widening(c: &Collection, widening: Widening) -> Term {
         let (kind, lexemes, op) = match widening {
             Widening::Compounds(lexemes) => (Kind::Compounds, lexemes, " | "),
             Widening::Parts(parts) => (Kind::Parts, parts.to_vec(), " & "),
@@ -154,9 +168,10 @@ impl Term {
         let atoms: Vec<Atom> = lexemes
             .iter()
             .map(|(l, df)| Atom {
-                cfg: cfg.to_string(),
+                cfg: c.cfg.clone(),
                 literal: literal(l),
-                idf: idf(n, *df),
+                idf: idf(c.n, *df),
+                avgdl: c.avgdl,
             })
             .collect();
         let dfs = lexemes.iter().map(|(_, df)| *df);
@@ -191,12 +206,7 @@ pub(crate) fn rank(
     budget: Budget,
 ) -> Result<Ranked, CorpusError> {
     let k = k.max(1);
-    let Question {
-        terms,
-        avgdl,
-        gated,
-    } = question_of(db, question)?;
-    let scoring = Scoring { avgdl, gated };
+    let Question { terms, gated } = question_of(db, question)?;
     let any_term = any_lexeme(&terms);
     if terms.is_empty() {
         return Ok(Ranked {
@@ -214,16 +224,9 @@ pub(crate) fn rank(
         prefix += 1;
     }
     let first = if prefix > 0 {
-        score(db, &terms, scoring, &or(&terms[..prefix]), None, k)?
+        score(db, &terms, gated, &or(&terms[..prefix]), None, k)?
     } else {
-        score(
-            db,
-            &terms,
-            scoring,
-            &and(&terms),
-            Some(budget.first_pass),
-            k,
-        )?
+        score(db, &terms, gated, &and(&terms), Some(budget.first_pass), k)?
     };
     if prefix == terms.len() {
         return Ok(Ranked {
@@ -253,7 +256,7 @@ pub(crate) fn rank(
     let second = score(
         db,
         &terms,
-        scoring,
+        gated,
         &condition,
         Some(budget.max_candidates),
         k,
@@ -281,45 +284,50 @@ pub(crate) fn rank(
 struct Question {
     /// Its distinct lexemes that some chunk holds, rarest first.
     terms: Vec<Term>,
-    /// The chunks' average length.
-    avgdl: f64,
     /// True when the store holds chunks of several configurations: a term
     /// then counts only in chunks of its own.
     gated: bool,
 }
 
-/// The text search configurations of the store's chunks, each once: the
-/// first column of `rlm_lexemes`' key, read by skipping through its index
-/// (a few index probes, not a scan).
-fn configurations_present(db: &Db) -> Result<Vec<String>, CorpusError> {
+/// The statistics of one configuration's chunks: BM25 sees each
+/// configuration's chunks as a collection of their own (as tantivy sees
+/// each language's field), so a term's rarity is measured among the chunks
+/// it can occur in.
+struct Collection {
+    cfg: String,
+    /// Its chunks.
+    n: f64,
+    /// Their average length.
+    avgdl: f64,
+}
+
+/// The text search configurations of the store's chunks, with their
+/// statistics (`rlm_configurations`, kept by every index run).
+fn collections(db: &Db) -> Result<Vec<Collection>, CorpusError> {
     let rows = db.query(
-        "WITH RECURSIVE k(cfg) AS (
-            (SELECT cfg FROM rlm_lexemes ORDER BY cfg LIMIT 1)
-            UNION ALL
-            SELECT (SELECT x.cfg FROM rlm_lexemes x WHERE x.cfg > k.cfg ORDER BY x.cfg LIMIT 1)
-            FROM k WHERE k.cfg IS NOT NULL
-         )
-         SELECT cfg::text FROM k WHERE cfg IS NOT NULL",
+        "SELECT cfg::text, chunks, chunk_lexemes FROM rlm_configurations WHERE chunks > 0",
         vec![],
     )?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let n = r.get::<_, i64>(1).max(1) as f64;
+            let lexemes = r.get::<_, i64>(2) as f64;
+            Collection {
+                cfg: r.get(0),
+                n,
+                avgdl: (lexemes / n).max(1.0),
+            }
+        })
+        .collect())
 }
 
 /// The question's lexemes in each configuration of the store that some
 /// chunk of it holds, with their statistics, and in configurations whose
 /// language compounds its widenings; rarest first.
 fn question_of(db: &Db, question: &str) -> Result<Question, CorpusError> {
-    let stats = db.query_opt(
-        "SELECT (SELECT value::bigint FROM rlm_meta WHERE key = 'chunks'),
-                (SELECT value::bigint FROM rlm_meta WHERE key = 'chunk_lexemes')",
-        vec![],
-    )?;
-    let (chunks, lexemes): (Option<i64>, Option<i64>) =
-        stats.map(|r| (r.get(0), r.get(1))).unwrap_or_default();
-    let n = chunks.unwrap_or(0).max(1) as f64;
-    let avgdl = (lexemes.unwrap_or(0) as f64 / n).max(1.0);
-    let configurations = configurations_present(db)?;
-    let gated = configurations.len() > 1;
+    let collections = collections(db)?;
+    let names: Vec<String> = collections.iter().map(|c| c.cfg.clone()).collect();
     let rows = db.query(
         "SELECT k.cfg, q.l, x.chunks
          FROM unnest($2::text[]) AS k(cfg)
@@ -327,26 +335,26 @@ fn question_of(db: &Db, question: &str) -> Result<Question, CorpusError> {
          JOIN rlm_lexemes x ON x.cfg = k.cfg::regconfig AND x.lexeme = q.l
          WHERE x.chunks > 0
          ORDER BY x.chunks, q.l, k.cfg",
-        vec![
-            Box::new(question.to_string()),
-            Box::new(configurations.clone()),
-        ],
+        vec![Box::new(question.to_string()), Box::new(names)],
     )?;
+    let collection = |cfg: &str| collections.iter().find(|c| c.cfg == cfg);
     let mut terms: Vec<Term> = rows
         .iter()
-        .map(|r| Term::word(r.get(0), r.get(1), r.get::<_, i64>(2).max(0) as u64, n))
+        .filter_map(|r| {
+            let df = r.get::<_, i64>(2).max(0) as u64;
+            Some(Term::word(collection(r.get(0))?, r.get(1), df))
+        })
         .collect();
-    for cfg in configurations.iter().filter(|c| languages::compounds(c)) {
-        for widening in compounds::widen(db, cfg, question)? {
-            terms.push(Term::widening(cfg, widening, n));
+    for c in collections.iter().filter(|c| languages::compounds(&c.cfg)) {
+        for widening in compounds::widen(db, &c.cfg, question)? {
+            terms.push(Term::widening(c, widening));
         }
     }
     // Stable: the words keep their order (the database's), as before.
     terms.sort_by_key(|t| t.df);
     Ok(Question {
         terms,
-        avgdl,
-        gated,
+        gated: collections.len() > 1,
     })
 }
 
@@ -451,35 +459,26 @@ struct Pass {
     candidates: u64,
 }
 
-/// How a pass scores: the chunks' average length, and whether a term
-/// counts only in chunks of its configuration ([`Question::gated`]).
-#[derive(Clone, Copy)]
-struct Scoring {
-    avgdl: f64,
-    gated: bool,
-}
-
 /// Scores the chunks matching `condition` (at most `limit` of them, the
 /// first the index finds) with BM25 over all `terms`; the `k` best that
 /// score at all (a chunk may hold a lexeme only of another configuration
-/// than the term's).
+/// than the term's). `gated`: [`Question::gated`].
 fn score(
     db: &Db,
     terms: &[Term],
-    scoring: Scoring,
+    gated: bool,
     condition: &str,
     limit: Option<u64>,
     k: usize,
 ) -> Result<Pass, CorpusError> {
-    // Parameters: $1 condition, $2 average length, $3 k, then each term's
-    // tsquery and idf (and configuration, when gated). `ts_rank_cd` of one
+    // Parameters: $1 condition, $2 k, then each lexeme's tsquery, idf and
+    // average length (and configuration, when gated). `ts_rank_cd` of one
     // lexeme with weight 1 is the number of its positions in the chunk.
     let mut params: Vec<Param> = vec![
         Box::new(condition.to_string()),
-        Box::new(scoring.avgdl),
         Box::new(i64::try_from(k).unwrap_or(i64::MAX)),
     ];
-    let (tfs, sum) = expressions(terms, scoring.gated, &mut params);
+    let (tfs, sum) = expressions(terms, gated, &mut params);
     // OFFSET 0 keeps the inner query a query of its own, so each term's
     // count is computed once per chunk (inlined, the outer formula's two
     // uses of it would compute it twice).
@@ -493,7 +492,7 @@ fn score(
                 SELECT c.id, length(c.tsv)::float8 AS dl{tfs}
                 FROM rlm_chunks c WHERE c.tsv @@ $1::text::tsquery {limit}
             ) x
-         ) s ORDER BY score DESC, id LIMIT $3",
+         ) s ORDER BY score DESC, id LIMIT $2",
         score = sum.join(" + ")
     );
     let rows = db.query(sql, params)?;
@@ -526,11 +525,12 @@ fn expressions(terms: &[Term], gated: bool, params: &mut Vec<Param>) -> (String,
         let q = params.len() + 1;
         params.push(Box::new(a.literal.clone()));
         params.push(Box::new(a.idf));
+        params.push(Box::new(a.avgdl));
         let tf =
             format!("ts_rank_cd('{{1,1,1,1}}'::float4[], c.tsv, ${q}::text::tsquery, 0)::float8");
         if gated {
             params.push(Box::new(a.cfg.clone()));
-            let cfg = q + 2;
+            let cfg = q + 3;
             tfs.push_str(&format!(
                 ", CASE WHEN c.lang_cfg = ${cfg}::text::regconfig THEN {tf} ELSE 0 END AS t{i}"
             ));
@@ -548,8 +548,9 @@ fn expressions(terms: &[Term], gated: bool, params: &mut Vec<Param>) -> (String,
     };
     let bm25 = |a: &Atom| {
         let (i, idf) = column(a);
+        let avgdl = idf + 1;
         format!(
-            "${idf}::float8 * x.t{i} * {k1p} / (x.t{i} + {K1} * ({nb} + {B} * x.dl / $2::float8))",
+            "${idf}::float8 * x.t{i} * {k1p} / (x.t{i} + {K1} * ({nb} + {B} * x.dl / ${avgdl}::float8))",
             k1p = K1 + 1.0,
             nb = 1.0 - B,
         )
@@ -584,7 +585,8 @@ fn expressions(terms: &[Term], gated: bool, params: &mut Vec<Param>) -> (String,
 /// Starts counting an indexing run's lexemes (in its transaction).
 pub(crate) fn begin_counting(db: &Db) -> Result<(), CorpusError> {
     db.batch(
-        "CREATE TEMP TABLE rlm_lexeme_delta (cfg regconfig NOT NULL, lexeme text NOT NULL, chunks bigint NOT NULL) ON COMMIT DROP",
+        "CREATE TEMP TABLE rlm_lexeme_delta (cfg regconfig NOT NULL, lexeme text NOT NULL, chunks bigint NOT NULL) ON COMMIT DROP;
+         CREATE TEMP TABLE rlm_chunk_delta (cfg regconfig NOT NULL, chunks bigint NOT NULL, chunk_lexemes bigint NOT NULL) ON COMMIT DROP",
     )
 }
 
@@ -600,11 +602,17 @@ pub(crate) fn count(db: &Db, doc_ids: &[String], sign: i64) -> Result<(), Corpus
          WHERE c.doc_id = ANY($1) GROUP BY c.lang_cfg, l",
         vec![Box::new(doc_ids.to_vec()) as Param, Box::new(sign)],
     )?;
+    db.execute(
+        "INSERT INTO rlm_chunk_delta (cfg, chunks, chunk_lexemes)
+         SELECT c.lang_cfg, $2 * count(*), $2 * sum(length(c.tsv)) FROM rlm_chunks c
+         WHERE c.doc_id = ANY($1) GROUP BY c.lang_cfg",
+        vec![Box::new(doc_ids.to_vec()) as Param, Box::new(sign)],
+    )?;
     Ok(())
 }
 
-/// Merges the run's counts into `rlm_lexemes` and `rlm_meta` (before its
-/// commit). The lengths' sum moves by the counts' sum (a chunk's length is
+/// Merges the run's counts into `rlm_lexemes`, `rlm_configurations` and
+/// `rlm_meta` (before its commit). The lengths' sum moves by the counts' sum (a chunk's length is
 /// its number of distinct lexemes, each counted once for it); the number
 /// of chunks is read from the documents.
 pub(crate) fn finish_counting(db: &Db) -> Result<(), CorpusError> {
@@ -620,7 +628,12 @@ pub(crate) fn finish_counting(db: &Db) -> Result<(), CorpusError> {
             ON CONFLICT (cfg, lexeme) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
          DELETE FROM rlm_lexemes WHERE chunks <= 0 AND (cfg, lexeme) IN
             (SELECT cfg, lexeme FROM rlm_lexeme_delta GROUP BY cfg, lexeme HAVING sum(chunks) < 0);
-         DROP TABLE rlm_lexeme_delta",
+         INSERT INTO rlm_configurations AS x (cfg, chunks, chunk_lexemes)
+            SELECT cfg, sum(chunks), sum(chunk_lexemes) FROM rlm_chunk_delta GROUP BY cfg
+            ON CONFLICT (cfg) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks,
+                chunk_lexemes = x.chunk_lexemes + EXCLUDED.chunk_lexemes;
+         DELETE FROM rlm_configurations WHERE chunks <= 0;
+         DROP TABLE rlm_lexeme_delta, rlm_chunk_delta",
     )
 }
 
@@ -629,7 +642,12 @@ mod tests {
     use super::*;
 
     fn term(name: &str, bound: f64) -> Term {
-        let mut t = Term::word("english".to_string(), name, 0, 1.0);
+        let english = Collection {
+            cfg: "english".to_string(),
+            n: 1.0,
+            avgdl: 1.0,
+        };
+        let mut t = Term::word(&english, name, 0);
         t.bound = bound;
         t
     }

@@ -142,6 +142,13 @@ CREATE INDEX rlm_chunks_tsv ON rlm_chunks USING gin (tsv);
 ALTER TABLE rlm_lexemes ADD COLUMN cfg regconfig NOT NULL DEFAULT 'english';
 ALTER TABLE rlm_lexemes ALTER COLUMN cfg DROP DEFAULT;
 ALTER TABLE rlm_lexemes DROP CONSTRAINT rlm_lexemes_pkey, ADD PRIMARY KEY (cfg, lexeme);
+CREATE TABLE rlm_configurations (
+    cfg regconfig PRIMARY KEY,
+    chunks bigint NOT NULL,
+    chunk_lexemes bigint NOT NULL
+);
+INSERT INTO rlm_configurations (cfg, chunks, chunk_lexemes)
+    SELECT 'english', count(*), coalesce(sum(length(tsv)), 0) FROM rlm_chunks HAVING count(*) > 0;
 ",
         then: Some(detect_stored),
     },

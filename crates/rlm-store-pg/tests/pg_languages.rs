@@ -230,6 +230,7 @@ pub(crate) fn downgrade_to_schema_4(db: &TestDatabase) {
              SELECT l, count(*) FROM rlm_chunks, unnest(tsvector_to_array(tsv)) AS l GROUP BY l;
          UPDATE rlm_meta SET value = (SELECT coalesce(sum(length(tsv)), 0) FROM rlm_chunks)::text
              WHERE key = 'chunk_lexemes';
+         DROP TABLE rlm_configurations;
          DELETE FROM rlm_schema WHERE version >= 5",
     )
     .unwrap();
@@ -513,4 +514,36 @@ fn compound_words_are_widened_as_in_the_folder_store() {
     assert!(hits[0].path.ends_with("frist.txt"), "{hits:?}");
     assert!(hits[1].path.ends_with("mietvertrag.txt"), "{hits:?}");
     assert!(hits[0].score > 2.0 * hits[1].score, "{hits:?}");
+}
+
+#[test]
+fn a_few_chunks_of_another_language_do_not_outweigh_the_stores_own() {
+    let Some(db) = test_database() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = german_corpus(tmp.path());
+    // An English page with a German note (as translated manual pages keep
+    // their untranslated originals): German function words that English
+    // does not drop, rare among the English chunks only by their number.
+    write(
+        &docs.join("notes.txt"),
+        "This page was left in English by the translators, who could not finish \
+         it before the release. The program reads its settings from the file \
+         named on the command line and writes a summary of what it changed to \
+         the standard output. The note below is kept as it was written: wann \
+         wird die Seite übersetzt? Die Arbeit wird gemacht.",
+    );
+    let report = PgStore::index(db.url(), &[docs], &IndexOptions::default(), &mut |_| {}).unwrap();
+    let codes: Vec<&str> = report.languages.iter().map(|l| l.code.as_str()).collect();
+    assert_eq!(codes, ["de", "en"]);
+    let store = PgStore::open(db.url()).unwrap();
+    // Each configuration's chunks are a collection of their own for BM25:
+    // `die`, `wird` and `wann` among one English chunk are no evidence.
+    let hits = store
+        .search("Wann wird die Kaution zurückgezahlt?", 2)
+        .unwrap();
+    assert!(hits[0].path.ends_with("mietvertrag.txt"), "{hits:?}");
+    assert_eq!(
+        crate::pg_ranking::stale_statistics(&db),
+        Vec::<String>::new()
+    );
 }

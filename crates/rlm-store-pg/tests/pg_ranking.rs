@@ -40,6 +40,18 @@ pub(crate) fn stale_statistics(db: &TestDatabase) -> Vec<String> {
     if differing.as_deref() != Some("0") {
         out.push(format!("{differing:?} lexeme counts differ"));
     }
+    let per_configuration =
+        "SELECT lang_cfg, count(*), sum(length(tsv)) FROM rlm_chunks GROUP BY lang_cfg";
+    let kept = "SELECT cfg, chunks, chunk_lexemes FROM rlm_configurations";
+    let differing = db
+        .scalar(&format!(
+            "SELECT count(*) FROM (({per_configuration}) EXCEPT ({kept})
+               UNION ALL (({kept}) EXCEPT ({per_configuration}))) d"
+        ))
+        .unwrap();
+    if differing.as_deref() != Some("0") {
+        out.push(format!("{differing:?} configurations' totals differ"));
+    }
     for (key, truth) in [
         ("chunks", "SELECT count(*) FROM rlm_chunks"),
         (
