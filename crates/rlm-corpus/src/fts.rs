@@ -25,19 +25,13 @@ use tantivy::{
     Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term, doc,
 };
 
-use crate::compound;
+use crate::compound::{self, COMPOUND_BOOST};
 use crate::error::CorpusError;
 use crate::language::{ANALYSES, Analysis, analysis_for};
 
 /// Memory for the index writer, shared by its threads. Bounded so that
 /// indexing a large corpus stays within a predictable footprint.
 const WRITER_HEAP_BYTES: usize = 192 * 1024 * 1024;
-/// Weight of a compound that holds a query word, and of the parts of a
-/// compound query word, beside the query's own words (1.0): they widen
-/// recall without outranking a passage that has the words as asked. On the
-/// German evaluation set 0.25 ranked best; 1.0 cost 24 points of recall@1
-/// (a common word's compounds outweighed the question's rare words).
-const COMPOUND_BOOST: f32 = 0.25;
 
 /// One clause of a boolean query.
 type Clause = (Occur, Box<dyn Query>);

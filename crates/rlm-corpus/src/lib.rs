@@ -28,7 +28,7 @@
 
 mod backend;
 pub mod chunk;
-mod compound;
+pub mod compound;
 pub mod embed;
 mod error;
 pub mod eval;

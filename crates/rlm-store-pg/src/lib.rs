@@ -22,6 +22,9 @@
 //! - `schema.rs`: the tables as versioned migrations, applied by `rlm`.
 //! - `write.rs`: an indexing run as one transaction, rows bulk-loaded by `COPY`.
 //! - `read.rs`: lookups and full-text search.
+//! - `languages.rs`: each document's language and the text search
+//!   configuration its chunks are analyzed with.
+//! - `compounds.rs`: compound words in queries of compounding languages.
 //! - `bm25.rs`: BM25 ranking in PostgreSQL over term statistics kept at
 //!   index time, scoring a bounded set of candidates.
 //! - `replies.rs`: the reply cache (model replies kept for reuse).
@@ -31,6 +34,8 @@
 #![warn(missing_docs)]
 
 mod bm25;
+mod compounds;
+mod languages;
 // Public for rlm-cluster (the server state of several `rlm serve` nodes),
 // which shares this connection type; not part of the store's API.
 #[doc(hidden)]
@@ -131,6 +136,10 @@ impl CorpusStore for PgStore {
 
     fn stats(&self) -> Result<StoreStats, CorpusError> {
         read::stats(&*self.db.get()?)
+    }
+
+    fn languages(&self) -> Result<Vec<rlm_corpus::language::LanguageShare>, CorpusError> {
+        languages::languages(&*self.db.get()?)
     }
 
     fn reply_cache(&self) -> Result<Option<Arc<dyn rlm_corpus::ReplyCache>>, CorpusError> {

@@ -1,10 +1,12 @@
 //! Reading a PostgreSQL store: totals, documents, chunks, and full-text
 //! search with PostgreSQL's own text search.
 //!
-//! Ranking: BM25 computed by PostgreSQL from the chunks' `tsv` lexemes and
+//! Ranking: BM25 computed by PostgreSQL from the chunks' `tsv` lexemes (each
+//! chunk analyzed in its document's language, [`crate::languages`]) and
 //! term statistics kept at index time, scoring a bounded set of candidate
 //! chunks picked by the GIN index ([`crate::bm25`]). The snippet is
-//! `ts_headline`'s best fragment with matched words marked `**like this**`.
+//! `ts_headline`'s best fragment, in the chunk's configuration, with
+//! matched words marked `**like this**`.
 
 use rlm_corpus::{Chunk, CorpusError, DocKind, Document, SearchHit, StoreStats};
 use tokio_postgres::Row;
@@ -113,7 +115,7 @@ pub(crate) fn hits(db: &Db, ranked: &Ranked) -> Result<Vec<SearchHit>, CorpusErr
     let ids: Vec<String> = ranked.hits.iter().map(|(id, _)| id.clone()).collect();
     let rows = db.query(
         "SELECT c.id, c.doc_id, d.path, c.ordinal,
-                ts_headline('english', c.body, $2::text::tsquery,
+                ts_headline(c.lang_cfg, c.body, $2::text::tsquery,
                     'StartSel=**, StopSel=**, MaxWords=35, MinWords=15, ShortWord=2, MaxFragments=1'),
                 c.body
          FROM unnest($1::text[]) WITH ORDINALITY AS t(id, n)

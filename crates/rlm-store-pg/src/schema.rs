@@ -10,14 +10,23 @@
 //! other applications.
 
 use rlm_corpus::CorpusError;
+use rlm_corpus::language::detect;
 
-use crate::db::Db;
+use crate::bm25;
+use crate::db::{Db, Param};
+use crate::languages;
+
+/// A migration's step in Rust.
+type Step = fn(&Db) -> Result<(), CorpusError>;
 
 /// One step of the schema.
 struct Migration {
     version: i32,
     description: &'static str,
     sql: &'static str,
+    /// A step in Rust after the SQL (in the same transaction), for what
+    /// SQL cannot do (detecting the stored documents' languages).
+    then: Option<Step>,
 }
 
 /// Advisory lock key held while migrating (any constant unique to rlm).
@@ -71,6 +80,7 @@ CREATE TABLE rlm_embeddings (
     vector bytea NOT NULL
 );
 ",
+        then: None,
     },
     Migration {
         version: 2,
@@ -89,6 +99,7 @@ INSERT INTO rlm_meta (key, value)
     UNION ALL
     SELECT 'chunk_lexemes', coalesce(sum(length(tsv)), 0)::text FROM rlm_chunks;
 ",
+        then: None,
     },
     Migration {
         version: 3,
@@ -103,11 +114,43 @@ CREATE TABLE rlm_replies (
 );
 CREATE INDEX rlm_replies_last_used ON rlm_replies (last_used);
 ",
+        then: None,
     },
     Migration {
         version: 4,
         description: "chunk locations for places other than pages (slides, sheet rows, messages)",
         sql: "ALTER TABLE rlm_chunks ADD COLUMN IF NOT EXISTS location text;",
+        then: None,
+    },
+    Migration {
+        version: 5,
+        description: "languages: each document's language, its chunks analyzed with that language's text search configuration, term statistics per configuration",
+        // The generated column's expression cannot change before
+        // PostgreSQL 17: the column is made again (the table is rewritten
+        // once). Every chunk starts as English, what it was analyzed as;
+        // the Rust step then detects each document's language and
+        // re-analyzes the others.
+        sql: "
+ALTER TABLE rlm_documents ADD COLUMN language text;
+ALTER TABLE rlm_chunks ADD COLUMN lang_cfg regconfig NOT NULL DEFAULT 'english';
+ALTER TABLE rlm_chunks ALTER COLUMN lang_cfg DROP DEFAULT;
+ALTER TABLE rlm_chunks DROP COLUMN tsv;
+ALTER TABLE rlm_chunks
+    ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector(lang_cfg, body)) STORED,
+    ALTER COLUMN tsv SET STORAGE MAIN;
+CREATE INDEX rlm_chunks_tsv ON rlm_chunks USING gin (tsv);
+ALTER TABLE rlm_lexemes ADD COLUMN cfg regconfig NOT NULL DEFAULT 'english';
+ALTER TABLE rlm_lexemes ALTER COLUMN cfg DROP DEFAULT;
+ALTER TABLE rlm_lexemes DROP CONSTRAINT rlm_lexemes_pkey, ADD PRIMARY KEY (cfg, lexeme);
+CREATE TABLE rlm_configurations (
+    cfg regconfig PRIMARY KEY,
+    chunks bigint NOT NULL,
+    chunk_lexemes bigint NOT NULL
+);
+INSERT INTO rlm_configurations (cfg, chunks, chunk_lexemes)
+    SELECT 'english', count(*), coalesce(sum(length(tsv)), 0) FROM rlm_chunks HAVING count(*) > 0;
+",
+        then: Some(detect_stored),
     },
 ];
 
@@ -180,10 +223,67 @@ fn apply_pending(db: &Db) -> Result<(), CorpusError> {
     check_not_newer(db, found)?;
     for m in MIGRATIONS.iter().filter(|m| m.version > found) {
         db.batch(m.sql)?;
+        if let Some(step) = m.then {
+            step(db)?;
+        }
         db.execute(
             "INSERT INTO rlm_schema (version, description) VALUES ($1, $2)",
             vec![Box::new(m.version), Box::new(m.description)],
         )?;
     }
     Ok(())
+}
+
+/// Documents read per round trip when detecting the stored ones' languages.
+const DETECT_BATCH: i64 = 200;
+
+/// Detects the language of every stored document that has none yet (a
+/// store written before languages were detected) and re-analyzes the
+/// chunks of those not in English with their language's configuration,
+/// keeping the term statistics exact. Runs inside the migration's
+/// transaction.
+pub(crate) fn detect_stored(db: &Db) -> Result<(), CorpusError> {
+    let configurations = languages::Configurations::load(db)?;
+    bm25::begin_counting(db)?;
+    let mut after = String::new();
+    loop {
+        let rows = db.query(
+            "SELECT d.id, coalesce(d.text,
+                    (SELECT string_agg(c.body, '' ORDER BY c.ordinal) FROM rlm_chunks c
+                     WHERE c.doc_id = d.id), '')
+             FROM rlm_documents d WHERE d.id > $1 ORDER BY d.id LIMIT $2",
+            vec![Box::new(after.clone()) as Param, Box::new(DETECT_BATCH)],
+        )?;
+        let Some(last) = rows.last() else { break };
+        after = last.get(0);
+        let (mut ids, mut codes) = (Vec::new(), Vec::new());
+        let (mut moved, mut cfgs) = (Vec::new(), Vec::new());
+        for r in &rows {
+            let id: String = r.get(0);
+            let code = detect(r.get::<_, &str>(1));
+            let cfg = configurations.for_language(code);
+            if cfg != languages::FALLBACK {
+                moved.push(id.clone());
+                cfgs.push(cfg.to_string());
+            }
+            ids.push(id);
+            codes.push(code.to_string());
+        }
+        db.execute(
+            "UPDATE rlm_documents d SET language = t.code
+             FROM unnest($1::text[], $2::text[]) AS t(id, code) WHERE d.id = t.id",
+            vec![Box::new(ids) as Param, Box::new(codes)],
+        )?;
+        if !moved.is_empty() {
+            bm25::count(db, &moved, -1)?;
+            db.execute(
+                "UPDATE rlm_chunks c SET lang_cfg = t.cfg::regconfig
+                 FROM unnest($1::text[], $2::text[]) AS t(id, cfg) WHERE c.doc_id = t.id",
+                vec![Box::new(moved.clone()) as Param, Box::new(cfgs)],
+            )?;
+            bm25::count(db, &moved, 1)?;
+        }
+    }
+    bm25::finish_counting(db)?;
+    db.batch("ALTER TABLE rlm_documents ALTER COLUMN language SET NOT NULL")
 }

@@ -14,6 +14,7 @@ use rlm_corpus::{CorpusError, IndexOptions, IndexProgress, IndexReport, chunk_id
 
 use crate::bm25;
 use crate::db::{Db, Param};
+use crate::languages::Configurations;
 use crate::schema::migrate;
 
 /// Advisory lock key held by a writer (an index or embedding run) for the
@@ -55,6 +56,7 @@ pub fn index(
                 db.batch("ANALYZE rlm_chunks, rlm_lexemes")?;
             }
             report.totals = Some(crate::read::stats(&db)?);
+            report.languages = crate::languages::languages(&db)?;
             report.elapsed_ms = started.elapsed().as_millis() as u64;
             Ok(report)
         }
@@ -131,6 +133,7 @@ fn index_in_transaction(
     bm25::begin_counting(db)?;
     let mut sink = PgSink {
         db,
+        configurations: Configurations::load(db)?,
         deletes: Vec::new(),
         touches: Vec::new(),
         documents: Vec::new(),
@@ -180,6 +183,9 @@ fn load_known(db: &Db) -> Result<HashMap<String, KnownDocument>, CorpusError> {
 /// then documents and chunks by `COPY`.
 struct PgSink<'a> {
     db: &'a Db,
+    /// The text search configurations of the server (a chunk's is its
+    /// document's language's).
+    configurations: Configurations,
     deletes: Vec<String>,
     touches: Vec<(String, i64)>,
     /// `COPY rlm_documents` rows (text format).
@@ -213,13 +219,13 @@ impl PgSink<'_> {
         }
         if !self.documents.is_empty() {
             self.db.copy_in(
-                "rlm_documents (id, path, root, kind, size_bytes, mtime_ns, chars, hash, title, chunk_count, lossy, text)",
+                "rlm_documents (id, path, root, kind, size_bytes, mtime_ns, chars, hash, title, chunk_count, lossy, text, language)",
                 std::mem::take(&mut self.documents),
             )?;
         }
         if !self.chunks.is_empty() {
             self.db.copy_in(
-                "rlm_chunks (id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading, body, location)",
+                "rlm_chunks (id, doc_id, ordinal, byte_start, byte_end, line_start, line_end, page, heading, body, location, lang_cfg)",
                 std::mem::take(&mut self.chunks),
             )?;
         }
@@ -247,6 +253,9 @@ impl IndexSink for PgSink<'_> {
         let d = &doc.row;
         let text = d.text;
         let tiled = tiles(text, doc.spans);
+        // The folder store's detector, so both stores agree.
+        let language = rlm_corpus::language::detect(text);
+        let cfg = self.configurations.for_language(language);
         let mut row = Row::new(&mut self.documents);
         row.text(doc.id)
             .text(d.path)
@@ -260,6 +269,7 @@ impl IndexSink for PgSink<'_> {
             .int(doc.spans.len() as i64)
             .raw(if d.lossy { "t" } else { "f" })
             .opt_text((!tiled).then_some(text))
+            .text(language)
             .end();
         self.inserted.push(doc.id.to_string());
         for (ordinal, s) in doc.spans.iter().enumerate() {
@@ -281,6 +291,7 @@ impl IndexSink for PgSink<'_> {
                 .opt_text(s.heading.as_deref())
                 .text(body)
                 .opt_text(s.location.as_deref())
+                .text(cfg)
                 .end();
         }
         if self.documents.len() + self.chunks.len() >= FLUSH_BYTES {

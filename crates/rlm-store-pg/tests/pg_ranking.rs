@@ -2,7 +2,8 @@
 //! an index run keeps (chunks per lexeme, chunk count and length) always
 //! equal a recount from the chunks; rare words outweigh common ones; the
 //! bounded search returns exactly the exhaustive ranking whenever it says
-//! so; a store of schema version 1 gains its statistics when opened.
+//! so; a store of schema version 1 gains its statistics (and languages)
+//! when opened.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,17 +26,31 @@ fn opts(chunk_chars: usize) -> IndexOptions {
 
 /// Differences between the kept statistics and a recount from the chunks
 /// (lexemes whose counts differ, a wrong chunk count, a wrong length sum).
-fn stale_statistics(db: &TestDatabase) -> Vec<String> {
-    let recount = "SELECT l AS lexeme, count(*) AS chunks FROM rlm_chunks, unnest(tsvector_to_array(tsv)) AS l GROUP BY l";
+pub(crate) fn stale_statistics(db: &TestDatabase) -> Vec<String> {
+    let recount = "SELECT lang_cfg AS cfg, l AS lexeme, count(*) AS chunks
+                   FROM rlm_chunks, unnest(tsvector_to_array(tsv)) AS l GROUP BY lang_cfg, l";
+    let kept = "SELECT cfg, lexeme, chunks FROM rlm_lexemes";
     let mut out = Vec::new();
     let differing = db
         .scalar(&format!(
-            "SELECT count(*) FROM (({recount}) EXCEPT (SELECT lexeme, chunks FROM rlm_lexemes)
-               UNION ALL ((SELECT lexeme, chunks FROM rlm_lexemes) EXCEPT ({recount}))) d"
+            "SELECT count(*) FROM (({recount}) EXCEPT ({kept})
+               UNION ALL (({kept}) EXCEPT ({recount}))) d"
         ))
         .unwrap();
     if differing.as_deref() != Some("0") {
         out.push(format!("{differing:?} lexeme counts differ"));
+    }
+    let per_configuration =
+        "SELECT lang_cfg, count(*), sum(length(tsv)) FROM rlm_chunks GROUP BY lang_cfg";
+    let kept = "SELECT cfg, chunks, chunk_lexemes FROM rlm_configurations";
+    let differing = db
+        .scalar(&format!(
+            "SELECT count(*) FROM (({per_configuration}) EXCEPT ({kept})
+               UNION ALL (({kept}) EXCEPT ({per_configuration}))) d"
+        ))
+        .unwrap();
+    if differing.as_deref() != Some("0") {
+        out.push(format!("{differing:?} configurations' totals differ"));
     }
     for (key, truth) in [
         ("chunks", "SELECT count(*) FROM rlm_chunks"),
@@ -239,7 +254,7 @@ fn the_bounded_search_is_the_exhaustive_one_whenever_it_says_exact() {
 }
 
 #[test]
-fn a_store_of_schema_version_1_gains_its_statistics_and_locations_when_opened() {
+fn a_store_of_schema_version_1_gains_its_statistics_locations_and_languages_when_opened() {
     let Some(db) = test_database() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let docs = zipf_corpus(tmp.path(), 10);
@@ -249,6 +264,7 @@ fn a_store_of_schema_version_1_gains_its_statistics_and_locations_when_opened() 
         .search("w1x w40x", 5)
         .unwrap();
     // Back to what version 1 held.
+    crate::pg_languages::downgrade_to_schema_4(&db);
     db.sql(
         "DROP TABLE rlm_lexemes; DELETE FROM rlm_meta WHERE key IN ('chunks', 'chunk_lexemes');
          DROP TABLE rlm_replies; DROP SEQUENCE rlm_reply_use;

@@ -1,5 +1,5 @@
 //! Full-text ranking quality of PostgreSQL (BM25 computed from the chunks'
-//! English lexemes and the term statistics the store keeps) against the local store's BM25 (tantivy) on rlm-corpus's
+//! lexemes, in each chunk's language, and the term statistics the store keeps) against the local store's BM25 (tantivy) on rlm-corpus's
 //! labelled set (`crates/rlm-corpus/tests/data/retrieval_eval.json`, 43
 //! questions over a made-up handbook, chunks of 200 characters). Prints the
 //! table docs/benchmarks.md quotes; run with `-- --nocapture` to see it.
