@@ -260,18 +260,18 @@ fn tally_note(written: &str, t: &scan::Tally, number: bool, by: bool) -> Option<
     }
     let mut why = Vec::new();
     if number && t.numbered == 0 {
-        why.push(format!(
-            "number= read no number on its {lines} lines: it must match on those lines, its first group capturing the digits, e.g. number=r\"(\\d+) EUR\""
-        ));
+        why.push(
+            "number= read no number on them (its first group must capture the digits, e.g. number=r\"(\\d+) EUR\")",
+        );
     }
     if by && t.groups.is_empty() {
-        why.push(format!(
-            "by= found no group on its {lines} lines: it must match on those lines, its first group capturing the name, e.g. by=r\"user (\\w+)\""
-        ));
+        why.push(
+            "by= found no group on them (its first group must capture the name, e.g. by=r\"user (\\w+)\")",
+        );
     }
     let unread = (!why.is_empty()).then(|| {
         format!(
-            "Note: {written}: {}. Print a line with grep(pattern, limit=1) to see how it is written.",
+            "Note: {written} matched {lines} lines, and `lines` counts them; {}.",
             why.join("; ")
         )
     });
