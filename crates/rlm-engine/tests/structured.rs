@@ -425,3 +425,66 @@ async fn an_endpoint_that_refuses_the_schema_gets_text_turns_with_a_trace_note()
         "{notes:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_roots_first_turn_declares_what_the_answer_needs_and_partial_reads_are_named() {
+    let ts = needle_store();
+    let first = json!({
+        "needs": "every line",
+        "thought": "count them",
+        "step": {"code": "print(len(search('secret', 3)))"},
+    })
+    .to_string();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            first,
+            code("print(tally('secret'))"),
+            answer("There is 1 line about the code.", None),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "How many lines mention the secret?").await;
+    assert_eq!(answer.answer, "There is 1 line about the code.");
+    let reqs: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_judge(r))
+        .collect();
+    // Only the first turn asks what the answer needs, before anything else.
+    let schema = |i: usize| reqs[i].body["response_format"]["json_schema"]["schema"].clone();
+    assert_eq!(
+        schema(0)["required"],
+        json!(["needs", "thought", "step"]),
+        "{}",
+        schema(0)
+    );
+    assert_eq!(
+        schema(0)["properties"]["needs"]["enum"],
+        json!(["one passage", "every line"])
+    );
+    assert!(schema(1)["properties"].get("needs").is_none());
+    assert!(reqs[0].first_user().contains("\"needs\": \"one passage\""));
+    // Code that reads part of the corpus after "every line" is named; code
+    // that reads it all is not.
+    let turn2 = reqs[1].last_message();
+    assert!(
+        turn2.contains("you said the answer needs every line, and this code read only part"),
+        "{turn2}"
+    );
+    assert!(!reqs[2].last_message().contains("you said the answer needs"));
+    let declared: Vec<String> = trace
+        .iter()
+        .filter_map(|r| match &r.event {
+            TraceEvent::FlowStep { step, message, .. } if step == "strategy" => {
+                Some(message.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        declared,
+        ["The root declared that the answer needs every line"]
+    );
+}

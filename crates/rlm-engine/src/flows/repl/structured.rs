@@ -59,10 +59,39 @@ pub(crate) struct Source {
 /// Which steps a turn may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Steps {
+    /// The root's first turn: what the answer needs ([`Needs`]), then
+    /// code, an answer or not found.
+    First,
     /// Code, an answer or not found: a turn of the loop.
     Any,
     /// An answer or not found: the last turn, the extraction call.
     AnswerOnly,
+}
+
+/// What the root declares, before its first step, that the answer needs:
+/// the question's shape, told by the model in a fixed vocabulary (no rule
+/// about the question's words, so it holds in any language).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Needs {
+    /// A fact stated somewhere: search and read.
+    OnePassage,
+    /// A count, total, extreme or ranking over everything: scan it all.
+    EveryLine,
+}
+
+impl Needs {
+    const ONE_PASSAGE: &str = "one passage";
+    const EVERY_LINE: &str = "every line";
+
+    /// What a first turn declared (`None`: nothing usable).
+    pub(crate) fn of_reply(reply: &str) -> Option<Needs> {
+        let doc = crate::parse::parse_json_object(reply)?;
+        match doc.get("needs")?.as_str()? {
+            Self::ONE_PASSAGE => Some(Needs::OnePassage),
+            Self::EVERY_LINE => Some(Needs::EveryLine),
+            _ => None,
+        }
+    }
 }
 
 /// The schema of a turn whose sources may name only `refs` (`chunk:ID`,
@@ -112,7 +141,7 @@ pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
     });
     let mut step = vec![answer, not_found];
     let name = match steps {
-        Steps::Any => {
+        Steps::First | Steps::Any => {
             step.insert(
                 0,
                 json!({
@@ -126,22 +155,26 @@ pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
         }
         Steps::AnswerOnly => "answer",
     };
-    let schema = ReplySchema::new(
-        name,
-        json!({
-            "type": "object",
-            "properties": {
-                "thought": {"type": "string", "maxLength": THOUGHT_CHARS},
-                "step": {"anyOf": step},
-            },
-            "required": ["thought", "step"],
-            "additionalProperties": false,
-        }),
-    );
+    let mut turn = json!({
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string", "maxLength": THOUGHT_CHARS},
+            "step": {"anyOf": step},
+        },
+        "required": ["thought", "step"],
+        "additionalProperties": false,
+    });
+    if steps == Steps::First {
+        // Declared first, so the thought and the code follow from it.
+        turn["properties"]["needs"] =
+            json!({"type": "string", "enum": [Needs::ONE_PASSAGE, Needs::EVERY_LINE]});
+        turn["required"] = json!(["needs", "thought", "step"]);
+    }
+    let schema = ReplySchema::new(name, turn);
     match steps {
         // The embedded model's grammar lets the code hold unescaped
         // quotes ([`raw_code`] reads them back).
-        Steps::Any => schema.with_raw_quotes([CODE_PATH]),
+        Steps::First | Steps::Any => schema.with_raw_quotes([CODE_PATH]),
         Steps::AnswerOnly => schema,
     }
 }
@@ -447,6 +480,24 @@ mod tests {
         assert!(grammar.contains("raw-char ::="), "{grammar}");
         assert!(grammar.contains("raw-string-1-"), "{grammar}");
         assert!(turn_schema(&[], Steps::AnswerOnly).raw_quotes.is_empty());
+        // The root's first turn: what the answer needs comes first, one of
+        // two values; the code still holds raw quotes.
+        let first = turn_schema(&[], Steps::First);
+        let grammar =
+            rlm_llm::schema::to_gbnf_with_raw_quotes(&first.schema, &first.raw_quotes).unwrap();
+        let root = grammar.lines().find(|l| l.starts_with("root ::=")).unwrap();
+        assert!(root.contains("needs"), "{grammar}");
+        assert!(grammar.contains(r#"\"every line\""#), "{grammar}");
+        assert!(grammar.contains("raw-string-1-"), "{grammar}");
+        let reply =
+            r#"{"needs": "every line", "thought": "count", "step": {"code": "print(tally('x'))"}}"#;
+        assert_eq!(Needs::of_reply(reply), Some(Needs::EveryLine));
+        assert_eq!(
+            parse_turn(reply),
+            Some(Turn::Code("print(tally('x'))".into()))
+        );
+        assert_eq!(Needs::of_reply(r#"{"needs": "all", "step": {}}"#), None);
+        assert_eq!(Needs::of_reply("prose"), None);
     }
 
     #[test]

@@ -175,7 +175,14 @@ impl Agent {
                 ("context_note", &context_note),
                 ("inspection", &inspection_shown(is_root, &inspection)),
                 ("inspection_output", output),
-                ("next_step", prompts::next_step(self.structured, true)),
+                (
+                    "next_step",
+                    if is_root && self.structured {
+                        prompts::ROOT_FIRST_STRUCTURED
+                    } else {
+                        prompts::next_step(self.structured, true)
+                    },
+                ),
             ],
         )
     }

@@ -194,8 +194,19 @@ impl Agent {
             .take_notes()
             .into_iter()
             .chain(parse::code_lints(code))
+            .chain(self.partial_read_note(code))
             .collect();
         (rendered, notes)
+    }
+
+    /// A note for code that reads only part of the corpus after the root
+    /// declared that the answer needs every line: none of the functions
+    /// that read it all (`tally`, `grep`, `grep_count`, `chunks`) is called.
+    fn partial_read_note(&self, code: &str) -> Option<String> {
+        const EXHAUSTIVE: [&str; 4] = ["tally(", "grep(", "grep_count(", "chunks("];
+        (self.needs_every_line && !EXHAUSTIVE.iter().any(|f| code.contains(f))).then(|| {
+            "Note: you said the answer needs every line, and this code read only part of the corpus: count the lines with tally(pattern) (add number= to add up a number on them, by= for the most frequent), or read them all with grep(pattern).".to_string()
+        })
     }
 
     /// The `answer = {"content": ..., "ready": True}` convention.

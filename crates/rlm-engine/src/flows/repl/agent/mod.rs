@@ -162,6 +162,8 @@ struct Agent {
     /// The last reply was a structured turn (a model that answers in text
     /// is asked for its last answer in text).
     last_reply_structured: bool,
+    /// The root's first turn declared that the answer needs every line.
+    needs_every_line: bool,
 }
 
 /// Runs one agent to an outcome. `Err` only when its sandbox cannot start.
@@ -202,6 +204,7 @@ pub(crate) fn run_agent(
             structured: ctx_structured,
             text_reply_noted: false,
             last_reply_structured: false,
+            needs_every_line: false,
         };
         agent.brief(max_turns).await;
         Ok(agent.run(max_turns).await)
@@ -265,18 +268,18 @@ impl Agent {
                 no_answer: self.exhausted(e),
             });
         }
+        let first = state.turn == 1 && self.is_root();
+        let steps = if first { Steps::First } else { Steps::Any };
         let reply = match self
-            .ask_model(
-                CallPurpose::Iteration,
-                state.turn,
-                state.temperature,
-                Steps::Any,
-            )
+            .ask_model(CallPurpose::Iteration, state.turn, state.temperature, steps)
             .await
         {
             Ok(reply) => reply,
             Err(stop) => return Next::Stop(stop),
         };
+        if first && self.structured {
+            self.note_needs(&reply);
+        }
         self.host.turn_subcalls.store(0, Ordering::SeqCst);
         let streak = state.observe(&reply);
         if self.structured {
@@ -348,6 +351,27 @@ impl Agent {
         } else {
             Next::Commit(Commit::new(&what, CommitVia::Structured))
         }
+    }
+
+    /// What the root's first turn declared the answer needs: traced, and
+    /// kept so that code reading only part of the corpus for an answer that
+    /// needs every line is told so.
+    fn note_needs(&mut self, reply: &str) {
+        let Some(needs) = structured::Needs::of_reply(reply) else {
+            return;
+        };
+        self.needs_every_line = needs == structured::Needs::EveryLine;
+        let said = if self.needs_every_line {
+            "every line"
+        } else {
+            "one passage"
+        };
+        self.ctx.step(
+            &self.id,
+            "strategy",
+            format!("The root declared that the answer needs {said}"),
+            serde_json::json!({"needs": said}),
+        );
     }
 
     /// A reply outside the structured format (an endpoint that ignores the
