@@ -63,7 +63,7 @@ def logs_code(q):
                 'ignore_case=False)\nprint(t["max_line"])\nresult = t["max"]')
     if re.match(r"How many distinct request ids failed\?", q):
         return (f't = tally({ERRORS}, by=r"\\(request (r-\\d+)\\)", ignore_case=False)\n'
-                'print(t["lines"], "error lines")\nresult = len(t["by"])')
+                'print(t["lines"], "error lines")\nresult = t["groups"]')
     if m := re.match(r"Were there more warnings from (\w+) or from (\w+)\?", q):
         return (f'a = tally(r"^\\S+ WARN {m[1]} ", ignore_case=False)["lines"]\n'
                 f'b = tally(r"^\\S+ WARN {m[2]} ", ignore_case=False)["lines"]\n'
