@@ -208,7 +208,7 @@ async fn tally_counts_adds_up_and_ranks_every_line_and_the_answer_cites_its_sum(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
     let ts = ledger_store(2, 10);
-    let code = "for args in [[3], [[]], ['x', 5]]:\n    try:\n        tally(*args)\n    except TypeError as e:\n        print('TypeError', e)\ntry:\n    tally('refund', text='a refund')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('a', 'b', 'c', 'd')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('refund', number='(')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', ignore_case='yes')\nexcept TypeError as e:\n    print('TypeError', e)\nFINAL('done')";
+    let code = "for args in [[3], [[]], ['x', 5]]:\n    try:\n        tally(*args)\n    except TypeError as e:\n        print('TypeError', e)\ntry:\n    tally('refund', text='a refund')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('a', 'b', 'c', 'd')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('refund', by='u3')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', number='(')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', ignore_case='yes')\nexcept TypeError as e:\n    print('TypeError', e)\nFINAL('done')";
     let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
     let engine = engine(&server, text_config()).await;
     let (answer, trace) = ask(&engine, &ts, "Check tally").await;
@@ -232,6 +232,20 @@ async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
         out.contains("TypeError tally(): ignore_case must be True or False"),
         "{out}"
     );
+    // A by= without a group is a filter by mistake: the error names the
+    // call that filters and a number pattern read off a matching line.
+    assert!(
+        out.contains("ValueError by=\"u3\" has no group in parentheses"),
+        "{out}"
+    );
+    assert!(
+        out.contains("list it with the pattern: tally([\"refund\", \"u3\"])"),
+        "{out}"
+    );
+    assert!(
+        out.contains("add number=r\"(\\d+(?:[.,]\\d+)?)\\s?EUR\""),
+        "{out}"
+    );
     assert!(
         out.contains("TypeError tally() got an unexpected keyword argument 'text'"),
         "{out}"
@@ -252,7 +266,7 @@ async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     let script = Script::new().on_sequence(
         root(),
         [
-            repl("print(tally('refund', number=r'(\\b\\b)', by='transaction'))\nprint(tally('nowhere'))\nt = tally('EUR', by=r'^(T\\d+)')\nprint('ids', t['groups'], len(t['by']))"),
+            repl("print(tally('refund', number=r'(\\b\\b)', by='(transaction)'))\nprint(tally('nowhere'))\nt = tally('EUR', by=r'^(T\\d+)')\nprint('ids', t['groups'], len(t['by']))"),
             "FINAL(done)".to_string(),
         ],
     );

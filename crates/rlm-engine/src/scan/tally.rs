@@ -54,6 +54,8 @@ pub struct Tally {
     pub groups: Vec<(String, u64, f64)>,
     /// Matching lines the `by` pattern found no group in.
     pub ungrouped: u64,
+    /// The first matching line (to show how the lines are written).
+    pub first_line: Option<String>,
 }
 
 /// Tallies every line of the corpus (or of `only` documents) that
@@ -94,6 +96,9 @@ impl Tally {
         group_at: &mut std::collections::HashMap<String, usize>,
     ) {
         self.lines += 1;
+        if self.first_line.is_none() {
+            self.first_line = Some(cut_line(line));
+        }
         let number = spec.number.and_then(|re| {
             let found = first_group(re, line)?;
             read_number(found)
@@ -186,6 +191,17 @@ impl Tally {
         }
         Value::Object(out)
     }
+}
+
+/// A `number=` pattern for the first number of `line` that a word follows
+/// (`321 EUR`, `12,5 kg`, `1532 ms`): how the amounts of such lines are
+/// read. `None` when no number is followed by a word.
+pub fn number_pattern_for(line: &str) -> Option<String> {
+    static AMOUNT: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
+        Regex::new(r"(?:^|[^\w.,])\d+(?:[.,]\d+)?\s?([^\W\d_]+)").expect("a valid pattern")
+    });
+    let unit = AMOUNT.captures(line)?.get(1)?.as_str();
+    Some(format!(r#"r"(\d+(?:[.,]\d+)?)\s?{}""#, regex::escape(unit)))
 }
 
 /// The first capture group of `re` in `line` (the whole match when the
@@ -358,6 +374,20 @@ mod tests {
             (json!(0), json!(0))
         );
         assert_eq!(none.get("max"), None);
+    }
+
+    #[test]
+    fn a_number_pattern_is_suggested_from_a_line() {
+        let line = "T100151 | 2024-04-28 | user ravi | refund | 321 EUR | Lisbon";
+        let p = number_pattern_for(line).unwrap();
+        assert_eq!(p, r#"r"(\d+(?:[.,]\d+)?)\s?EUR""#);
+        let re = compile(&p[2..p.len() - 1], true).unwrap();
+        assert_eq!(first_group(&re, line), Some("321"));
+        assert_eq!(
+            number_pattern_for("Lieferung wog 12,5 kg, Nummer 7").as_deref(),
+            Some(r#"r"(\d+(?:[.,]\d+)?)\s?kg""#)
+        );
+        assert_eq!(number_pattern_for("2024-01-02 | 17 | x9"), None);
     }
 
     #[test]

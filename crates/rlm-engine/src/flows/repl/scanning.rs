@@ -208,6 +208,10 @@ pub(crate) async fn tally(
     };
     let number_re = compile_part(&number, "number")?;
     let by_re = compile_part(&by, "by")?;
+    // A `by=` without a group is a filter by mistake: refused below, with
+    // what to write, once the lines show how they are written.
+    let by_filter = by_re.as_ref().is_some_and(|re| re.captures_len() < 2);
+    let by_re = by_re.filter(|_| !by_filter);
     let corpus = run.corpus.clone();
     let scope = only.clone();
     let found = tokio::task::spawn_blocking(move || {
@@ -222,6 +226,13 @@ pub(crate) async fn tally(
     .await
     .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?
     .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?;
+    if by_filter {
+        return Err(value_error(by_without_group(
+            &patterns,
+            by.as_deref(),
+            &found,
+        )));
+    }
     let mut written = match patterns.as_slice() {
         [one] => format!("tally({one:?}"),
         many => format!("tally({many:?}"),
@@ -249,6 +260,27 @@ pub(crate) async fn tally(
     Ok((found.to_value(number.is_some(), by.is_some()), note))
 }
 
+/// The error of a `by=` without a group: what it is for, how to keep only
+/// the lines that also hold a word (with the call's own words), and how to
+/// add up their amounts (a pattern read off a matching line).
+fn by_without_group(patterns: &[String], by: Option<&str>, t: &scan::Tally) -> String {
+    let by = by.unwrap_or_default();
+    let mut both = patterns.to_vec();
+    both.push(by.to_string());
+    let line = t.first_line.as_deref().unwrap_or_default();
+    let number = scan::number_pattern_for(line)
+        .map(|p| format!(" To add up a number on those lines, add number={p}."))
+        .unwrap_or_default();
+    let shown = if line.is_empty() {
+        String::new()
+    } else {
+        format!(" A matching line: {line:?}.")
+    };
+    format!(
+        "by={by:?} has no group in parentheses: by= counts lines per group, and its first group names the group, e.g. by=r\"user (\\w+)\". It does not pick lines: to count only the lines that also hold it, list it with the pattern: tally({both:?}).{number}{shown}"
+    )
+}
+
 /// What to tell the model when a `tally()` found nothing to read: no line,
 /// no number on its lines, or no group.
 fn tally_note(written: &str, t: &scan::Tally, number: bool, by: bool) -> Option<String> {
@@ -258,15 +290,21 @@ fn tally_note(written: &str, t: &scan::Tally, number: bool, by: bool) -> Option<
             "Note: {written} matched no line of the corpus. Try one shorter word of the lines you mean (grep_count() tells how many lines hold it), or print a few lines with grep(word, limit=3) to see how they are written."
         ));
     }
-    let mut why = Vec::new();
+    let mut why: Vec<String> = Vec::new();
     if number && t.numbered == 0 {
-        why.push(
-            "number= read no number on them (its first group must capture the digits, e.g. number=r\"(\\d+) EUR\")",
-        );
+        let example = t
+            .first_line
+            .as_deref()
+            .and_then(scan::number_pattern_for)
+            .unwrap_or_else(|| r#"r"(\d+) EUR""#.to_string());
+        why.push(format!(
+            "number= read no number on them (its first group must capture the digits, e.g. number={example})"
+        ));
     }
     if by && t.groups.is_empty() {
         why.push(
-            "by= found no group on them (its first group must capture the name, e.g. by=r\"user (\\w+)\")",
+            "by= found no group on them (its first group must capture the name, e.g. by=r\"user (\\w+)\")"
+                .to_string(),
         );
     }
     let unread = (!why.is_empty()).then(|| {
