@@ -35,6 +35,10 @@ pub const NOTE_PASTED: &str = include_str!("../prompts/note_pasted.md");
 /// Added to a turn's outputs after several turns that only printed counts:
 /// where the question's words fall in the corpus.
 pub const NOTE_COUNTS: &str = include_str!("../prompts/note_counts.md");
+/// Added to a turn that repeats an earlier one after the root declared that
+/// the answer needs every line: the repeated count is the answer's evidence,
+/// so the model is told to answer with it rather than to search.
+pub const NOTE_STUCK_COUNTED: &str = include_str!("../prompts/note_stuck_counted.md");
 /// The entailment judge: does each claim's passage state it.
 pub const SEMANTIC_CHECK: &str = include_str!("../prompts/semantic_check.md");
 /// The last turn after the same reply several times in a row.
@@ -265,6 +269,7 @@ mod tests {
         assert!(placeholders(NOTE_PASTED).is_empty());
         assert_eq!(placeholders(NOTE_COUNTS), ["count", "windows", "commit"]);
         assert_eq!(placeholders(NUDGE_REPEAT), ["count", "commit", "question"]);
+        assert_eq!(placeholders(NOTE_STUCK_COUNTED), ["commit"]);
     }
 
     #[test]

@@ -123,6 +123,9 @@ pub(super) struct LoopState {
     counts_only: u32,
     /// How the notes say to commit (see [`prompts::commit_how`]).
     pub(super) commit: &'static str,
+    /// The root's first turn declared that the answer needs every line: a
+    /// repeated count is then the answer's evidence, not a reason to search.
+    pub(super) every_line: bool,
 }
 
 impl LoopState {
@@ -141,6 +144,7 @@ impl LoopState {
             stuck: 0,
             counts_only: 0,
             commit: prompts::commit_how(structured),
+            every_line: false,
         }
     }
 
@@ -220,6 +224,12 @@ impl LoopState {
         }
         if streak >= 2 {
             self.temperature = Some(raised_temperature(streak));
+            if self.every_line {
+                return Some(Next::Nudge(format!(
+                    "{} Question: \"{task}\"",
+                    self.repeat_note()
+                )));
+            }
             return Some(Next::Nudge(render(
                 prompts::NUDGE_REPEAT,
                 &[
@@ -233,6 +243,17 @@ impl LoopState {
             self.temperature = None;
         }
         None
+    }
+
+    /// The note for a turn that repeats an earlier one: search differently,
+    /// or, after "every line", answer with the count the repeat gave.
+    fn repeat_note(&self) -> String {
+        let note = if self.every_line {
+            prompts::NOTE_STUCK_COUNTED
+        } else {
+            prompts::NOTE_STUCK
+        };
+        render(note.trim(), &[("commit", self.commit)])
     }
 
     /// Records a cell's result: counts the errors in a row.
@@ -259,10 +280,7 @@ impl LoopState {
         }
         self.stuck += 1;
         self.temperature = Some(raised_temperature(self.stuck + 1));
-        Some(render(
-            prompts::NOTE_STUCK.trim(),
-            &[("commit", self.commit)],
-        ))
+        Some(self.repeat_note())
     }
 
     /// Records whether the turn's outputs (`body`) were only counts: after

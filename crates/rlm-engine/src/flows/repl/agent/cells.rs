@@ -194,19 +194,9 @@ impl Agent {
             .take_notes()
             .into_iter()
             .chain(parse::code_lints(code))
-            .chain(self.partial_read_note(code))
+            .chain(partial_read_note(state, code))
             .collect();
         (rendered, notes)
-    }
-
-    /// A note for code that reads only part of the corpus after the root
-    /// declared that the answer needs every line: none of the functions
-    /// that read it all (`tally`, `grep`, `grep_count`, `chunks`) is called.
-    fn partial_read_note(&self, code: &str) -> Option<String> {
-        const EXHAUSTIVE: [&str; 4] = ["tally(", "grep(", "grep_count(", "chunks("];
-        (self.needs_every_line && !EXHAUSTIVE.iter().any(|f| code.contains(f))).then(|| {
-            "Note: you said the answer needs every line, and this code read only part of the corpus: count the lines with tally(pattern) (add number= to add up a number on them, by= for the most frequent), or read them all with grep(pattern).".to_string()
-        })
     }
 
     /// The `answer = {"content": ..., "ready": True}` convention.
@@ -275,7 +265,9 @@ impl Agent {
     ) -> String {
         let mut body = outputs.join("\n\n");
         notes.extend(state.note_if_stuck(blocks, &body));
+        // After "every line", counts are what the turns should print.
         if let Some(count) = state.counts_only_streak(printed)
+            && !state.every_line
             && let Some(windows) = self.match_windows().await
         {
             notes.push(render(
@@ -321,4 +313,14 @@ impl Agent {
             self.last_outputs.remove(0);
         }
     }
+}
+
+/// A note for code that reads only part of the corpus after the root
+/// declared that the answer needs every line: none of the functions that
+/// read it all (`tally`, `grep`, `grep_count`, `chunks`) is called.
+fn partial_read_note(state: &LoopState, code: &str) -> Option<String> {
+    const EXHAUSTIVE: [&str; 4] = ["tally(", "grep(", "grep_count(", "chunks("];
+    (state.every_line && !EXHAUSTIVE.iter().any(|f| code.contains(f))).then(|| {
+        "Note: you said the answer needs every line, and this code read only part of the corpus: count the lines with tally(pattern) (add number= to add up a number on them, by= for the most frequent), or read them all with grep(pattern).".to_string()
+    })
 }

@@ -162,8 +162,6 @@ struct Agent {
     /// The last reply was a structured turn (a model that answers in text
     /// is asked for its last answer in text).
     last_reply_structured: bool,
-    /// The root's first turn declared that the answer needs every line.
-    needs_every_line: bool,
 }
 
 /// Runs one agent to an outcome. `Err` only when its sandbox cannot start.
@@ -204,7 +202,6 @@ pub(crate) fn run_agent(
             structured: ctx_structured,
             text_reply_noted: false,
             last_reply_structured: false,
-            needs_every_line: false,
         };
         agent.brief(max_turns).await;
         Ok(agent.run(max_turns).await)
@@ -278,7 +275,7 @@ impl Agent {
             Err(stop) => return Next::Stop(stop),
         };
         if first && self.structured {
-            self.note_needs(&reply);
+            self.note_needs(state, &reply);
         }
         self.host.turn_subcalls.store(0, Ordering::SeqCst);
         let streak = state.observe(&reply);
@@ -356,12 +353,12 @@ impl Agent {
     /// What the root's first turn declared the answer needs: traced, and
     /// kept so that code reading only part of the corpus for an answer that
     /// needs every line is told so.
-    fn note_needs(&mut self, reply: &str) {
+    fn note_needs(&self, state: &mut LoopState, reply: &str) {
         let Some(needs) = structured::Needs::of_reply(reply) else {
             return;
         };
-        self.needs_every_line = needs == structured::Needs::EveryLine;
-        let said = if self.needs_every_line {
+        state.every_line = needs == structured::Needs::EveryLine;
+        let said = if state.every_line {
             "every line"
         } else {
             "one passage"
