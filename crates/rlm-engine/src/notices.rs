@@ -39,9 +39,11 @@ pub(crate) enum Notice {
     Asked,
     /// Before a sub-call's answer.
     Answered,
+    /// Heads the scans the agents' code counted over.
+    Counted,
 }
 
-const NOTICES: usize = 14;
+const NOTICES: usize = 15;
 
 /// Each language's sentences, in the order of [`Notice`].
 const TABLE: &[(&str, [&str; NOTICES])] = &[
@@ -62,6 +64,7 @@ const TABLE: &[(&str, [&str; NOTICES])] = &[
             "Sub-call results:",
             "Asked:",
             "Answer:",
+            "Counted over every line:",
         ],
     ),
     (
@@ -81,6 +84,7 @@ const TABLE: &[(&str, [&str; NOTICES])] = &[
             "Ergebnisse der Teilabfragen:",
             "Gefragt:",
             "Antwort:",
+            "Über alle Zeilen gezählt:",
         ],
     ),
     (
@@ -100,6 +104,7 @@ const TABLE: &[(&str, [&str; NOTICES])] = &[
             "Résultats des sous-requêtes :",
             "Question :",
             "Réponse :",
+            "Compté sur toutes les lignes :",
         ],
     ),
     (
@@ -119,6 +124,7 @@ const TABLE: &[(&str, [&str; NOTICES])] = &[
             "Resultados de las subconsultas:",
             "Pregunta:",
             "Respuesta:",
+            "Contado en todas las líneas:",
         ],
     ),
     (
@@ -138,6 +144,7 @@ const TABLE: &[(&str, [&str; NOTICES])] = &[
             "Risultati delle sottoquery:",
             "Domanda:",
             "Risposta:",
+            "Contato su tutte le righe:",
         ],
     ),
     (
@@ -157,6 +164,7 @@ const TABLE: &[(&str, [&str; NOTICES])] = &[
             "Resultados das subconsultas:",
             "Pergunta:",
             "Resposta:",
+            "Contado em todas as linhas:",
         ],
     ),
     (
@@ -176,6 +184,7 @@ const TABLE: &[(&str, [&str; NOTICES])] = &[
             "Resultaten van deelvragen:",
             "Gevraagd:",
             "Antwoord:",
+            "Geteld over alle regels:",
         ],
     ),
 ];
@@ -221,7 +230,7 @@ mod tests {
             }
         }
         assert_eq!(TABLE[0].1[Notice::Answered as usize], "Answer:");
-        assert_eq!(NOTICES, Notice::Answered as usize + 1);
+        assert_eq!(NOTICES, Notice::Counted as usize + 1);
     }
 
     #[test]

@@ -967,7 +967,9 @@ async fn a_run_out_of_time_gives_its_account_in_the_questions_language() {
             .on_sequence(
                 root(),
                 [
-                    Reply::text(repl("add_finding('der Code lautet 4721')")),
+                    Reply::text(repl(
+                        "add_finding('der Code lautet 4721')\nprint(tally('secret'))",
+                    )),
                     Reply::text(repl("print(1)")).with_latency_ms(30_000),
                 ],
             ),
@@ -997,6 +999,14 @@ async fn a_run_out_of_time_gives_its_account_in_the_questions_language() {
         answer
             .answer
             .contains("Festgehaltene Ergebnisse:\n- der Code lautet 4721"),
+        "{}",
+        answer.answer
+    );
+    // What the code counted survives the stop.
+    assert!(
+        answer
+            .answer
+            .contains("Über alle Zeilen gezählt:\n- tally(\"secret\"): 2"),
         "{}",
         answer.answer
     );

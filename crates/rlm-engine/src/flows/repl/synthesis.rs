@@ -15,10 +15,30 @@ pub(crate) struct Outcome {
     pub(crate) partial_reason: Option<String>,
 }
 
-/// What the agents wrote down: the findings recorded and the sub-call
-/// results of `agent`'s children (empty when there are none).
+/// What the agents wrote down: the findings recorded, the sets their code
+/// counted over and the sub-call results of `agent`'s children (empty when
+/// there are none).
 pub(crate) fn agents_notes(ctx: &Run, agent: &str) -> String {
     let mut m = String::new();
+    // A count the code computed survives the agent: a run stopped by its
+    // wall clock still reports the number it had.
+    let counted: Vec<String> = ctx
+        .scans
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|s| !s.by_engine)
+        .map(|s| match s.sum {
+            Some(sum) => format!("- {}: {} (Σ {sum})\n", s.written(), s.lines),
+            None => format!("- {}: {}\n", s.written(), s.lines),
+        })
+        .collect();
+    if !counted.is_empty() {
+        m.push_str(&write(Notice::Counted, ctx.notice_language, "", ""));
+        m.push('\n');
+        m.extend(counted);
+        m.push('\n');
+    }
     let findings = ctx
         .findings
         .lock()
