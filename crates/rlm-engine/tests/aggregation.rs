@@ -266,7 +266,7 @@ async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     let script = Script::new().on_sequence(
         root(),
         [
-            repl("print(tally('refund', number=r'(\\b\\b)', by='(transaction)'))\nprint(tally('nowhere'))\nt = tally('EUR', by=r'^(T\\d+)')\nprint('ids', t['groups'], len(t['by']))"),
+            repl("print(tally('refund', number=r'(\\b\\b)', by='(transaction)'))\nprint(tally('nowhere'))\nprint(tally('u3 refund', number=r'(\\d+) EUR'))\nt = tally('EUR', by=r'^(T\\d+)')\nprint('ids', t['groups'], len(t['by']))"),
             "FINAL(done)".to_string(),
         ],
     );
@@ -284,6 +284,12 @@ async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     );
     assert!(turn2.contains("by= found no group on them"), "{turn2}");
     assert!(turn2.contains("ids 1200 1000"), "{turn2}");
+    // Words side by side that no line holds: the list form is named, with
+    // the call's own words and arguments.
+    assert!(
+        turn2.contains("list them: tally([\"u3\", \"refund\"], number=\"(\\\\d+) EUR\")."),
+        "{turn2}"
+    );
     assert!(
         turn2.contains("found 1200 groups; its `by` lists the first 1000"),
         "{turn2}"

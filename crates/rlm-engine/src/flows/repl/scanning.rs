@@ -237,12 +237,14 @@ pub(crate) async fn tally(
         [one] => format!("tally({one:?}"),
         many => format!("tally({many:?}"),
     };
+    let mut rest = String::new();
     if let Some(n) = &number {
-        written.push_str(&format!(", number={n:?}"));
+        rest.push_str(&format!(", number={n:?}"));
     }
     if let Some(b) = &by {
-        written.push_str(&format!(", by={b:?}"));
+        rest.push_str(&format!(", by={b:?}"));
     }
+    written.push_str(&rest);
     written.push(')');
     record(
         run,
@@ -256,7 +258,13 @@ pub(crate) async fn tally(
             &found,
         ),
     );
-    let note = tally_note(&written, &found, number.is_some(), by.is_some());
+    let note = tally_note(&written, &found, number.is_some(), by.is_some())
+        .map(|note| match (found.lines, split_words(&patterns)) {
+            (0, Some(words)) => format!(
+                "{note} Words in one pattern must stand side by side in a line; to count the lines that hold each of them anywhere, list them: tally({words:?}{rest})."
+            ),
+            _ => note,
+        });
     Ok((found.to_value(number.is_some(), by.is_some()), note))
 }
 
@@ -279,6 +287,21 @@ fn by_without_group(patterns: &[String], by: Option<&str>, t: &scan::Tally) -> S
     format!(
         "by={by:?} has no group in parentheses: by= counts lines per group, and its first group names the group, e.g. by=r\"user (\\w+)\". It does not pick lines: to count only the lines that also hold it, list it with the pattern: tally({both:?}).{number}{shown}"
     )
+}
+
+/// The words of patterns that hold several plain words (`"EUR Oslo"`), as
+/// a list of patterns a line must all match; `None` when no pattern has
+/// more than one word or any is a regular expression.
+fn split_words(patterns: &[String]) -> Option<Vec<String>> {
+    let plain = |p: &String| {
+        p.chars()
+            .all(|c| c.is_alphanumeric() || c.is_whitespace() || c == '-')
+    };
+    let words: Vec<String> = patterns
+        .iter()
+        .flat_map(|p| p.split_whitespace().map(str::to_string))
+        .collect();
+    (patterns.iter().all(plain) && words.len() > patterns.len()).then_some(words)
 }
 
 /// What to tell the model when a `tally()` found nothing to read: no line,
