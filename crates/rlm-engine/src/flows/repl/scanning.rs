@@ -147,52 +147,12 @@ pub(crate) async fn tally(
     agent: &str,
     call: &HostCall,
 ) -> Result<(Value, Option<String>), HostError> {
-    let text_arg = |index: usize, name: &str| match arg(call, index, name) {
-        None => Ok(None),
-        Some(Value::String(p)) => Ok(Some(p.clone())),
-        Some(_) => Err(type_error(format!(
-            "tally(): {name}= must be a regular expression string, e.g. tally(r\"paid\", number=r\"(\\d+) EUR\", by=r\"client (\\w+)\")"
-        ))),
-    };
-    const KNOWN: [&str; 5] = ["pattern", "number", "by", "ignore_case", "doc"];
-    if let Some(unknown) = call.kwargs.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-        return Err(type_error(format!(
-            "tally() got an unexpected keyword argument '{unknown}': it takes pattern, number=, by=, ignore_case= and doc= (it always reads the corpus; to read a text of your own, use grep(pattern, text))"
-        )));
-    }
-    if call.args.len() > 3 {
-        return Err(type_error(format!(
-            "tally() takes at most 3 positional arguments (pattern, number, by) but {} were given",
-            call.args.len()
-        )));
-    }
-    // A list of patterns: the lines holding all of them, in any order.
-    let patterns: Vec<String> = match arg(call, 0, "pattern") {
-        Some(Value::String(p)) => vec![p.clone()],
-        Some(Value::Array(items))
-            if !items.is_empty() && items.len() <= 20 && items.iter().all(Value::is_string) =>
-        {
-            items
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        }
-        _ => {
-            return Err(type_error(
-                "tally(pattern) needs the pattern of the lines to count (a regular expression, or a list of up to 20 that a line must all match), e.g. tally(r\"refund\") or tally([\"refund\", \"Oslo\"])".into(),
-            ));
-        }
-    };
-    let (number, by) = (text_arg(1, "number")?, text_arg(2, "by")?);
-    let ignore_case = match call.kwargs.get("ignore_case") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            return Err(type_error(
-                "tally(): ignore_case must be True or False".into(),
-            ));
-        }
-    };
+    let TallyArgs {
+        patterns,
+        number,
+        by,
+        ignore_case,
+    } = tally_args(call)?;
     let only = documents_arg(run, call, "doc")?;
     let mut line_res = patterns
         .iter()
@@ -266,6 +226,71 @@ pub(crate) async fn tally(
             _ => note,
         });
     Ok((found.to_value(number.is_some(), by.is_some()), note))
+}
+
+/// The arguments of a `tally()` call, checked: the patterns of the lines
+/// (one, or a list a line must all match), `number=`, `by=` and
+/// `ignore_case=` (`doc=` is read with the other scanners').
+struct TallyArgs {
+    patterns: Vec<String>,
+    number: Option<String>,
+    by: Option<String>,
+    ignore_case: bool,
+}
+
+fn tally_args(call: &HostCall) -> Result<TallyArgs, HostError> {
+    let text_arg = |index: usize, name: &str| match arg(call, index, name) {
+        None => Ok(None),
+        Some(Value::String(p)) => Ok(Some(p.clone())),
+        Some(_) => Err(type_error(format!(
+            "tally(): {name}= must be a regular expression string, e.g. tally(r\"paid\", number=r\"(\\d+) EUR\", by=r\"client (\\w+)\")"
+        ))),
+    };
+    const KNOWN: [&str; 5] = ["pattern", "number", "by", "ignore_case", "doc"];
+    if let Some(unknown) = call.kwargs.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(type_error(format!(
+            "tally() got an unexpected keyword argument '{unknown}': it takes pattern, number=, by=, ignore_case= and doc= (it always reads the corpus; to read a text of your own, use grep(pattern, text))"
+        )));
+    }
+    if call.args.len() > 3 {
+        return Err(type_error(format!(
+            "tally() takes at most 3 positional arguments (pattern, number, by) but {} were given",
+            call.args.len()
+        )));
+    }
+    // A list of patterns: the lines holding all of them, in any order.
+    let patterns: Vec<String> = match arg(call, 0, "pattern") {
+        Some(Value::String(p)) => vec![p.clone()],
+        Some(Value::Array(items))
+            if !items.is_empty() && items.len() <= 20 && items.iter().all(Value::is_string) =>
+        {
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        }
+        _ => {
+            return Err(type_error(
+                "tally(pattern) needs the pattern of the lines to count (a regular expression, or a list of up to 20 that a line must all match), e.g. tally(r\"refund\") or tally([\"refund\", \"Oslo\"])".into(),
+            ));
+        }
+    };
+    let (number, by) = (text_arg(1, "number")?, text_arg(2, "by")?);
+    let ignore_case = match call.kwargs.get("ignore_case") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(type_error(
+                "tally(): ignore_case must be True or False".into(),
+            ));
+        }
+    };
+    Ok(TallyArgs {
+        patterns,
+        number,
+        by,
+        ignore_case,
+    })
 }
 
 /// The error of a `by=` without a group: what it is for, how to keep only
