@@ -27,8 +27,14 @@ const FIXED: [(&str, &str, &[&str]); 12] = [
     ),
     ("string", r#""\"" char* "\"""#, &["char"]),
     // A character of a string that may hold unescaped double quotes (a
-    // small model's Python code): a quote not followed by `}` goes on.
-    ("raw-char", r#"char | "\"" [^}\x00-\x1F]"#, &["char"]),
+    // small model's Python code): a quote not followed by `}` goes on; a
+    // backslash may also precede what JSON does not escape (a regex's
+    // `\d`, `\w`, `\s`, `\.`), which a strict string would force into `\b`.
+    (
+        "raw-char",
+        r#"char | "\"" [^}\x00-\x1F] | "\\" [^"\\/bfnrtu\x00-\x1F]"#,
+        &["char"],
+    ),
     // Digits are bounded too: 16 before the point, 15 after, 2 in the
     // exponent (every such number is a finite double).
     ("integer", r#""-"? ( "0" | [1-9] [0-9]{0,15} )"#, &[]),

@@ -468,6 +468,15 @@ mod tests {
                 r#"m = re.search(r'\b(\d+) EUR', t["x"])"#.into()
             ))
         );
+        // A regex's `\w` and `\s`, which JSON does not escape (the
+        // grammar of a code string lets the model write them).
+        let reply = r#"{"thought": "group", "step": {"code": "print(tally('cancel', by=r'user (\w+)\s'))"}}"#;
+        assert_eq!(
+            parse_turn(reply),
+            Some(Turn::Code(
+                r"print(tally('cancel', by=r'user (\w+)\s'))".into()
+            ))
+        );
         let valid = r#"{"thought": "sum", "step": {"code": "m = re.search(r'\bEUR\f', t)"}}"#;
         assert_eq!(
             parse_turn(valid),
@@ -479,6 +488,11 @@ mod tests {
             rlm_llm::schema::to_gbnf_with_raw_quotes(&schema.schema, &schema.raw_quotes).unwrap();
         assert!(grammar.contains("raw-char ::="), "{grammar}");
         assert!(grammar.contains("raw-string-1-"), "{grammar}");
+        let raw_char = grammar
+            .lines()
+            .find(|l| l.starts_with("raw-char ::="))
+            .unwrap();
+        assert!(raw_char.contains(r#""\\" [^"\\/bfnrtu"#), "{raw_char}");
         assert!(turn_schema(&[], Steps::AnswerOnly).raw_quotes.is_empty());
         // The root's first turn: what the answer needs comes first, one of
         // two values; the code still holds raw quotes.
