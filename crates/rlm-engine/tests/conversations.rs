@@ -910,8 +910,9 @@ async fn wall_clock_cap_gives_partial_synthesis() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_slow_synthesis_after_the_wall_clock_is_cut_short() {
+/// A run whose first cell is `first` and whose next turn and synthesis
+/// both outlast its 1.5 s wall clock: what the engine answers itself.
+async fn out_of_time(first: &str, question: &str) -> rlm_engine::Answer {
     let ts = needle_store();
     let server = ScriptedServer::start(
         Script::new()
@@ -919,7 +920,7 @@ async fn a_slow_synthesis_after_the_wall_clock_is_cut_short() {
             .on_sequence(
                 root(),
                 [
-                    Reply::text(repl("add_finding('the code is 4721')")),
+                    Reply::text(repl(first)),
                     Reply::text(repl("print(1)")).with_latency_ms(30_000),
                 ],
             ),
@@ -933,8 +934,13 @@ async fn a_slow_synthesis_after_the_wall_clock_is_cut_short() {
         ..config()
     };
     let engine = engine(&server, cfg).await;
+    ask(&engine, &ts, question).await.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_synthesis_after_the_wall_clock_is_cut_short() {
     let t0 = Instant::now();
-    let (answer, _) = ask(&engine, &ts, "q").await;
+    let answer = out_of_time("add_finding('the code is 4721')", "q").await;
     assert!(
         t0.elapsed() < Duration::from_secs(15),
         "took {:?}",
@@ -957,34 +963,12 @@ async fn a_slow_synthesis_after_the_wall_clock_is_cut_short() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_out_of_time_gives_its_account_in_the_questions_language() {
-    let ts = needle_store();
-    let server = ScriptedServer::start(
-        Script::new()
-            .on(
-                synthesis(),
-                Reply::text("zu langsam").with_latency_ms(30_000),
-            )
-            .on_sequence(
-                root(),
-                [
-                    Reply::text(repl(
-                        "add_finding('der Code lautet 4721')\nprint(tally('secret'))",
-                    )),
-                    Reply::text(repl("print(1)")).with_latency_ms(30_000),
-                ],
-            ),
+    let question = "Wie lautet der geheime Code, der in den Dokumenten genannt wird?";
+    let answer = out_of_time(
+        "add_finding('der Code lautet 4721')\nprint(tally('secret'))",
+        question,
     )
     .await;
-    let cfg = EngineConfig {
-        budget: BudgetConfig {
-            wall_clock: Duration::from_millis(1500),
-            ..BudgetConfig::default()
-        },
-        ..config()
-    };
-    let engine = engine(&server, cfg).await;
-    let question = "Wie lautet der geheime Code, der in den Dokumenten genannt wird?";
-    let (answer, _) = ask(&engine, &ts, question).await;
     assert!(answer.partial);
     // No model call is left to write it: the engine's own sentences are
     // German, the reason stays in partial_reason.
