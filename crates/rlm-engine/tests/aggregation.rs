@@ -259,6 +259,39 @@ async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_number_or_by_without_a_group_reads_the_value_next_to_its_match() {
+    // 2 files of 21 lines: 14 refunds of 10 EUR, two for each of u0..u6.
+    let ts = ledger_store(2, 21);
+    let script = Script::new().on_sequence(
+        root(),
+        [
+            repl("t = tally('refund', number='EUR', by='user')\nprint(t['lines'], t['sum'], t['groups'], t['by'][0])"),
+            "FINAL(done)".to_string(),
+        ],
+    );
+    let server = ScriptedServer::start(script).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, _) = ask(&engine, &ts, "Who has the most refunds?").await;
+    assert_eq!(answer.answer, "done");
+    let reqs = server.requests();
+    let turn2 = reqs[1].last_message();
+    // The amount written before "EUR", grouped by the value after "user".
+    assert!(turn2.contains("14 140 7 ['u0', 2, 20]"), "{turn2}");
+    assert!(
+        turn2.contains("number=\"EUR\" has no group in parentheses, so each line's number is the one it holds or the one written next to it"),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("by=\"user\" has no group in parentheses, so it is read as a field's name"),
+        "{turn2}"
+    );
+    // The set is recorded with its sum and counted again the same way.
+    let set = answer.counted.iter().find(|c| c.number.is_some()).unwrap();
+    assert_eq!((set.lines, set.sum), (14, Some(140.0)));
+    assert_eq!(set.recounted, Some(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     // 2 files of 600 lines: 1,200 transaction ids, past the 1,000 groups
     // `by` lists.
@@ -266,7 +299,7 @@ async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     let script = Script::new().on_sequence(
         root(),
         [
-            repl("print(tally('refund', number=r'(\\b\\b)', by='(transaction)'))\nprint(tally('nowhere'))\nprint(tally('u3 refund', number=r'(\\d+) EUR'))\nt = tally('EUR', by=r'^(T\\d+)')\nprint('ids', t['groups'], len(t['by']))"),
+            repl("print(tally('refund', number=r'(\\b\\b)', by='(transaction)'))\nprint(tally('nowhere'))\nprint(tally('u3 refund', number=r'(\\d+) EUR'))\nprint(tally('u3 nowhere'))\nt = tally('EUR', by=r'^(T\\d+)')\nprint('ids', t['groups'], len(t['by']))"),
             "FINAL(done)".to_string(),
         ],
     );
@@ -284,10 +317,18 @@ async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     );
     assert!(turn2.contains("by= found no group on them"), "{turn2}");
     assert!(turn2.contains("ids 1200 1000"), "{turn2}");
-    // Words side by side that no line holds: the list form is named, with
-    // the call's own words and arguments.
+    // Words side by side that no line holds: the lines holding each word
+    // are counted, and the note says so with the call as it was read.
     assert!(
-        turn2.contains("list them: tally([\"u3\", \"refund\"], number=\"(\\\\d+) EUR\")."),
+        turn2.contains("no line holds \"u3 refund\" as written (its words side by side), so this counted the lines that hold each of its words anywhere: tally([\"u3\", \"refund\"], number=\"(\\\\d+) EUR\")."),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("'lines': 58, 'max': 10") && turn2.contains("'sum': 580"),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("No line holds all of [\"u3\", \"nowhere\"] anywhere either; lines holding each word: \"u3\": 172, \"nowhere\": 0."),
         "{turn2}"
     );
     assert!(

@@ -500,3 +500,49 @@ async fn the_roots_first_turn_declares_what_the_answer_needs_and_partial_reads_a
         ["The root declared that the answer needs every line"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_that_needs_every_line_is_refused_once_until_a_line_is_counted() {
+    let ts = needle_store();
+    let first = json!({
+        "needs": "every line",
+        "thought": "count them",
+        "step": {"code": "print(tally('no such word anywhere'))"},
+    })
+    .to_string();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            first,
+            // A number no code of the model counted: refused once.
+            answer("There are 7 lines about the code.", None),
+            code("print(tally('secret'))"),
+            answer("There is 1 line about the code.", None),
+        ],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "How many lines mention the secret?").await;
+    assert_eq!(answer.answer, "There is 1 line about the code.");
+    assert!(
+        answer.partial_reason.is_none(),
+        "{:?}",
+        answer.partial_reason
+    );
+    let reqs: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_judge(r))
+        .collect();
+    let turn3 = reqs[2].last_message();
+    assert!(
+        turn3.contains("you said it needs every line, but no code of yours has counted a line yet"),
+        "{turn3}"
+    );
+    // Counted now: the next answer is taken without that note.
+    assert!(
+        !reqs[3]
+            .last_message()
+            .contains("no code of yours has counted")
+    );
+}

@@ -25,9 +25,11 @@ pub struct TallySpec<'a> {
     /// ...that every one of these matches too (a list of patterns: a line
     /// holding all of them, in any order).
     pub also: &'a [Regex],
-    /// The number of a line: its first capture group, or the whole match.
+    /// The number of a line: its first capture group; without one, the
+    /// number the match holds or is written next to.
     pub number: Option<&'a Regex>,
-    /// The group of a line: its first capture group, or the whole match.
+    /// The group of a line: its first capture group; without one, the
+    /// value written after the match (a field's name).
     pub by: Option<&'a Regex>,
 }
 
@@ -99,10 +101,7 @@ impl Tally {
         if self.first_line.is_none() {
             self.first_line = Some(cut_line(line));
         }
-        let number = spec.number.and_then(|re| {
-            let found = first_group(re, line)?;
-            read_number(found)
-        });
+        let number = spec.number.and_then(|re| read_number(number_of(re, line)?));
         if let Some((n, decimals)) = number {
             self.numbered += 1;
             self.sum += n;
@@ -115,10 +114,7 @@ impl Tally {
             }
         }
         if let Some(by) = spec.by {
-            match first_group(by, line)
-                .map(str::trim)
-                .filter(|k| !k.is_empty())
-            {
+            match group_of(by, line).filter(|k| !k.is_empty()) {
                 Some(key) => {
                     let i = *group_at.entry(key.to_string()).or_insert_with(|| {
                         self.groups.push((key.to_string(), 0, 0.0));
@@ -204,11 +200,58 @@ pub fn number_pattern_for(line: &str) -> Option<String> {
     Some(format!(r#"r"(\d+(?:[.,]\d+)?)\s?{}""#, regex::escape(unit)))
 }
 
-/// The first capture group of `re` in `line` (the whole match when the
-/// pattern has no group, or the group did not take part).
-fn first_group<'t>(re: &Regex, line: &'t str) -> Option<&'t str> {
+/// The number `re` finds in `line`: its first capture group; without a
+/// group, the whole match when it holds a digit, else the number written
+/// next to it (`number="EUR"` reads `153 EUR` and `EUR 153`, the way a
+/// person reads "the EUR amount").
+fn number_of<'t>(re: &Regex, line: &'t str) -> Option<&'t str> {
     let caps = re.captures(line)?;
-    caps.get(1).or_else(|| caps.get(0)).map(|m| m.as_str())
+    if let Some(group) = caps.get(1) {
+        return Some(group.as_str());
+    }
+    let whole = caps.get(0)?;
+    if whole.as_str().contains(|c: char| c.is_ascii_digit()) {
+        return Some(whole.as_str());
+    }
+    let before = line[..whole.start()].trim_end();
+    let number_chars = |c: char| c.is_ascii_digit() || matches!(c, ',' | '.' | '\'');
+    if before.ends_with(|c: char| c.is_ascii_digit()) {
+        let start = before
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| number_chars(*c))
+            .last()
+            .map_or(before.len(), |(i, _)| i);
+        return Some(&before[start..]);
+    }
+    let after = line[whole.end()..].trim_start_matches([' ', '\t', ':', '=']);
+    after
+        .starts_with(|c: char| c.is_ascii_digit() || c == '-')
+        .then_some(after)
+}
+
+/// The group `re` finds in `line`: its first capture group; without a
+/// group, the value written after the match, read as a field's name
+/// (`by="user"` groups `user mila` by `mila`, as `level=ERROR` by `ERROR`
+/// and `host: db-01` by `db-01`).
+fn group_of<'t>(re: &Regex, line: &'t str) -> Option<&'t str> {
+    let caps = re.captures(line)?;
+    if re.captures_len() > 1 {
+        return caps
+            .get(1)
+            .or_else(|| caps.get(0))
+            .map(|m| m.as_str().trim());
+    }
+    let after = line[caps.get(0)?.end()..].trim_start_matches([' ', '\t']);
+    let after = after
+        .strip_prefix([':', '='])
+        .unwrap_or(after)
+        .trim_start_matches([' ', '\t']);
+    let end = after
+        .char_indices()
+        .find(|(_, c)| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '@' | '/')))
+        .map_or(after.len(), |(i, _)| i);
+    Some(after[..end].trim_end_matches(['.', '-', '/']))
 }
 
 /// The first number written in `text`, and how many decimals it has.
@@ -382,12 +425,35 @@ mod tests {
         let p = number_pattern_for(line).unwrap();
         assert_eq!(p, r#"r"(\d+(?:[.,]\d+)?)\s?EUR""#);
         let re = compile(&p[2..p.len() - 1], true).unwrap();
-        assert_eq!(first_group(&re, line), Some("321"));
+        assert_eq!(number_of(&re, line), Some("321"));
         assert_eq!(
             number_pattern_for("Lieferung wog 12,5 kg, Nummer 7").as_deref(),
             Some(r#"r"(\d+(?:[.,]\d+)?)\s?kg""#)
         );
         assert_eq!(number_pattern_for("2024-01-02 | 17 | x9"), None);
+    }
+
+    #[test]
+    fn a_pattern_without_a_group_reads_the_value_next_to_it() {
+        let re = |p: &str| compile(p, true).unwrap();
+        // number=: the match's own digits, else the number before or after it.
+        let line = "T1 | user ravi | refund | 1,321.50 EUR | Lisbon";
+        assert_eq!(number_of(&re("EUR"), line), Some("1,321.50"));
+        assert_eq!(number_of(&re(r"\d+ EUR"), "x | 321 EUR"), Some("321 EUR"));
+        assert_eq!(number_of(&re("latency"), "latency: 153 ms"), Some("153 ms"));
+        assert_eq!(number_of(&re("Lisbon"), line), None);
+        // by=: the value after a field's name, past one `:` or `=`.
+        assert_eq!(group_of(&re("user"), line), Some("ravi"));
+        assert_eq!(group_of(&re("level"), "x level=ERROR y"), Some("ERROR"));
+        assert_eq!(group_of(&re("host"), "host: db-01."), Some("db-01"));
+        assert_eq!(group_of(&re("Lisbon"), line), Some(""));
+        assert_eq!(group_of(&re(r"user (\w+)"), line), Some("ravi"));
+        // Over the corpus: by the field, summing the amount next to EUR.
+        let t = run("purchase", Some("EUR"), Some("user"));
+        assert_eq!(t.lines, t.numbered);
+        let names: Vec<&str> = t.groups.iter().map(|g| g.0.as_str()).collect();
+        assert_eq!(names, ["ada", "bo"]);
+        assert_eq!(t.ungrouped, 0);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use regex::Regex;
 use rlm_sandbox::{HostCall, HostError};
 use serde_json::{Value, json};
 
@@ -148,17 +149,12 @@ pub(crate) async fn tally(
     call: &HostCall,
 ) -> Result<(Value, Option<String>), HostError> {
     let TallyArgs {
-        patterns,
+        mut patterns,
         number,
         by,
         ignore_case,
     } = tally_args(call)?;
     let only = documents_arg(run, call, "doc")?;
-    let mut line_res = patterns
-        .iter()
-        .map(|p| scan::compile(p, ignore_case).map_err(value_error))
-        .collect::<Result<Vec<_>, _>>()?;
-    let lines_re = line_res.remove(0);
     let compile_part = |p: &Option<String>, name: &str| {
         p.as_deref()
             .map(|p| {
@@ -168,35 +164,43 @@ pub(crate) async fn tally(
     };
     let number_re = compile_part(&number, "number")?;
     let by_re = compile_part(&by, "by")?;
-    // A `by=` without a group is a filter by mistake: refused below, with
-    // what to write, once the lines show how they are written.
-    let by_filter = by_re.as_ref().is_some_and(|re| re.captures_len() < 2);
-    let by_re = by_re.filter(|_| !by_filter);
-    let corpus = run.corpus.clone();
-    let scope = only.clone();
-    let found = tokio::task::spawn_blocking(move || {
-        let spec = scan::TallySpec {
-            lines: &lines_re,
-            also: &line_res,
-            number: number_re.as_ref(),
-            by: by_re.as_ref(),
-        };
-        scan::tally(&corpus, &spec, scope.as_deref())
-    })
-    .await
-    .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?
-    .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?;
-    if by_filter {
+    // Without a group, `by=` names a field (the group is the value after
+    // it) and `number=` the number written next to it; said in the note.
+    let by_field = by_re.as_ref().is_some_and(|re| re.captures_len() < 2);
+    let number_beside = number_re.as_ref().is_some_and(|re| re.captures_len() < 2);
+    let parts = (number_re, by_re, ignore_case, only.clone());
+    let mut found = scan_tally(run, &patterns, &parts).await?;
+    // Plain words side by side that no line holds ("EUR Oslo" over
+    // "EUR | Oslo") meant the lines holding each word: counted so, and said.
+    let (mut written_first, mut each_word) = (None, Vec::new());
+    if found.lines == 0
+        && let Some(words) = split_words(&patterns)
+    {
+        let again = scan_tally(run, &words, &parts).await?;
+        if again.lines > 0 {
+            written_first = Some(std::mem::replace(&mut patterns, words));
+            found = again;
+        } else {
+            // Not even apart: how many lines hold each word, to leave out
+            // the ones the lines do not use.
+            let alone = (None, None, ignore_case, only.clone());
+            for word in words {
+                let lines = scan_tally(run, std::slice::from_ref(&word), &alone)
+                    .await?
+                    .lines;
+                each_word.push(format!("{word:?}: {lines}"));
+            }
+        }
+    }
+    // A field that names no value on any line was a filter by mistake:
+    // refused, with what to write, now that the lines show their form.
+    if by_field && found.groups.is_empty() {
         return Err(value_error(by_without_group(
             &patterns,
             by.as_deref(),
             &found,
         )));
     }
-    let mut written = match patterns.as_slice() {
-        [one] => format!("tally({one:?}"),
-        many => format!("tally({many:?}"),
-    };
     let mut rest = String::new();
     if let Some(n) = &number {
         rest.push_str(&format!(", number={n:?}"));
@@ -204,8 +208,10 @@ pub(crate) async fn tally(
     if let Some(b) = &by {
         rest.push_str(&format!(", by={b:?}"));
     }
-    written.push_str(&rest);
-    written.push(')');
+    let written = match patterns.as_slice() {
+        [one] => format!("tally({one:?}{rest})"),
+        many => format!("tally({many:?}{rest})"),
+    };
     record(
         run,
         CountedSet::of_tally(
@@ -218,14 +224,63 @@ pub(crate) async fn tally(
             &found,
         ),
     );
-    let note = tally_note(&written, &found, number.is_some(), by.is_some())
-        .map(|note| match (found.lines, split_words(&patterns)) {
-            (0, Some(words)) => format!(
-                "{note} Words in one pattern must stand side by side in a line; to count the lines that hold each of them anywhere, list them: tally({words:?}{rest})."
-            ),
-            _ => note,
-        });
+    let mut notes: Vec<String> = Vec::new();
+    if let Some(first) = written_first {
+        notes.push(format!(
+            "Note: no line holds {:?} as written (its words side by side), so this counted the lines that hold each of its words anywhere: {written}.",
+            first.join(" ")
+        ));
+    }
+    notes.extend(reading_note(
+        number
+            .as_deref()
+            .filter(|_| number_beside && found.numbered > 0),
+        by.as_deref().filter(|_| by_field),
+    ));
+    notes.extend(
+        tally_note(&written, &found, number.is_some(), by.is_some()).map(|note| {
+            match (found.lines, split_words(&patterns)) {
+                (0, Some(words)) => format!(
+                    "{note} No line holds all of {words:?} anywhere either; lines holding each word: {}. Leave out the words the lines do not use.",
+                    each_word.join(", ")
+                ),
+                _ => note,
+            }
+        }),
+    );
+    let note = (!notes.is_empty()).then(|| notes.join(" "));
     Ok((found.to_value(number.is_some(), by.is_some()), note))
+}
+
+/// The compiled `number=`, `by=`, `ignore_case=` and `doc=` of a `tally()`.
+type TallyParts = (Option<Regex>, Option<Regex>, bool, Option<Vec<usize>>);
+
+/// Runs one tally of the lines matching all of `patterns` over the corpus,
+/// off the async runtime.
+async fn scan_tally(
+    run: &Arc<Run>,
+    patterns: &[String],
+    (number_re, by_re, ignore_case, only): &TallyParts,
+) -> Result<scan::Tally, HostError> {
+    let mut line_res = patterns
+        .iter()
+        .map(|p| scan::compile(p, *ignore_case).map_err(value_error))
+        .collect::<Result<Vec<_>, _>>()?;
+    let lines_re = line_res.remove(0);
+    let (number_re, by_re, only) = (number_re.clone(), by_re.clone(), only.clone());
+    let corpus = run.corpus.clone();
+    tokio::task::spawn_blocking(move || {
+        let spec = scan::TallySpec {
+            lines: &lines_re,
+            also: &line_res,
+            number: number_re.as_ref(),
+            by: by_re.as_ref(),
+        };
+        scan::tally(&corpus, &spec, only.as_deref())
+    })
+    .await
+    .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?
+    .map_err(|e| HostError::runtime(format!("tally failed: {e}")))
 }
 
 /// The arguments of a `tally()` call, checked: the patterns of the lines
@@ -327,6 +382,23 @@ fn split_words(patterns: &[String]) -> Option<Vec<String>> {
         .flat_map(|p| p.split_whitespace().map(str::to_string))
         .collect();
     (patterns.iter().all(plain) && words.len() > patterns.len()).then_some(words)
+}
+
+/// How a `number=` or `by=` without a group in parentheses was read, so
+/// the model sees what was added up or grouped (and how to write it).
+fn reading_note(number: Option<&str>, by: Option<&str>) -> Option<String> {
+    let mut read = Vec::new();
+    if let Some(n) = number {
+        read.push(format!(
+            "number={n:?} has no group in parentheses, so each line's number is the one it holds or the one written next to it"
+        ));
+    }
+    if let Some(b) = by {
+        read.push(format!(
+            "by={b:?} has no group in parentheses, so it is read as a field's name: each line's group is the value written after it (like by=r\"{b}\\s*(\\w+)\")"
+        ));
+    }
+    (!read.is_empty()).then(|| format!("Note: {}.", read.join("; ")))
 }
 
 /// What to tell the model when a `tally()` found nothing to read: no line,

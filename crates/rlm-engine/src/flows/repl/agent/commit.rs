@@ -1,5 +1,6 @@
 //! Whether an answer is taken: the checks before a commit (engine output,
-//! no answer, another language, a fan-out not seen yet) and the commit.
+//! a count not made, no answer, another language, a fan-out not seen yet)
+//! and the commit.
 
 use super::*;
 
@@ -29,6 +30,21 @@ impl Agent {
         // on any turn: the loop's end makes the extraction call instead.
         if parse::holds_engine_output(answer) {
             return Err(AnswerRefused::EngineOutput);
+        }
+        // An answer that needs every line, before any line was counted,
+        // is a guess: asked once to count first.
+        if self.is_root() && !last_turn && self.every_line && !self.asked_to_count {
+            let counted = self
+                .ctx
+                .scans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|s| s.agent == self.id && !s.by_engine && s.lines > 0);
+            if !counted {
+                self.asked_to_count = true;
+                return Err(AnswerRefused::NotCounted);
+            }
         }
         // Answers are written in the question's language: asked once.
         if self.is_root()

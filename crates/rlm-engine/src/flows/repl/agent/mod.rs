@@ -95,6 +95,12 @@ enum AnswerRefused {
         /// The question's.
         asked: String,
     },
+    /// The root said the answer needs every line, and none of its code has
+    /// counted one (its scans failed or matched nothing).
+    #[error(
+        "Note: your answer was not accepted yet: you said it needs every line, but no code of yours has counted a line yet (a tally() or grep() that failed or matched no line counts none), so its numbers come from nowhere. Fix the call the output above shows, count the lines, and answer with what it prints."
+    )]
+    NotCounted,
     /// The answer copies the engine's own output (document headers, the
     /// search listing): never committed.
     #[error(
@@ -155,6 +161,11 @@ struct Agent {
     /// The root was told once that its answer is not in the question's
     /// language.
     asked_for_language: bool,
+    /// The root's first turn said the answer needs every line.
+    every_line: bool,
+    /// The root was told once that its answer needs a count none of its
+    /// code made.
+    asked_to_count: bool,
     /// Replies are asked for as structured turns ([`structured`]).
     structured: bool,
     /// A reply outside the structured format was noted in the trace.
@@ -199,6 +210,8 @@ pub(crate) fn run_agent(
             deferred: None,
             rejected_answer: false,
             asked_for_language: false,
+            every_line: false,
+            asked_to_count: false,
             structured: ctx_structured,
             text_reply_noted: false,
             last_reply_structured: false,
@@ -353,11 +366,12 @@ impl Agent {
     /// What the root's first turn declared the answer needs: traced, and
     /// kept so that code reading only part of the corpus for an answer that
     /// needs every line is told so.
-    fn note_needs(&self, state: &mut LoopState, reply: &str) {
+    fn note_needs(&mut self, state: &mut LoopState, reply: &str) {
         let Some(needs) = structured::Needs::of_reply(reply) else {
             return;
         };
         state.every_line = needs == structured::Needs::EveryLine;
+        self.every_line = state.every_line;
         let said = if state.every_line {
             "every line"
         } else {
