@@ -282,7 +282,7 @@ async fn a_number_or_by_without_a_group_reads_the_value_next_to_its_match() {
         "{turn2}"
     );
     assert!(
-        turn2.contains("by=\"user\" has no group in parentheses, so it is read as a field's name"),
+        turn2.contains("by=\"user\" has no group in parentheses that captures a value, so it is read as a field's name"),
         "{turn2}"
     );
     // The set is recorded with its sum and counted again the same way.

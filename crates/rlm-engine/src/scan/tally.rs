@@ -56,6 +56,9 @@ pub struct Tally {
     pub groups: Vec<(String, u64, f64)>,
     /// Matching lines the `by` pattern found no group in.
     pub ungrouped: u64,
+    /// Lines grouped by the value written after the `by` match (a pattern
+    /// without a group, or whose group captured nothing).
+    pub grouped_after: u64,
     /// The first matching line (to show how the lines are written).
     pub first_line: Option<String>,
 }
@@ -114,8 +117,9 @@ impl Tally {
             }
         }
         if let Some(by) = spec.by {
-            match group_of(by, line).filter(|k| !k.is_empty()) {
-                Some(key) => {
+            match group_of(by, line).filter(|(k, _)| !k.is_empty()) {
+                Some((key, after)) => {
+                    self.grouped_after += u64::from(after);
                     let i = *group_at.entry(key.to_string()).or_insert_with(|| {
                         self.groups.push((key.to_string(), 0, 0.0));
                         self.groups.len() - 1
@@ -230,17 +234,18 @@ fn number_of<'t>(re: &Regex, line: &'t str) -> Option<&'t str> {
         .then_some(after)
 }
 
-/// The group `re` finds in `line`: its first capture group; without a
-/// group, the value written after the match, read as a field's name
-/// (`by="user"` groups `user mila` by `mila`, as `level=ERROR` by `ERROR`
-/// and `host: db-01` by `db-01`).
-fn group_of<'t>(re: &Regex, line: &'t str) -> Option<&'t str> {
+/// The group `re` finds in `line`, and whether it is the value after the
+/// match: its first capture group; without a group, or when the group
+/// captured nothing (`by=r"user (\b)"`), the value written after the match,
+/// read as a field's name (`by="user"` groups `user mila` by `mila`, as
+/// `level=ERROR` by `ERROR` and `host: db-01` by `db-01`).
+fn group_of<'t>(re: &Regex, line: &'t str) -> Option<(&'t str, bool)> {
     let caps = re.captures(line)?;
     if re.captures_len() > 1 {
-        return caps
-            .get(1)
-            .or_else(|| caps.get(0))
-            .map(|m| m.as_str().trim());
+        let group = caps.get(1).or_else(|| caps.get(0))?.as_str().trim();
+        if !group.is_empty() {
+            return Some((group, false));
+        }
     }
     let after = line[caps.get(0)?.end()..].trim_start_matches([' ', '\t']);
     let after = after
@@ -251,7 +256,7 @@ fn group_of<'t>(re: &Regex, line: &'t str) -> Option<&'t str> {
         .char_indices()
         .find(|(_, c)| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '@' | '/')))
         .map_or(after.len(), |(i, _)| i);
-    Some(after[..end].trim_end_matches(['.', '-', '/']))
+    Some((after[..end].trim_end_matches(['.', '-', '/']), true))
 }
 
 /// The first number written in `text`, and how many decimals it has.
@@ -443,11 +448,14 @@ mod tests {
         assert_eq!(number_of(&re("latency"), "latency: 153 ms"), Some("153 ms"));
         assert_eq!(number_of(&re("Lisbon"), line), None);
         // by=: the value after a field's name, past one `:` or `=`.
-        assert_eq!(group_of(&re("user"), line), Some("ravi"));
-        assert_eq!(group_of(&re("level"), "x level=ERROR y"), Some("ERROR"));
-        assert_eq!(group_of(&re("host"), "host: db-01."), Some("db-01"));
-        assert_eq!(group_of(&re("Lisbon"), line), Some(""));
-        assert_eq!(group_of(&re(r"user (\w+)"), line), Some("ravi"));
+        let group = |p: &str, line| group_of(&re(p), line).map(|(g, _)| g);
+        assert_eq!(group("user", line), Some("ravi"));
+        assert_eq!(group("level", "x level=ERROR y"), Some("ERROR"));
+        assert_eq!(group("host", "host: db-01."), Some("db-01"));
+        assert_eq!(group("Lisbon", line), Some(""));
+        assert_eq!(group_of(&re(r"user (\w+)"), line), Some(("ravi", false)));
+        // A group that captured nothing: the value after the match too.
+        assert_eq!(group_of(&re(r"user (\b\b)"), line), Some(("ravi", true)));
         // Over the corpus: by the field, summing the amount next to EUR.
         let t = run("purchase", Some("EUR"), Some("user"));
         assert_eq!(t.lines, t.numbered);

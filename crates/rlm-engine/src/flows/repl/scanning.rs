@@ -235,7 +235,8 @@ pub(crate) async fn tally(
         number
             .as_deref()
             .filter(|_| number_beside && found.numbered > 0),
-        by.as_deref().filter(|_| by_field),
+        by.as_deref()
+            .filter(|_| by_field || found.grouped_after > 0),
     ));
     notes.extend(
         tally_note(&written, &found, number.is_some(), by.is_some()).map(|note| {
@@ -395,7 +396,7 @@ fn reading_note(number: Option<&str>, by: Option<&str>) -> Option<String> {
     }
     if let Some(b) = by {
         read.push(format!(
-            "by={b:?} has no group in parentheses, so it is read as a field's name: each line's group is the value written after it (like by=r\"{b}\\s*(\\w+)\")"
+            "by={b:?} has no group in parentheses that captures a value, so it is read as a field's name: each line's group is the value written after it (like by=r\"user\\s*(\\w+)\" for lines saying user NAME)"
         ));
     }
     (!read.is_empty()).then(|| format!("Note: {}.", read.join("; ")))
