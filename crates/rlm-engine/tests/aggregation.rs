@@ -292,6 +292,38 @@ async fn a_number_or_by_without_a_group_reads_the_value_next_to_its_match() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_word_of_the_question_that_only_some_counted_lines_hold_is_named() {
+    // 2 files of 21 lines: 42 lines say EUR, 14 of them are refunds.
+    let ts = ledger_store(2, 21);
+    let script = Script::new().on_sequence(
+        root(),
+        [
+            repl("print(tally('EUR', number=r'(\\d+) EUR'))\nprint(tally('refund'))"),
+            "FINAL(done)".to_string(),
+        ],
+    );
+    let server = ScriptedServer::start(script).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the total amount of all refunds?").await;
+    assert_eq!(answer.answer, "done");
+    let reqs = server.requests();
+    let turn2 = reqs[1].last_message();
+    // "refunds" is written "refund" by the lines: 14 of the 42 hold it.
+    assert!(
+        turn2.contains("Note: the question also says \"refunds\": 14 of these 42 lines hold \"refund\". If only the lines holding such a word count, add it to the patterns, e.g. tally([\"EUR\", \"refund\"], number=\"(\\\\d+) EUR\")."),
+        "{turn2}"
+    );
+    // Words no line holds ("total", "amount") are not named, and a tally
+    // whose lines all hold the question's words gets no such note.
+    assert!(!turn2.contains("\"total\""), "{turn2}");
+    assert_eq!(
+        turn2.matches("the question also says").count(),
+        1,
+        "{turn2}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     // 2 files of 600 lines: 1,200 transaction ids, past the 1,000 groups
     // `by` lists.

@@ -90,7 +90,7 @@ pub(crate) struct Run {
     replies: crate::replies::RunReplies,
     id: String,
     /// The question (coverage looks for the documents it matches).
-    question: String,
+    pub(crate) question: String,
     /// The language the engine's own sentences are written in (the
     /// question's, where the notices have it).
     pub(crate) notice_language: &'static str,

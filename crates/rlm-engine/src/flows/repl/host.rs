@@ -366,7 +366,13 @@ impl AgentHost {
             "search" => self.search(&call).await,
             "grep" => Ok(self.noted(scanning::grep(&self.ctx, &self.id, &call).await?)),
             "grep_count" => scanning::grep_count(&self.ctx, &self.id, &call).await,
-            "tally" => Ok(self.noted(scanning::tally(&self.ctx, &self.id, &call).await?)),
+            "tally" => {
+                // The root's task is the question: its words can be checked
+                // against the lines a tally counted.
+                let question = (self.depth == 0).then_some(self.ctx.question.as_str());
+                let found = scanning::tally(&self.ctx, &self.id, question, &call).await?;
+                Ok(self.noted(found))
+            }
             "chunks" => scanning::chunks(&self.ctx, &call).await,
             other => Err(HostError::Raise {
                 exc_type: "NameError".into(),

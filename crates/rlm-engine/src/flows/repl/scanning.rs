@@ -146,6 +146,7 @@ async fn scan_for(
 pub(crate) async fn tally(
     run: &Arc<Run>,
     agent: &str,
+    question: Option<&str>,
     call: &HostCall,
 ) -> Result<(Value, Option<String>), HostError> {
     let TallyArgs {
@@ -249,8 +250,117 @@ pub(crate) async fn tally(
             }
         }),
     );
+    if let Some(question) = question.filter(|_| found.lines > 0) {
+        let mut all_parts = patterns.clone();
+        all_parts.extend(number.iter().chain(by.iter()).cloned());
+        let left_out =
+            left_out_words(run, question, &patterns, &all_parts, &parts, found.lines).await?;
+        notes.extend(left_out_note(&left_out, found.lines, &patterns, &rest));
+    }
     let note = (!notes.is_empty()).then(|| notes.join(" "));
     Ok((found.to_value(number.is_some(), by.is_some()), note))
+}
+
+/// Most words of the question checked against a tally's lines.
+const WORDS_CHECKED: usize = 5;
+
+/// A word of the question that some, not all, of a tally's lines hold:
+/// the word as asked, as the lines write it, and how many of them do.
+struct LeftOut {
+    asked: String,
+    written: String,
+    lines: u64,
+}
+
+/// The words of `question` (content words of four letters or more) that
+/// the call's patterns (`all_parts`: the line patterns, `number=`, `by=`)
+/// do not name, and that some but not all of the `counted` lines hold:
+/// each may be a condition of the question the patterns left out (the
+/// "purchases" of "the total of all purchases made in Oslo" when every Oslo
+/// line was added up). A word the lines write shorter ("purchase") is
+/// found by cutting its last one or two letters.
+async fn left_out_words(
+    run: &Arc<Run>,
+    question: &str,
+    patterns: &[String],
+    all_parts: &[String],
+    parts: &TallyParts,
+    counted: u64,
+) -> Result<Vec<LeftOut>, HostError> {
+    let language = rlm_corpus::language::guess(question);
+    let named = all_parts.join(" ").to_lowercase();
+    let mut asked: Vec<String> = Vec::new();
+    for w in crate::text::words(question) {
+        if w.chars().count() >= 4
+            && !crate::text::is_stop_word(&w, language)
+            && !named.contains(&w)
+            && !asked.contains(&w)
+        {
+            asked.push(w);
+        }
+    }
+    let alone = (None, None, parts.2, parts.3.clone());
+    let mut found = Vec::new();
+    for word in asked.into_iter().take(WORDS_CHECKED) {
+        let chars: Vec<char> = word.chars().collect();
+        let forms = (0..=2usize)
+            .filter(|cut| *cut == 0 || chars.len() - cut >= 5)
+            .map(|cut| chars[..chars.len() - cut].iter().collect::<String>());
+        for form in forms {
+            let pattern = regex::escape(&form);
+            if scan_tally(run, std::slice::from_ref(&pattern), &alone)
+                .await?
+                .lines
+                == 0
+            {
+                continue;
+            }
+            let mut narrowed = patterns.to_vec();
+            narrowed.push(pattern);
+            let lines = scan_tally(run, &narrowed, &alone).await?.lines;
+            if lines > 0 && lines < counted {
+                found.push(LeftOut {
+                    asked: word.clone(),
+                    written: form,
+                    lines,
+                });
+            }
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// The note naming the question's words a tally's patterns left out.
+fn left_out_note(
+    left_out: &[LeftOut],
+    counted: u64,
+    patterns: &[String],
+    rest: &str,
+) -> Option<String> {
+    let first = left_out.first()?;
+    let said: Vec<String> = left_out
+        .iter()
+        .map(|w| {
+            if w.asked == w.written {
+                format!(
+                    "{:?}: {} of these {counted} lines hold it",
+                    w.asked, w.lines
+                )
+            } else {
+                format!(
+                    "{:?}: {} of these {counted} lines hold {:?}",
+                    w.asked, w.lines, w.written
+                )
+            }
+        })
+        .collect();
+    let mut with = patterns.to_vec();
+    with.push(first.written.clone());
+    Some(format!(
+        "Note: the question also says {}. If only the lines holding such a word count, add it to the patterns, e.g. tally({with:?}{rest}).",
+        said.join("; ")
+    ))
 }
 
 /// The compiled `number=`, `by=`, `ignore_case=` and `doc=` of a `tally()`.
