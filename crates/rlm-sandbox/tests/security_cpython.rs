@@ -368,3 +368,49 @@ async fn a_cell_forging_the_worker_protocol_is_held_to_the_caps_in_the_parent() 
         "{err}"
     );
 }
+
+/// A cell that gets around the worker's thread cap (its original start
+/// function is reachable from the wrapper) could have a thread per host
+/// call waiting in the parent: thousands of tasks. The parent answers at
+/// most one synchronous call per thread the sandbox allows at once; the
+/// rest get a `RuntimeError` at once, and the worker lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_past_the_cap_get_no_more_host_calls_in_the_parent() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let Some(c) = cpython_config() else { return };
+    // Synchronous calls, as 200 threads blocked on the host would send them.
+    let (mut s, h) = start_with(&c, "").await;
+    let calls = r#"[{"type": "host_call", "call_id": i, "name": "wait", "args": [3000], "kwargs": {}, "awaitable": False} for i in range(200)]"#;
+    let code = format!("{}\nimport time\ntime.sleep(1)", forging_cell(calls));
+    let r = s.run_cell(&code, &h).await.expect("the worker lives");
+    assert_eq!(r.stdout, "sent\n", "{r:?}");
+    let waiting = MAX_CELL_THREADS as u64 + 1;
+    assert_eq!(h.max_in_flight.load(SeqCst), waiting);
+    assert_eq!(h.calls.load(SeqCst), waiting);
+    let after = s.run_cell("1 + 1", &h).await.expect("still alive");
+    assert_eq!(after.value.as_deref(), Some("2"));
+    // Real threads started around the worker's cap, each blocked on the
+    // host: the parent answers no more of them at once.
+    let mut unlimited = c.clone();
+    unlimited.memory_limit_bytes = 0;
+    let (s, h) = start_with(&unlimited, "").await;
+    let code = r#"import _thread, threading, time
+threading.stack_size(256 * 1024)
+start = next(c.cell_contents for c in _thread.start_new_thread.__closure__
+             if getattr(c.cell_contents, "__name__", "") == "start_new_thread")
+def call():
+    try:
+        wait(2000)
+    except RuntimeError:
+        pass
+for i in range(100):
+    start(call, ())
+time.sleep(1)
+print("started")"#;
+    let mut s = s;
+    let r = s.run_cell(code, &h).await.expect("the worker lives");
+    assert_eq!(r.stdout, "started\n", "{r:?}");
+    assert_eq!(h.calls.load(SeqCst), waiting, "{r:?}");
+    assert_eq!(h.max_in_flight.load(SeqCst), waiting, "{r:?}");
+    s.close().await;
+}

@@ -538,6 +538,14 @@ fn last_line(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    /// The worker's thread cap and the parent's bound on host calls waiting
+    /// at once are the same number.
+    #[test]
+    fn the_worker_caps_threads_as_the_parent_does() {
+        let line = format!("\nMAX_THREADS = {}\n", crate::MAX_CELL_THREADS);
+        assert!(WORKER_SCRIPT.contains(&line), "worker.py lacks {line:?}");
+    }
+
     #[test]
     fn outermost_keeps_only_the_enclosing_paths() {
         let got = outermost(vec![

@@ -653,7 +653,9 @@ def no_processes(*_args, **_kwargs):
 
 
 # Threads a cell may run at once. Each one's host calls are tasks in the
-# parent, and with the memory limit off nothing else stops thousands.
+# parent, and with the memory limit off nothing else stops thousands. The
+# parent keeps the same bound on host calls waiting at once (MAX_CELL_THREADS):
+# a cell can reach the functions this cap wraps.
 MAX_THREADS = 64
 
 
