@@ -390,7 +390,8 @@ async fn threads_past_the_cap_get_no_more_host_calls_in_the_parent() {
     let after = s.run_cell("1 + 1", &h).await.expect("still alive");
     assert_eq!(after.value.as_deref(), Some("2"));
     // Real threads started around the worker's cap, each blocked on the
-    // host: the parent answers no more of them at once.
+    // host: the parent answers no more of them at once, and the threads
+    // past them are told why.
     let mut unlimited = c.clone();
     unlimited.memory_limit_bytes = 0;
     let (s, h) = start_with(&unlimited, "").await;
@@ -398,18 +399,24 @@ async fn threads_past_the_cap_get_no_more_host_calls_in_the_parent() {
 threading.stack_size(256 * 1024)
 start = next(c.cell_contents for c in _thread.start_new_thread.__closure__
              if getattr(c.cell_contents, "__name__", "") == "start_new_thread")
+refused = []
 def call():
     try:
         wait(2000)
-    except RuntimeError:
-        pass
+    except RuntimeError as e:
+        refused.append(str(e))
 for i in range(100):
     start(call, ())
 time.sleep(1)
-print("started")"#;
+print(len(refused), refused[0])"#;
     let mut s = s;
     let r = s.run_cell(code, &h).await.expect("the worker lives");
-    assert_eq!(r.stdout, "started\n", "{r:?}");
+    assert!(
+        r.stdout
+            .starts_with("35 more than 65 host calls wait at once")
+            && r.stdout.contains("past the sandbox's 64 threads"),
+        "{r:?}"
+    );
     assert_eq!(h.calls.load(SeqCst), waiting, "{r:?}");
     assert_eq!(h.max_in_flight.load(SeqCst), waiting, "{r:?}");
     s.close().await;
