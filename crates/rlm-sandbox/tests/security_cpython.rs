@@ -421,3 +421,37 @@ print(len(refused), refused[0])"#;
     assert_eq!(h.max_in_flight.load(SeqCst), waiting, "{r:?}");
     s.close().await;
 }
+
+/// Threads started where the worker cannot count them (the start function
+/// its cap wraps, reached through the wrapper): the kernel's count of the
+/// sandbox's threads is watched from the parent, which stops the sandbox
+/// past 256 and says why; the host lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_starting_thousands_of_threads_is_stopped() {
+    let Some(mut c) = cpython_config() else {
+        return;
+    };
+    c.memory_limit_bytes = 0;
+    let (mut s, h) = start_with(&c, "").await;
+    let code = r#"import _thread, threading, time
+threading.stack_size(64 * 1024)
+start = next(c.cell_contents for c in _thread.start_new_thread.__closure__
+             if getattr(c.cell_contents, "__name__", "") == "start_new_thread")
+for i in range(10000):
+    start(time.sleep, (30,))
+time.sleep(30)"#;
+    let t0 = std::time::Instant::now();
+    let err = s.run_cell(code, &h).await.unwrap_err();
+    let took = t0.elapsed();
+    assert!(
+        matches!(&err, SandboxError::WorkerDied(m) if m.contains("threads at once, past its limit of 256")),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    eprintln!("stopped after {took:?}: {err}");
+    let (mut fresh, h2) = start_with(&c, "").await;
+    assert_eq!(
+        fresh.run_cell("4", &h2).await.unwrap().value.as_deref(),
+        Some("4")
+    );
+}

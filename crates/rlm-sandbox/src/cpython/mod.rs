@@ -19,13 +19,15 @@
 //! - a seccomp filter ([`seccomp`]): no new processes, namespaces, mounts,
 //!   `ptrace`, keyrings, `bpf`, …;
 //! - `--die-with-parent`: the sandbox ends with its `bwrap`, which the parent
-//!   kills on timeout.
+//!   kills on timeout, or past its threads ([`threads`]: the kernel's count,
+//!   watched from the parent).
 //!
 //! Where this cannot work (not Linux, no `bwrap`, user namespaces disabled)
 //! the back-end refuses with one line saying why; it never runs Python
 //! without the isolation.
 
 mod seccomp;
+pub(crate) mod threads;
 
 use std::collections::HashMap;
 use std::ffi::OsString;

@@ -47,6 +47,8 @@ pub struct Worker {
     frames: mpsc::Receiver<std::io::Result<Frame>>,
     stderr_tail: Arc<Mutex<String>>,
     stderr_task: tokio::task::JoinHandle<()>,
+    /// The CPython sandbox's threads, counted by the kernel.
+    _threads: Option<crate::cpython::threads::Watcher>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -140,12 +142,19 @@ impl Worker {
                 }
             }
         });
+        let threads = match (config.backend, child.id()) {
+            (SandboxBackend::CPython, Some(pid)) => {
+                crate::cpython::threads::watch(pid, MAX_SANDBOX_THREADS, stderr_tail.clone())
+            }
+            _ => None,
+        };
         let mut worker = Self {
             child,
             stdin,
             frames,
             stderr_tail,
             stderr_task,
+            _threads: threads,
         };
         match worker.recv(Some(config.startup_timeout)).await? {
             FromWorker::Hello { .. } => Ok(worker),
@@ -695,6 +704,12 @@ pub const MAX_CELL_THREADS: usize = 64;
 
 /// Synchronous host calls a cell may have waiting at once: one per thread.
 const MAX_SYNC_CALLS_WAITING: usize = MAX_CELL_THREADS + 1;
+
+/// Threads the processes of a CPython sandbox may run in all, as the kernel
+/// counts them: the cell's Python threads and the pools C libraries start
+/// of their own. Past it the sandbox is stopped (a cell that got around the
+/// worker's cap once started 10,000).
+const MAX_SANDBOX_THREADS: u64 = 4 * MAX_CELL_THREADS as u64;
 
 /// A host call being answered: its call id, the function's name, whether
 /// its time counts as the cell's own ([`HostHandler::counts_as_cell_time`])
