@@ -149,7 +149,10 @@ pub struct FlowReport {
     pub citation_policy: CitationPolicy,
     /// `strict`: claims removed because no citation of theirs was verified.
     pub dropped_claims: Vec<String>,
-    /// `best_effort`: claims kept although no citation of theirs was verified.
+    /// `best_effort`: claims kept although no verified citation backs them,
+    /// neither the answer's own nor a passage the engine attached: the
+    /// claims `grounded` counts as without a passage, never one it counts
+    /// as supported (empty when the answer was not grounded).
     pub unsupported_claims: Vec<String>,
 }
 

@@ -506,3 +506,74 @@ async fn a_final_line_pasted_from_a_document_is_not_committed() {
         flow[2].last_message()
     );
 }
+
+/// One verdict on every surface: under best effort, the claims listed as
+/// kept without a verified citation are exactly those grounding counts as
+/// without a passage. A claim the model left uncited but the engine backed
+/// with a passage the judge finds entailed is supported, and not listed as
+/// uncited (the `rag` flow once said "1 of 1 claims supported" beside
+/// "claims without a verified citation: 1" for the same claim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_counted_supported_is_never_listed_without_a_citation() {
+    use rlm_engine::{AskRequest, CitationPolicy, Flow};
+    let ts = injected_store();
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(
+                rlm_llm::testing::Matcher::last_contains(
+                    "Answer the question using only the passages",
+                ),
+                "The termination notice period is 45 days.\nThe tenant owes pwned.",
+            )
+            .on(judge(), verdicts(&["entailed", "entailed"])),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let mut req = AskRequest::new("What is the termination notice period?");
+    req.flow = Flow::Rag;
+    let (answer, trace) = ask_with(&engine, &ts, req).await;
+    let g = answer.grounded.clone().unwrap();
+    assert_eq!(
+        (g.claims, g.supported, g.engine_attached, g.unsupported),
+        (2, 1, 1, 1),
+        "{:#?}",
+        answer.claims
+    );
+    let report = answer.flow_report.clone().unwrap();
+    assert_eq!(report.flow, "rag");
+    assert_eq!(report.citation_policy, CitationPolicy::BestEffort);
+    assert_eq!(
+        report.unsupported_claims,
+        answer.unsupported_claims(),
+        "{report:#?}"
+    );
+    assert_eq!(report.unsupported_claims, ["The tenant owes pwned."]);
+    for listed in &report.unsupported_claims {
+        let claim = answer.claims.iter().find(|c| &c.text == listed).unwrap();
+        assert_eq!(claim.support, Support::Unsupported, "{claim:#?}");
+    }
+    // The supported claim's source is the engine's, from the real lease;
+    // the instruction planted in the memo is no source.
+    let supported = &answer.claims[0];
+    assert_eq!(supported.support, Support::Supported);
+    assert!(
+        supported.citations.iter().any(|c| c.status.is_valid()
+            && c.path
+                .as_deref()
+                .is_some_and(|p| p.ends_with("a_lease.txt"))),
+        "{supported:#?}"
+    );
+    // The trace's step says the same count.
+    let step = trace
+        .iter()
+        .filter_map(|r| serde_json::to_value(&r.event).ok())
+        .find(|e| e["step"] == "citations")
+        .unwrap();
+    assert!(
+        step["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("best_effort citation policy: 1 claim(s)"),
+        "{step}"
+    );
+}

@@ -361,8 +361,14 @@ fn answer_result(
     if let Some(g) = &answer.grounded {
         let _ = write!(
             md,
-            "\n\nGrounded: {} of {} claims supported ({} by a citation the engine attached); {} related, {} contradicted, {} unverified.",
-            g.supported, g.claims, g.engine_attached, g.related, g.contradicted, g.unverified
+            "\n\nGrounded: {} of {} claims supported ({} by a citation the engine attached); {} related, {} contradicted, {} unverified, {} without a passage.",
+            g.supported,
+            g.claims,
+            g.engine_attached,
+            g.related,
+            g.contradicted,
+            g.unverified,
+            g.unsupported
         );
     }
     if !answer.counted.is_empty() {
@@ -660,5 +666,48 @@ mod tests {
             assert_eq!(s["claims"][0]["quote_check"], "engine");
             assert_eq!(s["claims"][0]["passages"], json!([1]));
         }
+    }
+
+    /// The claims named as without a passage are the ones the Grounded line
+    /// counts so: a claim backed by a passage the engine attached and judged
+    /// entailed is supported, not listed as uncited.
+    #[test]
+    fn the_uncited_list_and_the_grounded_line_agree() {
+        let cite = json!({"marker": "", "answer_offset": 0, "kind": "chunk", "id": "c-0",
+            "quote": "The secret code is 4721.", "chunk_id": "c-0", "doc_id": "c",
+            "doc_index": 0, "path": "b.txt", "byte_start": 0, "byte_end": 24,
+            "status": "verified", "detail": null, "origin": "engine"});
+        let answer: Answer = serde_json::from_value(json!({
+            "answer": "The code is 4721.\nThe code was set in 1999.", "partial": false,
+            "partial_reason": null, "citations": [], "verification": null,
+            "usage": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0,
+                      "cost_usd": null, "estimated": false, "wall_ms": 0, "by_depth": []},
+            "trace": {"id": "r", "events": 0}, "findings": [],
+            "claims": [
+                {"text": "The code is 4721.", "start": 0, "end": 17, "citations": [cite],
+                 "support": "supported", "quote_check": "engine", "origin": "engine"},
+                {"text": "The code was set in 1999.", "start": 18, "end": 43, "citations": [],
+                 "support": "unsupported", "quote_check": "none", "origin": "none"}],
+            "grounded": {"claims": 2, "supported": 1, "engine_attached": 1, "unsupported": 1}
+        }))
+        .unwrap();
+        let result = answer_result(&answer, sources(&answer), related(&answer), None);
+        let text = serde_json::to_value(&result.content).unwrap().to_string();
+        assert!(
+            text.contains("Grounded: 1 of 2 claims supported (1 by a citation the engine attached); 0 related, 0 contradicted, 0 unverified, 1 without a passage."),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "**Not supported by any passage found**\\n\\n- The code was set in 1999."
+            ),
+            "{text}"
+        );
+        let s = result.structured_content.unwrap();
+        assert_eq!(
+            s["unsupported_claims"],
+            json!(["The code was set in 1999."])
+        );
+        assert_eq!(s["sources"].as_array().unwrap().len(), 1);
     }
 }

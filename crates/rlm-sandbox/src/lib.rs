@@ -50,8 +50,8 @@ pub use alloc::LimitedAllocator;
 pub use hints::add_hint;
 pub use interpreter::{
     CellError, CellResult, DEFAULT_TRUNCATE_CHARS, DocumentRecord, HostCall, HostError,
-    HostFunctionKind, HostHandler, InputValue, Interpreter, InterpreterSpec, Piece,
-    RLM_WORKER_SUBCOMMAND, SandboxBackend, SandboxConfig, SandboxError, SourceDocument, TextSource,
-    TextSourceError, WORKER_BIN, WORKER_ENV, Worker, WorkerCommand, WorkerPool, truncate_output,
-    worker_beside,
+    HostFunctionKind, HostHandler, InputValue, Interpreter, InterpreterSpec, MAX_CELL_THREADS,
+    Piece, RLM_WORKER_SUBCOMMAND, SandboxBackend, SandboxConfig, SandboxError, SourceDocument,
+    TextSource, TextSourceError, WORKER_BIN, WORKER_ENV, Worker, WorkerCommand, WorkerPool,
+    truncate_output, worker_beside,
 };

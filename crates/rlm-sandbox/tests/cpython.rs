@@ -5,6 +5,7 @@
 use crate::common;
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use common::{cpython_config, start_with};
 use rlm_sandbox::*;
@@ -208,4 +209,24 @@ async fn the_pool_starts_the_backend_a_question_asks_for() {
             .unwrap();
         assert_eq!(r.value.as_deref(), Some(want), "{backend}: {r:?}");
     }
+}
+
+/// Host calls from several threads at once (a thread pool over
+/// `llm_query`, as people write it): each thread gets its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_calls_from_threads_each_get_their_answer() {
+    let Some(c) = cpython_config() else { return };
+    let (mut s, h) = start_with(&c, "").await;
+    let code = "from concurrent.futures import ThreadPoolExecutor\n\
+                with ThreadPoolExecutor(8) as pool:\n\
+                \x20   got = list(pool.map(lambda i: (echo(i), wait(20))[0], range(200)))\n\
+                print(got == list(range(200)))";
+    let r = tokio::time::timeout(Duration::from_secs(60), s.run_cell(code, &h))
+        .await
+        .expect("the cell ends")
+        .expect("the worker lives");
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.stdout, "True\n", "{r:?}");
+    let r = s.run_cell("print('next')", &h).await.unwrap();
+    assert_eq!(r.stdout, "next\n");
 }

@@ -368,3 +368,90 @@ async fn a_cell_forging_the_worker_protocol_is_held_to_the_caps_in_the_parent() 
         "{err}"
     );
 }
+
+/// A cell that gets around the worker's thread cap (its original start
+/// function is reachable from the wrapper) could have a thread per host
+/// call waiting in the parent: thousands of tasks. The parent answers at
+/// most one synchronous call per thread the sandbox allows at once; the
+/// rest get a `RuntimeError` at once, and the worker lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_past_the_cap_get_no_more_host_calls_in_the_parent() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let Some(c) = cpython_config() else { return };
+    // Synchronous calls, as 200 threads blocked on the host would send them.
+    let (mut s, h) = start_with(&c, "").await;
+    let calls = r#"[{"type": "host_call", "call_id": i, "name": "wait", "args": [3000], "kwargs": {}, "awaitable": False} for i in range(200)]"#;
+    let code = format!("{}\nimport time\ntime.sleep(1)", forging_cell(calls));
+    let r = s.run_cell(&code, &h).await.expect("the worker lives");
+    assert_eq!(r.stdout, "sent\n", "{r:?}");
+    let waiting = MAX_CELL_THREADS as u64 + 1;
+    assert_eq!(h.max_in_flight.load(SeqCst), waiting);
+    assert_eq!(h.calls.load(SeqCst), waiting);
+    let after = s.run_cell("1 + 1", &h).await.expect("still alive");
+    assert_eq!(after.value.as_deref(), Some("2"));
+    // Real threads started around the worker's cap, each blocked on the
+    // host: the parent answers no more of them at once, and the threads
+    // past them are told why.
+    let mut unlimited = c.clone();
+    unlimited.memory_limit_bytes = 0;
+    let (s, h) = start_with(&unlimited, "").await;
+    let code = r#"import _thread, threading, time
+threading.stack_size(256 * 1024)
+start = next(c.cell_contents for c in _thread.start_new_thread.__closure__
+             if getattr(c.cell_contents, "__name__", "") == "start_new_thread")
+refused = []
+def call():
+    try:
+        wait(2000)
+    except RuntimeError as e:
+        refused.append(str(e))
+for i in range(100):
+    start(call, ())
+time.sleep(1)
+print(len(refused), refused[0])"#;
+    let mut s = s;
+    let r = s.run_cell(code, &h).await.expect("the worker lives");
+    assert!(
+        r.stdout
+            .starts_with("35 more than 65 host calls wait at once")
+            && r.stdout.contains("past the sandbox's 64 threads"),
+        "{r:?}"
+    );
+    assert_eq!(h.calls.load(SeqCst), waiting, "{r:?}");
+    assert_eq!(h.max_in_flight.load(SeqCst), waiting, "{r:?}");
+    s.close().await;
+}
+
+/// Threads started where the worker cannot count them (the start function
+/// its cap wraps, reached through the wrapper): the kernel's count of the
+/// sandbox's threads is watched from the parent, which stops the sandbox
+/// past 256 and says why; the host lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_starting_thousands_of_threads_is_stopped() {
+    let Some(mut c) = cpython_config() else {
+        return;
+    };
+    c.memory_limit_bytes = 0;
+    let (mut s, h) = start_with(&c, "").await;
+    let code = r#"import _thread, threading, time
+threading.stack_size(64 * 1024)
+start = next(c.cell_contents for c in _thread.start_new_thread.__closure__
+             if getattr(c.cell_contents, "__name__", "") == "start_new_thread")
+for i in range(10000):
+    start(time.sleep, (30,))
+time.sleep(30)"#;
+    let t0 = std::time::Instant::now();
+    let err = s.run_cell(code, &h).await.unwrap_err();
+    let took = t0.elapsed();
+    assert!(
+        matches!(&err, SandboxError::WorkerDied(m) if m.contains("threads at once, past its limit of 256")),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    eprintln!("stopped after {took:?}: {err}");
+    let (mut fresh, h2) = start_with(&c, "").await;
+    assert_eq!(
+        fresh.run_cell("4", &h2).await.unwrap().value.as_deref(),
+        Some("4")
+    );
+}

@@ -365,6 +365,46 @@ async fn half_open_connections_are_all_closed_and_extra_ones_refused_at_once() {
     h.shutdown().await;
 }
 
+/// A client that trickles its request head a byte at a time (each byte
+/// well within the header timeout of the one before) and never sends its
+/// token: the timeout is a deadline for the whole head, so the connection
+/// ends by it, before the token is ever checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_trickled_a_byte_at_a_time_ends_at_the_header_timeout() {
+    let limits = Limits {
+        header_timeout: Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let mut h = Harness::start_with(needle_script(), limits, with_token()).await;
+    let a = addr(&h);
+    let t0 = std::time::Instant::now();
+    let ended = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(&a).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let head = b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        for &b in head {
+            if std::io::Write::write_all(&mut s, &[b]).is_err() {
+                return t0.elapsed();
+            }
+            let mut buf = [0u8; 256];
+            match s.read(&mut buf) {
+                // Closed (or answered 408 and closed).
+                Ok(_) => return t0.elapsed(),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return t0.elapsed(),
+                Err(_) => {}
+            }
+        }
+        panic!("the whole head was trickled over {:?} and the connection is still open", t0.elapsed());
+    })
+    .await
+    .unwrap();
+    eprintln!("a trickled head ended after {ended:?}");
+    assert!(ended < Duration::from_secs(3), "held {ended:?}");
+    let (status, _) = h.get("/api/info").await;
+    assert_eq!(status, 200);
+    h.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_cannot_hold_every_connection() {
     let limits = Limits {

@@ -150,10 +150,8 @@ fn pipeline_json_has_file_summaries_and_report() {
     );
 }
 
-/// Under best effort the uncited claim is listed as one the answer wrote no
-/// citation for, in words that agree with the Grounded line (which counts
-/// the sources the engine attached): the two once read "1 of 1 claims
-/// supported" and "claims without a verified citation: 1".
+/// Under best effort the claim no passage backs is named once, and the
+/// policy's count agrees with the Grounded line.
 #[test]
 fn best_effort_lists_what_the_answer_left_uncited() {
     let f = Fixture::new();
@@ -173,12 +171,71 @@ fn best_effort_lists_what_the_answer_left_uncited() {
     let out = stdout(&o);
     assert!(
         out.contains(
-            "Claims the answer wrote no verified citation for (kept, best_effort; a source the engine attached counts in Grounded above): 1"
+            "Kept by the best_effort citation policy: 1 claim(s) without a verified citation"
         ),
         "{out}"
     );
-    assert!(out.contains("  - Alexis also flies planes."), "{out}");
-    assert!(out.contains("Grounded: "), "{out}");
+    assert_eq!(
+        out.matches("  - Alexis also flies planes.").count(),
+        1,
+        "{out}"
+    );
+    assert!(out.contains(", 1 without a passage\n"), "{out}");
+}
+
+/// `--flow rag`, an answer the model left uncited: the claim the engine
+/// backs with a passage (judged entailed) is supported and not called
+/// uncited; the one no passage backs is the one claim without a verified
+/// citation, in the text and in `--json` alike. The two once read "1 of 1
+/// claims supported" beside "claims without a verified citation: 1".
+#[test]
+fn rag_counts_a_claim_the_engine_backed_as_cited() {
+    let f = Fixture::new();
+    let server = ScriptedServer::spawn(Script::new().respond_with(|r| {
+        if let Some(verdicts) = common::judge_says(r, rlm_engine::grounding::Verdict::Entailed) {
+            return Some(Reply::text(verdicts));
+        }
+        r.last_message()
+            .contains("Answer the question using only the passages")
+            .then(|| Reply::text("Hobbies: chess.\nAlexis also flies planes."))
+    }));
+    let args = [
+        "Which hobbies does Alexis have?",
+        "--store",
+        "store",
+        "--flow",
+        "rag",
+    ];
+    let o = f.ask(&server, &args, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("Grounded: 1 of 2 claims supported (1 by a citation the engine attached); 0 related, 0 contradicted, 0 unverified, 1 without a passage"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "Kept by the best_effort citation policy: 1 claim(s) without a verified citation"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("Not supported by any passage found:\n  - Alexis also flies planes.\n\n"),
+        "{out}"
+    );
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let o = f.ask(&server, &json_args, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["grounded"]["supported"], 1, "{v:#}");
+    assert_eq!(v["grounded"]["unsupported"], 1, "{v:#}");
+    assert_eq!(
+        v["flow_report"]["unsupported_claims"],
+        serde_json::json!(["Alexis also flies planes."]),
+        "{v:#}"
+    );
+    assert_eq!(v["claims"][0]["support"], "supported", "{v:#}");
 }
 
 /// An answer computed from a scan lists the set it counted, counted again.

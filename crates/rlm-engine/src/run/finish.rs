@@ -70,6 +70,11 @@ impl Run {
         if let Some(v) = &verification {
             self.emit_verification(v);
         }
+        if let Some(r) = report.as_mut()
+            && grounded.is_some()
+        {
+            self.kept_without_citation(r, &claims);
+        }
         if self.config.coverage
             && let Some(g) = grounded.as_mut()
         {
@@ -143,7 +148,8 @@ impl Run {
     }
 
     /// The claim-by-claim citation policy: strict drops the claims without a
-    /// verified citation from `text`, best effort keeps and lists them.
+    /// verified citation of the model's from `text`; best effort keeps them
+    /// (and lists, after grounding, those still without one).
     fn verify_claims(
         &self,
         text: &mut String,
@@ -154,22 +160,41 @@ impl Run {
         // A copied marker is no citation under either policy.
         grounding::mark_copied(&mut first, injected);
         let (kept, unsupported) = claims::apply_policy(text, &first, report.citation_policy);
-        if unsupported.is_empty() {
+        // Best effort keeps every claim: which of them stay without a
+        // verified citation is known once the engine has attached its
+        // passages ([`Run::kept_without_citation`]).
+        if unsupported.is_empty() || report.citation_policy == CitationPolicy::BestEffort {
             return first;
         }
-        if report.citation_policy == CitationPolicy::Strict {
-            self.step(
-                ROOT_AGENT,
-                "citations",
-                format!(
-                    "strict citation policy: {} claim(s) without a verified citation dropped",
-                    unsupported.len()
-                ),
-                json!({"dropped": unsupported}),
-            );
-            report.dropped_claims = unsupported;
-            *text = kept;
-            return citations::verify(text, self.corpus.as_ref());
+        self.step(
+            ROOT_AGENT,
+            "citations",
+            format!(
+                "strict citation policy: {} claim(s) without a verified citation dropped",
+                unsupported.len()
+            ),
+            json!({"dropped": unsupported}),
+        );
+        report.dropped_claims = unsupported;
+        *text = kept;
+        citations::verify(text, self.corpus.as_ref())
+    }
+
+    /// Best effort: the claims of the answer as grounded that no verified
+    /// citation backs, neither the answer's own nor a passage the engine
+    /// attached (exactly the claims grounding counts as without a passage),
+    /// so the list never names a claim the counts call supported.
+    fn kept_without_citation(&self, report: &mut FlowReport, claims: &[grounding::ClaimReport]) {
+        if report.citation_policy != CitationPolicy::BestEffort {
+            return;
+        }
+        let unsupported: Vec<String> = claims
+            .iter()
+            .filter(|c| !c.citations.iter().any(|x| x.status.is_valid()))
+            .map(|c| c.text.clone())
+            .collect();
+        if unsupported.is_empty() {
+            return;
         }
         self.step(
             ROOT_AGENT,
@@ -181,7 +206,6 @@ impl Run {
             json!({"unsupported": unsupported}),
         );
         report.unsupported_claims = unsupported;
-        first
     }
 
     /// The entailment judge: the cache's verdicts, then batched sub-model

@@ -19,13 +19,15 @@
 //! - a seccomp filter ([`seccomp`]): no new processes, namespaces, mounts,
 //!   `ptrace`, keyrings, `bpf`, …;
 //! - `--die-with-parent`: the sandbox ends with its `bwrap`, which the parent
-//!   kills on timeout.
+//!   kills on timeout, or past its threads ([`threads`]: the kernel's count,
+//!   watched from the parent).
 //!
 //! Where this cannot work (not Linux, no `bwrap`, user namespaces disabled)
 //! the back-end refuses with one line saying why; it never runs Python
 //! without the isolation.
 
 mod seccomp;
+pub(crate) mod threads;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -537,6 +539,14 @@ fn last_line(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The worker's thread cap and the parent's bound on host calls waiting
+    /// at once are the same number.
+    #[test]
+    fn the_worker_caps_threads_as_the_parent_does() {
+        let line = format!("\nMAX_THREADS = {}\n", crate::MAX_CELL_THREADS);
+        assert!(WORKER_SCRIPT.contains(&line), "worker.py lacks {line:?}");
+    }
 
     #[test]
     fn outermost_keeps_only_the_enclosing_paths() {

@@ -17,6 +17,7 @@ import os
 import signal
 import struct
 import sys
+import threading
 import time
 
 MAX_VALUE_BYTES = 256 * 1024 * 1024
@@ -250,6 +251,13 @@ class Worker:
         self.in_protocol = 0
         self.timed_out = False
         self.in_cell = False
+        # Threads of a cell wait for host answers together: one reads the
+        # stream at a time and files each answer for the thread it belongs
+        # to (two reading at once would split each other's frames).
+        self.answered = threading.Condition()
+        self.reading = False
+        self.waiting = 0
+        self.paused_left = 0
 
     # ---- start -------------------------------------------------------------
 
@@ -370,19 +378,24 @@ class Worker:
         return msg["call_id"]
 
     def wait_answer(self, call_id):
-        # Time spent waiting for the host is not the cell's: the timer pauses.
-        left = signal.setitimer(signal.ITIMER_REAL, 0)[0] if self.in_cell else 0
-        try:
-            while call_id not in self.answers:
-                header, _ = self.protocol(self.chan.recv)
-                if header is None or header.get("type") != "host_result":
-                    raise Disconnected()
-                if header["call_id"] >> 32 == self.cells:
-                    self.answers[header["call_id"]] = header["result"]
-        finally:
-            if left > 0 and self.in_cell:
-                signal.setitimer(signal.ITIMER_REAL, left)
-        result = self.answers.pop(call_id)
+        with self.answered:
+            # Time spent waiting for the host is not the cell's: the timer
+            # pauses while any thread waits.
+            self.waiting += 1
+            if self.waiting == 1 and self.in_cell:
+                self.paused_left = signal.setitimer(signal.ITIMER_REAL, 0)[0]
+            try:
+                while call_id not in self.answers:
+                    if self.reading:
+                        self.answered.wait()
+                    else:
+                        self.read_answer()
+            finally:
+                self.waiting -= 1
+                if self.waiting == 0 and self.paused_left > 0 and self.in_cell:
+                    signal.setitimer(signal.ITIMER_REAL, self.paused_left)
+                    self.paused_left = 0
+            result = self.answers.pop(call_id)
         kind = result["kind"]
         if kind == "value":
             return result["value"]
@@ -391,6 +404,22 @@ class Worker:
         if kind == "end_cell":
             self.stop_cell(CellStopped("SystemExit", result["reason"], result["reason"]))
         self.stop_cell(CellStopped(result["exc_type"], result["message"]))
+
+    def read_answer(self):
+        """Reads one host answer off the stream (the caller holds `answered`,
+        released while it reads) and wakes the threads waiting for theirs."""
+        self.reading = True
+        self.answered.release()
+        try:
+            header, _ = self.protocol(self.chan.recv)
+        finally:
+            self.answered.acquire()
+            self.reading = False
+            self.answered.notify_all()
+        if header is None or header.get("type") != "host_result":
+            raise Disconnected()
+        if header["call_id"] >> 32 == self.cells:
+            self.answers[header["call_id"]] = header["result"]
 
     def stop_cell(self, stop):
         """Ends the cell with `stop`; if user code catches it, every following
@@ -653,7 +682,9 @@ def no_processes(*_args, **_kwargs):
 
 
 # Threads a cell may run at once. Each one's host calls are tasks in the
-# parent, and with the memory limit off nothing else stops thousands.
+# parent, and with the memory limit off nothing else stops thousands. The
+# parent keeps the same bound on host calls waiting at once (MAX_CELL_THREADS):
+# a cell can reach the functions this cap wraps.
 MAX_THREADS = 64
 
 

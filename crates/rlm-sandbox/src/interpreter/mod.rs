@@ -47,6 +47,8 @@ pub struct Worker {
     frames: mpsc::Receiver<std::io::Result<Frame>>,
     stderr_tail: Arc<Mutex<String>>,
     stderr_task: tokio::task::JoinHandle<()>,
+    /// The CPython sandbox's threads, counted by the kernel.
+    _threads: Option<crate::cpython::threads::Watcher>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -140,12 +142,19 @@ impl Worker {
                 }
             }
         });
+        let threads = match (config.backend, child.id()) {
+            (SandboxBackend::CPython, Some(pid)) => {
+                crate::cpython::threads::watch(pid, MAX_SANDBOX_THREADS, stderr_tail.clone())
+            }
+            _ => None,
+        };
         let mut worker = Self {
             child,
             stdin,
             frames,
             stderr_tail,
             stderr_task,
+            _threads: threads,
         };
         match worker.recv(Some(config.startup_timeout)).await? {
             FromWorker::Hello { .. } => Ok(worker),
@@ -581,7 +590,7 @@ impl Interpreter {
                             Err(HostError::runtime("the host function failed unexpectedly")),
                         ),
                     };
-                    if let Some((call_id, name, _)) = calls.ids.remove(&task_id) {
+                    if let Some((call_id, name)) = calls.finished(task_id) {
                         outbox.push(call_id, &name, wire_answer(answer));
                     }
                 }
@@ -686,17 +695,43 @@ enum Event {
     Deadline,
 }
 
+/// Threads a cell may run at once besides its main one (the CPython
+/// worker's `MAX_THREADS`). A cell can get around the worker's count (it
+/// shares the interpreter with it), so the parent keeps the bound where it
+/// costs the host: synchronous host calls, each of which holds a thread of
+/// the cell, are answered at most `MAX_CELL_THREADS + 1` at once.
+pub const MAX_CELL_THREADS: usize = 64;
+
+/// Synchronous host calls a cell may have waiting at once: one per thread.
+const MAX_SYNC_CALLS_WAITING: usize = MAX_CELL_THREADS + 1;
+
+/// Threads the processes of a CPython sandbox may run in all, as the kernel
+/// counts them: the cell's Python threads and the pools C libraries start
+/// of their own. Past it the sandbox is stopped (a cell that got around the
+/// worker's cap once started 10,000).
+const MAX_SANDBOX_THREADS: u64 = 4 * MAX_CELL_THREADS as u64;
+
+/// A host call being answered: its call id, the function's name, whether
+/// its time counts as the cell's own ([`HostHandler::counts_as_cell_time`])
+/// and whether the cell awaits it (else a thread of the cell waits on it).
+struct InFlight {
+    call_id: u64,
+    name: String,
+    cell_time: bool,
+    awaitable: bool,
+}
+
 /// Host calls being answered, by task.
 #[derive(Default)]
 struct HostCalls {
     tasks: JoinSet<Result<Value, HostError>>,
-    /// The call id and function name of each task, and whether its time
-    /// counts as the cell's own ([`HostHandler::counts_as_cell_time`]).
-    ids: HashMap<tokio::task::Id, (u64, String, bool)>,
+    ids: HashMap<tokio::task::Id, InFlight>,
     /// Calls the cell made. The worker is not trusted to keep its own cap
     /// (a CPython cell can write frames to the protocol pipe itself): it is
     /// counted here too.
     made: u64,
+    /// Of the calls in flight, the synchronous ones.
+    sync_waiting: usize,
 }
 
 impl HostCalls {
@@ -737,12 +772,33 @@ impl HostCalls {
         if let Some(refusal) = refusal {
             return Ok(Some((call_id, call.name, refusal.answer(config))));
         }
+        if !call.awaitable && self.sync_waiting >= MAX_SYNC_CALLS_WAITING {
+            return Ok(Some((call_id, call.name, too_many_threads())));
+        }
         let cell_time = handler.counts_as_cell_time(&call);
+        let awaitable = call.awaitable;
         let h = handler.clone();
         let name = call.name.clone();
         let task = self.tasks.spawn(async move { h.handle(call).await });
-        self.ids.insert(task.id(), (call_id, name, cell_time));
+        self.sync_waiting += usize::from(!awaitable);
+        self.ids.insert(
+            task.id(),
+            InFlight {
+                call_id,
+                name,
+                cell_time,
+                awaitable,
+            },
+        );
         Ok(None)
+    }
+
+    /// The call id and function name of the call `task` answered, no
+    /// longer in flight.
+    fn finished(&mut self, task: tokio::task::Id) -> Option<(u64, String)> {
+        let call = self.ids.remove(&task)?;
+        self.sync_waiting -= usize::from(!call.awaitable);
+        Some((call.call_id, call.name))
     }
 
     /// True when no call is in flight.
@@ -753,15 +809,16 @@ impl HostCalls {
     /// Ends every call in flight with `refusal`'s answer.
     fn refuse_all(&mut self, refusal: Refusal, outbox: &mut Outbox, config: &SandboxConfig) {
         self.tasks.abort_all();
-        for (_, (call_id, name, _)) in self.ids.drain() {
-            outbox.push(call_id, &name, refusal.answer(config));
+        self.sync_waiting = 0;
+        for (_, call) in self.ids.drain() {
+            outbox.push(call.call_id, &call.name, refusal.answer(config));
         }
     }
 
     /// True when a call in flight waits on something outside the cell's
     /// own time (see [`HostHandler::counts_as_cell_time`]).
     fn waits_on_host(&self) -> bool {
-        self.ids.values().any(|(_, _, cell_time)| !cell_time)
+        self.ids.values().any(|call| !call.cell_time)
     }
 }
 
@@ -833,6 +890,19 @@ fn value_message(msg: &ToWorker, what: &str) -> Result<Vec<u8>, SandboxError> {
         ));
     }
     Ok(header)
+}
+
+/// The answer to a synchronous host call past [`MAX_SYNC_CALLS_WAITING`]:
+/// more threads of the cell wait on the host than it may run.
+fn too_many_threads() -> WireHostResult {
+    WireHostResult::Raise {
+        exc_type: "RuntimeError".into(),
+        message: format!(
+            "more than {MAX_SYNC_CALLS_WAITING} host calls wait at once, one per thread, \
+             past the sandbox's {MAX_CELL_THREADS} threads: join some threads before \
+             starting more, or use asyncio.gather for many host calls"
+        ),
+    }
 }
 
 /// A host function's answer as the worker gets it.

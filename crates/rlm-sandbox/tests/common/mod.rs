@@ -20,7 +20,8 @@ pub fn config() -> SandboxConfig {
 }
 
 /// Host functions of the tests: `echo` (sync), `aecho` (async, answers after a
-/// delay in reverse order), `boom` (raises), `stop` (ends the cell).
+/// delay in reverse order), `boom` (raises), `stop` (ends the cell), `wait`
+/// (sync, answers after its argument's milliseconds).
 #[derive(Default)]
 pub struct TestHost {
     pub calls: AtomicU64,
@@ -48,6 +49,14 @@ impl HostHandler for TestHost {
             }),
             "stop" => Err(HostError::EndCell("stopped by FINAL".into())),
             "noop" => Ok(Value::Null),
+            "wait" => {
+                let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+                let ms = call.args.first().and_then(Value::as_u64).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                Ok(Value::Null)
+            }
             other => Err(HostError::runtime(format!("unexpected host call {other}"))),
         }
     }
@@ -89,7 +98,8 @@ pub async fn start_with(config: &SandboxConfig, context: &str) -> (Interpreter, 
         .function("aecho", HostFunctionKind::Async)
         .function("boom", HostFunctionKind::Sync)
         .function("stop", HostFunctionKind::Sync)
-        .function("noop", HostFunctionKind::Sync);
+        .function("noop", HostFunctionKind::Sync)
+        .function("wait", HostFunctionKind::Sync);
     let interp = Interpreter::start(config, &spec)
         .await
         .expect("interpreter starts");

@@ -644,15 +644,15 @@ fn print_answer(answer: &Answer, args: &AskArgs, trace_written: bool) -> anyhow:
                 writeln!(out, "  - {}", first_line(c))?;
             }
         }
+        // The same claims as "Not supported by any passage found" above
+        // (no verified citation, the answer's or the engine's): counted, not
+        // listed twice.
         if !r.unsupported_claims.is_empty() {
             writeln!(
                 out,
-                "\nClaims the answer wrote no verified citation for (kept, best_effort; a source the engine attached counts in Grounded above): {}",
+                "\nKept by the best_effort citation policy: {} claim(s) without a verified citation (listed under \"Not supported by any passage found\")",
                 r.unsupported_claims.len()
             )?;
-            for c in &r.unsupported_claims {
-                writeln!(out, "  - {}", first_line(c))?;
-            }
         }
     }
     print_usage(answer, args, trace_written)

@@ -5,8 +5,9 @@
 //! citation markers after a sentence belong to it). A claim is supported when
 //! at least one of its citations verifies. `strict` drops unsupported claims
 //! and lists them in `flow_report.dropped_claims`; `best_effort` keeps them and
-//! lists them in `flow_report.unsupported_claims`. Headings and short lines
-//! ending in `:` are structure, not claims.
+//! lists in `flow_report.unsupported_claims` those no passage the engine
+//! attached backs either. Headings and short lines ending in `:` are
+//! structure, not claims.
 
 use std::sync::Arc;
 
