@@ -546,3 +546,40 @@ async fn an_answer_that_needs_every_line_is_refused_once_until_a_line_is_counted
             .contains("no code of yours has counted")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_last_turn_after_every_line_restates_the_last_count() {
+    let ts = needle_store();
+    let first = json!({
+        "needs": "every line",
+        "thought": "count them",
+        "step": {"code": "print(tally('secret'))"},
+    })
+    .to_string();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [
+            first,
+            code("print('looking again')"),
+            answer("There is 1 line about the code.", None),
+        ],
+    ))
+    .await;
+    let mut two_turns = config();
+    two_turns.budget.max_iterations = 2;
+    let engine = engine(&server, two_turns).await;
+    let (answer, _) = ask(&engine, &ts, "How many lines mention the secret?").await;
+    assert_eq!(answer.answer, "There is 1 line about the code.");
+    let reqs: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_judge(r))
+        .collect();
+    let last = reqs[2].last_message();
+    assert!(
+        last.contains("Your last count: tally(\"secret\"): 2 lines in 2 documents."),
+        "{last}"
+    );
+    // Turns before the last one carry no such reminder.
+    assert!(!reqs[1].last_message().contains("Your last count"));
+}

@@ -109,6 +109,9 @@ pub(crate) struct HostState {
     /// Notes for the cell's output (a `grep()` that returned fewer lines
     /// than matched), taken after the cell.
     pub(crate) notes: Vec<String>,
+    /// What the agent's last tally that matched lines found (its call and
+    /// results in a line), restated on a last turn after "every line".
+    pub(crate) last_count: Option<String>,
 }
 
 /// Starts a child agent (`rlm_query`): the `repl` flow's agent loop, handed
@@ -370,8 +373,12 @@ impl AgentHost {
                 // The root's task is the question: its words can be checked
                 // against the lines a tally counted.
                 let question = (self.depth == 0).then_some(self.ctx.question.as_str());
-                let found = scanning::tally(&self.ctx, &self.id, question, &call).await?;
-                Ok(self.noted(found))
+                let (value, note, summary) =
+                    scanning::tally(&self.ctx, &self.id, question, &call).await?;
+                if summary.is_some() {
+                    self.lock_state().last_count = summary;
+                }
+                Ok(self.noted((value, note)))
             }
             "chunks" => scanning::chunks(&self.ctx, &call).await,
             other => Err(HostError::Raise {

@@ -148,7 +148,7 @@ pub(crate) async fn tally(
     agent: &str,
     question: Option<&str>,
     call: &HostCall,
-) -> Result<(Value, Option<String>), HostError> {
+) -> Result<(Value, Option<String>, Option<String>), HostError> {
     let TallyArgs {
         mut patterns,
         number,
@@ -258,7 +258,29 @@ pub(crate) async fn tally(
         notes.extend(left_out_note(&left_out, found.lines, &patterns, &rest));
     }
     let note = (!notes.is_empty()).then(|| notes.join(" "));
-    Ok((found.to_value(number.is_some(), by.is_some()), note))
+    let value = found.to_value(number.is_some(), by.is_some());
+    let summary = (found.lines > 0).then(|| count_summary(&written, &value));
+    Ok((value, note, summary))
+}
+
+/// One line saying what a tally found, for a last turn's reminder: its
+/// call, lines and documents, and the sum, the largest and the most
+/// frequent group when it has them.
+fn count_summary(written: &str, value: &Value) -> String {
+    let mut said = format!(
+        "{written}: {} lines in {} documents",
+        value["lines"], value["documents"]
+    );
+    if let Some(sum) = value.get("sum") {
+        said.push_str(&format!(", sum {sum}"));
+    }
+    if let (Some(max), Some(line)) = (value.get("max"), value["max_line"].as_str()) {
+        said.push_str(&format!(", largest {max} on the line {line:?}"));
+    }
+    if let (Some(top), Some(first)) = (value["top"].as_str(), value["by"].get(0)) {
+        said.push_str(&format!(", most frequent {top:?} ({} lines)", first[1]));
+    }
+    said
 }
 
 /// Most words of the question checked against a tally's lines.

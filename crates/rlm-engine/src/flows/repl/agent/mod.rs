@@ -481,11 +481,22 @@ impl Agent {
     /// One last request for the answer: the answer is committed (as partial
     /// if it is not one); none stops the agent.
     async fn last_turn(&mut self, last: LastTurn) -> Next {
-        let prompt = if self.structured && self.last_reply_structured {
+        let mut prompt = if self.structured && self.last_reply_structured {
             render(prompts::FINAL_NOW_STRUCTURED, &[("question", &self.task)])
         } else {
             last.prompt
         };
+        // After "every line", the count to answer with is restated: a small
+        // model otherwise answers with an earlier, wider count.
+        let last_count = self
+            .host
+            .state
+            .lock()
+            .ok()
+            .and_then(|s| s.last_count.clone());
+        if let Some(count) = last_count.filter(|_| self.every_line) {
+            prompt.push_str(&format!("\nYour last count: {count}."));
+        }
         self.push_user(prompt);
         match self.last_answer_turn(last.iteration, last.via).await {
             // An answer that is none (a copy of the engine's output) is not
