@@ -15,3 +15,6 @@ if [ -r /proc/cpuinfo ]; then
   unset _rlm_flags _rlm_ext
 fi
 export LLAMA_LIB_PROFILE=Release
+# llama.cpp has ~190 C++ files (157 of them one per model architecture) that
+# include the same heavy headers: compiled in batches they build ~15% faster.
+export CMAKE_UNITY_BUILD=ON

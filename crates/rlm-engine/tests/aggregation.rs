@@ -208,7 +208,7 @@ async fn tally_counts_adds_up_and_ranks_every_line_and_the_answer_cites_its_sum(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
     let ts = ledger_store(2, 10);
-    let code = "for args in [[3], [[]], ['x', 5]]:\n    try:\n        tally(*args)\n    except TypeError as e:\n        print('TypeError', e)\ntry:\n    tally('refund', text='a refund')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('a', 'b', 'c', 'd')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('refund', by='u3')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', number='(')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', ignore_case='yes')\nexcept TypeError as e:\n    print('TypeError', e)\nFINAL('done')";
+    let code = "for args in [[3], [[]], ['x', 5]]:\n    try:\n        tally(*args)\n    except TypeError as e:\n        print('TypeError', e)\ntry:\n    tally('refund', text='a refund')\nexcept TypeError as e:\n    print('TypeError', e)\ntry:\n    tally('a', 'b', 'c', 'd')\nexcept TypeError as e:\n    print('TypeError', e)\nprint('FILTER', tally('refund', by='u3'))\ntry:\n    tally('refund', number='(')\nexcept ValueError as e:\n    print('ValueError', e)\ntry:\n    tally('refund', ignore_case='yes')\nexcept TypeError as e:\n    print('TypeError', e)\nFINAL('done')";
     let server = ScriptedServer::start(Script::new().on(root(), repl(code))).await;
     let engine = engine(&server, text_config()).await;
     let (answer, trace) = ask(&engine, &ts, "Check tally").await;
@@ -232,20 +232,9 @@ async fn tally_with_bad_arguments_is_a_python_error_that_says_what_to_write() {
         out.contains("TypeError tally(): ignore_case must be True or False"),
         "{out}"
     );
-    // A by= without a group is a filter by mistake: the error names the
-    // call that filters and a number pattern read off a matching line.
-    assert!(
-        out.contains("ValueError by=\"u3\" has no group in parentheses"),
-        "{out}"
-    );
-    assert!(
-        out.contains("list it with the pattern: tally([\"refund\", \"u3\"])"),
-        "{out}"
-    );
-    assert!(
-        out.contains("add number=r\"(\\d+(?:[.,]\\d+)?)\\s?EUR\""),
-        "{out}"
-    );
+    // A by= without a group that names no field is read as a filter (the
+    // refund of u3 in each file), not refused.
+    assert!(out.contains("FILTER {'documents': 2, 'lines': 2}"), "{out}");
     assert!(
         out.contains("TypeError tally() got an unexpected keyword argument 'text'"),
         "{out}"
@@ -313,6 +302,8 @@ async fn a_word_of_the_question_that_only_some_counted_lines_hold_is_named() {
         turn2.contains("Note: the question also says \"refunds\": 14 of these 42 lines hold \"refund\". If only the lines holding such a word count, add it to the patterns, e.g. tally([\"EUR\", \"refund\"], number=\"(\\\\d+) EUR\")."),
         "{turn2}"
     );
+    // The question names no unit of the lines: no total of their amounts.
+    assert!(!turn2.contains("added up they make"), "{turn2}");
     // Words no line holds ("total", "amount") are not named, and a tally
     // whose lines all hold the question's words gets no such note.
     assert!(!turn2.contains("\"total\""), "{turn2}");
@@ -321,6 +312,58 @@ async fn a_word_of_the_question_that_only_some_counted_lines_hold_is_named() {
         1,
         "{turn2}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_count_of_lines_holding_amounts_the_question_names_gets_their_total() {
+    // 2 files of 21 lines: 14 refunds of 10 EUR among 42 lines.
+    let ts = ledger_store(2, 21);
+    let script = Script::new().on_sequence(
+        root(),
+        [
+            repl("print(tally('refund', by=r'user (\\w+)'))"),
+            repl("print(tally('user u1 transaction', by='transaction'))"),
+            repl("print(tally('refund', by='u1'))"),
+            repl("print(tally('refund'))"),
+            "FINAL(done)".to_string(),
+        ],
+    );
+    let server = ScriptedServer::start(script).await;
+    let engine = engine(&server, text_config()).await;
+    let (answer, _) = ask(&engine, &ts, "What is the total in EUR of all refunds?").await;
+    assert_eq!(answer.answer, "done");
+    let reqs = server.requests();
+    // Counted without number=: the amounts before "EUR", which the
+    // question names, are added up in a note with the call that does it.
+    let turn2 = reqs[1].last_message();
+    assert!(
+        turn2.contains(r#"Note: each of these 14 lines has a number written before "EUR" (as in "T00000 | user u0 | refund | 10 EUR"); added up they make 140 (smallest 10, largest 10). `lines` counts the lines; to have the total in the result: tally("refund", by="user (\\w+)", number=r"(\d+(?:[.,]\d+)?)\s?EUR")."#),
+        "{turn2}"
+    );
+    // A by= without a group over patterns that match no line is not taken
+    // for a filter: the lines are what to fix, and the note counts each
+    // word of the patterns.
+    let turn3 = reqs[2].last_message();
+    assert!(!turn3.contains("ValueError"), "{turn3}");
+    assert!(turn3.contains("matched no line of the corpus"), "{turn3}");
+    assert!(
+        turn3.contains(r#"lines holding each word: "user": 42, "u1": 6, "transaction": 0"#),
+        "{turn3}"
+    );
+    assert!(!turn3.contains("read as a field's name"), "{turn3}");
+    // A by= without a group that no value follows on the counted lines is
+    // a filter, the way people say it: the refunds of u1 (one per file).
+    let turn4 = reqs[3].last_message();
+    assert!(turn4.contains("{'documents': 2, 'lines': 2}"), "{turn4}");
+    assert!(
+        turn4.contains(r#"Note: by="u1" has no group in parentheses and no value follows it on these lines, so it was read as a filter: tally(["refund", "u1"]) counted the lines that also hold it."#),
+        "{turn4}"
+    );
+    assert!(turn4.contains("added up they make 20 "), "{turn4}");
+    // A plain count of the refunds gets their total too.
+    let turn5 = reqs[4].last_message();
+    assert!(turn5.contains("'lines': 14"), "{turn5}");
+    assert!(turn5.contains("added up they make 140"), "{turn5}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

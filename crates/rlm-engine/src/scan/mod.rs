@@ -16,7 +16,9 @@ use crate::corpus::{Corpus, DocumentError};
 
 mod tally;
 
-pub use tally::{MAX_GROUPS, Tally, TallySpec, number_pattern_for, read_number, tally};
+pub use tally::{
+    MAX_GROUPS, Tally, TallySpec, number_before, number_pattern_for, read_number, tally, units_in,
+};
 
 /// Longest pattern, in characters.
 pub const MAX_PATTERN_CHARS: usize = 1_000;

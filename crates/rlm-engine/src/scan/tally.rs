@@ -197,11 +197,25 @@ impl Tally {
 /// (`321 EUR`, `12,5 kg`, `1532 ms`): how the amounts of such lines are
 /// read. `None` when no number is followed by a word.
 pub fn number_pattern_for(line: &str) -> Option<String> {
+    let unit = units_in(line).into_iter().next()?;
+    Some(format!(r#"r"{}""#, number_before(unit)))
+}
+
+/// The words written right after a number in `line`, in order: the units
+/// of its amounts (`EUR` of `321 EUR`, `kg` of `12,5 kg`).
+pub fn units_in(line: &str) -> Vec<&str> {
     static AMOUNT: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
         Regex::new(r"(?:^|[^\w.,])\d+(?:[.,]\d+)?\s?([^\W\d_]+)").expect("a valid pattern")
     });
-    let unit = AMOUNT.captures(line)?.get(1)?.as_str();
-    Some(format!(r#"r"(\d+(?:[.,]\d+)?)\s?{}""#, regex::escape(unit)))
+    AMOUNT
+        .captures_iter(line)
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .collect()
+}
+
+/// The `number=` pattern reading the number written before `unit`.
+pub fn number_before(unit: &str) -> String {
+    format!(r"(\d+(?:[.,]\d+)?)\s?{}", regex::escape(unit))
 }
 
 /// The number `re` finds in `line`: its first capture group; without a

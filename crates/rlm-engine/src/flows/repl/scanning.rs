@@ -152,7 +152,7 @@ pub(crate) async fn tally(
     let TallyArgs {
         mut patterns,
         number,
-        by,
+        mut by,
         ignore_case,
     } = tally_args(call)?;
     let only = documents_arg(run, call, "doc")?;
@@ -169,7 +169,7 @@ pub(crate) async fn tally(
     // it) and `number=` the number written next to it; said in the note.
     let by_field = by_re.as_ref().is_some_and(|re| re.captures_len() < 2);
     let number_beside = number_re.as_ref().is_some_and(|re| re.captures_len() < 2);
-    let parts = (number_re, by_re, ignore_case, only.clone());
+    let mut parts = (number_re, by_re, ignore_case, only.clone());
     let mut found = scan_tally(run, &patterns, &parts).await?;
     // Plain words side by side that no line holds ("EUR Oslo" over
     // "EUR | Oslo") meant the lines holding each word: counted so, and said.
@@ -193,14 +193,19 @@ pub(crate) async fn tally(
             }
         }
     }
-    // A field that names no value on any line was a filter by mistake:
-    // refused, with what to write, now that the lines show their form.
-    if by_field && found.groups.is_empty() {
-        return Err(value_error(by_without_group(
-            &patterns,
-            by.as_deref(),
-            &found,
-        )));
+    // A field that names no value on any counted line is a filter, the way
+    // people say it ("refunds by Bergen"): counted so, and said. With no
+    // line at all, the lines are what to fix first: the note says so.
+    let mut filtered_by = None;
+    if by_field
+        && found.groups.is_empty()
+        && found.lines > 0
+        && let Some(filter) = by.take()
+    {
+        parts.1 = None;
+        patterns.push(filter.clone());
+        found = scan_tally(run, &patterns, &parts).await?;
+        filtered_by = Some(filter);
     }
     let mut rest = String::new();
     if let Some(n) = &number {
@@ -226,6 +231,11 @@ pub(crate) async fn tally(
         ),
     );
     let mut notes: Vec<String> = Vec::new();
+    if let Some(filter) = filtered_by {
+        notes.push(format!(
+            "Note: by={filter:?} has no group in parentheses and no value follows it on these lines, so it was read as a filter: {written} counted the lines that also hold it. To count per group, give by= a group, e.g. by=r\"user (\\w+)\"."
+        ));
+    }
     if let Some(first) = written_first {
         notes.push(format!(
             "Note: no line holds {:?} as written (its words side by side), so this counted the lines that hold each of its words anywhere: {written}.",
@@ -237,7 +247,7 @@ pub(crate) async fn tally(
             .as_deref()
             .filter(|_| number_beside && found.numbered > 0),
         by.as_deref()
-            .filter(|_| by_field || found.grouped_after > 0),
+            .filter(|_| found.lines > 0 && (by_field || found.grouped_after > 0)),
     ));
     notes.extend(
         tally_note(&written, &found, number.is_some(), by.is_some()).map(|note| {
@@ -256,6 +266,9 @@ pub(crate) async fn tally(
         let left_out =
             left_out_words(run, question, &patterns, &all_parts, &parts, found.lines).await?;
         notes.extend(left_out_note(&left_out, found.lines, &patterns, &rest));
+        if number.is_none() {
+            notes.extend(amount_note(run, question, &patterns, &rest, &found, &parts).await?);
+        }
     }
     let note = (!notes.is_empty()).then(|| notes.join(" "));
     let value = found.to_value(number.is_some(), by.is_some());
@@ -351,6 +364,48 @@ async fn left_out_words(
         }
     }
     Ok(found)
+}
+
+/// The sum of the amounts the counted lines hold, when a tally without
+/// `number=` counted lines that each write a number before a unit the
+/// question names (`166 EUR` for "the total in EUR"): the model asked for a
+/// total often counts the lines instead. `None` when the question names no
+/// unit of the first line or some counted line has no such amount.
+async fn amount_note(
+    run: &Arc<Run>,
+    question: &str,
+    patterns: &[String],
+    rest: &str,
+    found: &scan::Tally,
+    parts: &TallyParts,
+) -> Result<Option<String>, HostError> {
+    let Some(line) = found.first_line.as_deref() else {
+        return Ok(None);
+    };
+    let asked: Vec<String> = crate::text::words(question).collect();
+    let Some(unit) = scan::units_in(line)
+        .into_iter()
+        .find(|u| asked.contains(&u.to_lowercase()))
+    else {
+        return Ok(None);
+    };
+    let pattern = scan::number_before(unit);
+    let number_re = scan::compile(&pattern, parts.2).map_err(value_error)?;
+    let with_number = (Some(number_re), parts.1.clone(), parts.2, parts.3.clone());
+    let summed = scan_tally(run, patterns, &with_number).await?;
+    if summed.numbered == 0 || summed.numbered != found.lines {
+        return Ok(None);
+    }
+    let value = summed.to_value(true, false);
+    let (sum, min, max) = (&value["sum"], &value["min"], &value["max"]);
+    let call = match patterns {
+        [one] => format!("tally({one:?}{rest}, number=r\"{pattern}\")"),
+        many => format!("tally({many:?}{rest}, number=r\"{pattern}\")"),
+    };
+    Ok(Some(format!(
+        "Note: each of these {} lines has a number written before {unit:?} (as in {line:?}); added up they make {sum} (smallest {min}, largest {max}). `lines` counts the lines; to have the total in the result: {call}.",
+        found.lines
+    )))
 }
 
 /// The note naming the question's words a tally's patterns left out.
@@ -479,27 +534,6 @@ fn tally_args(call: &HostCall) -> Result<TallyArgs, HostError> {
         by,
         ignore_case,
     })
-}
-
-/// The error of a `by=` without a group: what it is for, how to keep only
-/// the lines that also hold a word (with the call's own words), and how to
-/// add up their amounts (a pattern read off a matching line).
-fn by_without_group(patterns: &[String], by: Option<&str>, t: &scan::Tally) -> String {
-    let by = by.unwrap_or_default();
-    let mut both = patterns.to_vec();
-    both.push(by.to_string());
-    let line = t.first_line.as_deref().unwrap_or_default();
-    let number = scan::number_pattern_for(line)
-        .map(|p| format!(" To add up a number on those lines, add number={p}."))
-        .unwrap_or_default();
-    let shown = if line.is_empty() {
-        String::new()
-    } else {
-        format!(" A matching line: {line:?}.")
-    };
-    format!(
-        "by={by:?} has no group in parentheses: by= counts lines per group, and its first group names the group, e.g. by=r\"user (\\w+)\". It does not pick lines: to count only the lines that also hold it, list it with the pattern: tally({both:?}).{number}{shown}"
-    )
 }
 
 /// The words of patterns that hold several plain words (`"EUR Oslo"`), as
