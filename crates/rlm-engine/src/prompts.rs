@@ -63,6 +63,9 @@ pub const EXTRACT: &str = include_str!("../prompts/extract.md");
 pub const TYPED_ANSWER: &str = include_str!("../prompts/typed_answer.md");
 /// Asks for an answer in the question's language (see `translate.rs`).
 pub const TRANSLATE: &str = include_str!("../prompts/translate.md");
+/// The second try of [`TRANSLATE`]: the answer's statements one by one, as
+/// a JSON list (a small model drops placeholders in running text).
+pub const TRANSLATE_PARTS: &str = include_str!("../prompts/translate_parts.md");
 
 /// The root agent's system prompt template, with the REPL's functions
 /// listed from the one table ([`crate::host::REPL_FUNCTIONS`]) and the

@@ -325,6 +325,7 @@ async fn a_count_of_lines_holding_amounts_the_question_names_gets_their_total() 
             repl("print(tally('user u1 transaction', by='transaction'))"),
             repl("print(tally('refund', by='u1'))"),
             repl("print(tally('refund'))"),
+            repl("print(tally('EUR'))"),
             "FINAL(done)".to_string(),
         ],
     );
@@ -347,7 +348,7 @@ async fn a_count_of_lines_holding_amounts_the_question_names_gets_their_total() 
     assert!(!turn3.contains("ValueError"), "{turn3}");
     assert!(turn3.contains("matched no line of the corpus"), "{turn3}");
     assert!(
-        turn3.contains(r#"lines holding each word: "user": 42, "u1": 6, "transaction": 0"#),
+        turn3.contains(r#"lines holding each word: "user": 42, "u1": 6, "transaction": 0, all of them but "transaction": 6 (tally(["user", "u1"]))."#),
         "{turn3}"
     );
     assert!(!turn3.contains("read as a field's name"), "{turn3}");
@@ -364,6 +365,15 @@ async fn a_count_of_lines_holding_amounts_the_question_names_gets_their_total() 
     let turn5 = reqs[4].last_message();
     assert!(turn5.contains("'lines': 14"), "{turn5}");
     assert!(turn5.contains("added up they make 140"), "{turn5}");
+    // Every line says EUR; the question also says "refunds", which 14 of
+    // them hold: the total is theirs.
+    let turn6 = reqs[5].last_message();
+    assert!(turn6.contains("'lines': 42"), "{turn6}");
+    assert!(
+        turn6.contains(r#"Note: each of the 14 of these lines that also hold ["refund"] has a number written before "EUR""#),
+        "{turn6}"
+    );
+    assert!(turn6.contains(r#"added up they make 140 (smallest 10, largest 10). `lines` counts the lines; to have the total in the result: tally(["EUR", "refund"], number=r"#), "{turn6}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

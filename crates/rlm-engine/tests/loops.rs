@@ -174,6 +174,49 @@ async fn an_answer_left_in_another_language_is_rewritten_with_its_markers() {
     assert!(answer.verification.unwrap().all_valid);
 }
 
+/// A rewrite that drops a placeholder (the embedded model's) is asked once
+/// more statement by statement, as a JSON list: the markers come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rewrite_that_drops_a_marker_is_asked_again_statement_by_statement() {
+    let ts = needle_store();
+    let english = "FINAL(The secret code written in the notes is 4721 [[doc:1 \"The secret code is 4721\"]], as the notes say.)";
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(
+                Matcher::last_contains("Write the answer below in German"),
+                "The secret code written in the notes is 4721, as the notes say.",
+            )
+            .on(
+                Matcher::last_contains("Schreibe jeden nummerierten Satz unten auf Deutsch"),
+                r#"{"sentences": ["Der geheime Code in den Notizen lautet 4721", "wie die Notizen sagen."]}"#,
+            )
+            .on_sequence(root(), [english.to_string(), english.to_string()]),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "Wie lautet der geheime Code in den Notizen?").await;
+    assert_eq!(
+        answer.answer,
+        "Der geheime Code in den Notizen lautet 4721 [[doc:1 \"The secret code is 4721\"]] wie die Notizen sagen.",
+        "{answer:?}"
+    );
+    let asked = server
+        .requests()
+        .into_iter()
+        .find(|r| r.last_message().contains("Schreibe jeden nummerierten Satz"))
+        .expect("asked statement by statement");
+    assert!(
+        asked
+            .last_message()
+            .contains("1. The secret code written in the notes is 4721\n2. , as the notes say."),
+        "{}",
+        asked.last_message()
+    );
+    assert!(answer.verification.unwrap().all_valid);
+    let said = serde_json::to_string(&trace).unwrap();
+    assert!(said.contains("the answer was rewritten in the question's language"));
+}
+
 /// If the second answer is no better, it is committed, marked partial.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_placeholder_answer_twice_is_partial() {

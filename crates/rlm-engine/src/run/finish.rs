@@ -276,9 +276,35 @@ impl Run {
                 0,
             )
             .await;
-        let rewritten = reply
+        let mut rewritten = reply
             .ok()
             .and_then(|r| crate::translate::accept(&r.text, &markers, &self.question));
+        // A small model drops placeholders or stays in the answer's
+        // language: once more, statement by statement, as a JSON list.
+        if rewritten.is_none()
+            && let Some((prompt, schema, statements)) =
+                crate::translate::request_statements(&text, &self.question)
+        {
+            let opts = CallOpts {
+                schema: Some(schema),
+                ..CallOpts::default()
+            };
+            let reply = self
+                .call_model(
+                    ROOT_AGENT,
+                    0,
+                    ModelRole::Root,
+                    &[Message::user(prompt)],
+                    0,
+                    opts,
+                    CallPurpose::Translation,
+                    0,
+                )
+                .await;
+            rewritten = reply.ok().and_then(|r| {
+                crate::translate::accept_statements(&r.text, &statements, &self.question)
+            });
+        }
         self.step(
             ROOT_AGENT,
             "translation",

@@ -185,12 +185,13 @@ pub(crate) async fn tally(
             // Not even apart: how many lines hold each word, to leave out
             // the ones the lines do not use.
             let alone = (None, None, ignore_case, only.clone());
-            for word in words {
-                let lines = scan_tally(run, std::slice::from_ref(&word), &alone)
+            for word in &words {
+                let lines = scan_tally(run, std::slice::from_ref(word), &alone)
                     .await?
                     .lines;
                 each_word.push(format!("{word:?}: {lines}"));
             }
+            each_word.extend(all_but_one(run, &words, &alone).await?);
         }
     }
     // A field that names no value on any counted line is a filter, the way
@@ -267,7 +268,16 @@ pub(crate) async fn tally(
             left_out_words(run, question, &patterns, &all_parts, &parts, found.lines).await?;
         notes.extend(left_out_note(&left_out, found.lines, &patterns, &rest));
         if number.is_none() {
-            notes.extend(amount_note(run, question, &patterns, &rest, &found, &parts).await?);
+            // Over the lines that also hold the question's left-out words,
+            // when there are such: the total the question asks for.
+            let also: Vec<String> = left_out.iter().map(|w| regex::escape(&w.written)).collect();
+            let counted = Counted {
+                patterns: &patterns,
+                rest: &rest,
+                found: &found,
+                parts: &parts,
+            };
+            notes.extend(amount_note(run, question, &counted, &also).await?);
         }
     }
     let note = (!notes.is_empty()).then(|| notes.join(" "));
@@ -374,11 +384,14 @@ async fn left_out_words(
 async fn amount_note(
     run: &Arc<Run>,
     question: &str,
-    patterns: &[String],
-    rest: &str,
-    found: &scan::Tally,
-    parts: &TallyParts,
+    counted: &Counted<'_>,
+    also: &[String],
 ) -> Result<Option<String>, HostError> {
+    let Counted {
+        found, rest, parts, ..
+    } = counted;
+    let mut patterns = counted.patterns.to_vec();
+    patterns.extend(also.iter().cloned());
     let Some(line) = found.first_line.as_deref() else {
         return Ok(None);
     };
@@ -392,19 +405,26 @@ async fn amount_note(
     let pattern = scan::number_before(unit);
     let number_re = scan::compile(&pattern, parts.2).map_err(value_error)?;
     let with_number = (Some(number_re), parts.1.clone(), parts.2, parts.3.clone());
-    let summed = scan_tally(run, patterns, &with_number).await?;
-    if summed.numbered == 0 || summed.numbered != found.lines {
+    let summed = scan_tally(run, &patterns, &with_number).await?;
+    if summed.numbered == 0 || summed.numbered != summed.lines {
         return Ok(None);
     }
     let value = summed.to_value(true, false);
     let (sum, min, max) = (&value["sum"], &value["min"], &value["max"]);
-    let call = match patterns {
+    let call = match patterns.as_slice() {
         [one] => format!("tally({one:?}{rest}, number=r\"{pattern}\")"),
         many => format!("tally({many:?}{rest}, number=r\"{pattern}\")"),
     };
+    let which = if summed.lines == found.lines {
+        format!("each of these {} lines", found.lines)
+    } else {
+        format!(
+            "each of the {} of these lines that also hold {also:?}",
+            summed.lines
+        )
+    };
     Ok(Some(format!(
-        "Note: each of these {} lines has a number written before {unit:?} (as in {line:?}); added up they make {sum} (smallest {min}, largest {max}). `lines` counts the lines; to have the total in the result: {call}.",
-        found.lines
+        "Note: {which} has a number written before {unit:?} (as in {line:?}); added up they make {sum} (smallest {min}, largest {max}). `lines` counts the lines; to have the total in the result: {call}.",
     )))
 }
 
@@ -438,6 +458,49 @@ fn left_out_note(
         "Note: the question also says {}. If only the lines holding such a word count, add it to the patterns, e.g. tally({with:?}{rest}).",
         said.join("; ")
     ))
+}
+
+/// A tally as the model wrote it: its line patterns, the rest of its
+/// call as written, what it found and its compiled parts.
+struct Counted<'a> {
+    patterns: &'a [String],
+    rest: &'a str,
+    found: &'a scan::Tally,
+    parts: &'a TallyParts,
+}
+
+/// The best count of the lines holding all of `words` but one, when no
+/// line holds them all: said as `all but "w": N (tally([...]))`, so the
+/// word the lines do not use is found (three words or more).
+async fn all_but_one(
+    run: &Arc<Run>,
+    words: &[String],
+    alone: &TallyParts,
+) -> Result<Option<String>, HostError> {
+    if words.len() < 3 {
+        return Ok(None);
+    }
+    let mut best: Option<(u64, usize)> = None;
+    for skip in 0..words.len() {
+        let rest: Vec<String> = (0..words.len())
+            .filter(|i| *i != skip)
+            .map(|i| words[i].clone())
+            .collect();
+        let lines = scan_tally(run, &rest, alone).await?.lines;
+        if lines > 0 && best.is_none_or(|(b, _)| lines > b) {
+            best = Some((lines, skip));
+        }
+    }
+    Ok(best.map(|(lines, skip)| {
+        let rest: Vec<&String> = (0..words.len())
+            .filter(|i| *i != skip)
+            .map(|i| &words[i])
+            .collect();
+        format!(
+            "all of them but {:?}: {lines} (tally({rest:?}))",
+            words[skip]
+        )
+    }))
 }
 
 /// The compiled `number=`, `by=`, `ignore_case=` and `doc=` of a `tally()`.
