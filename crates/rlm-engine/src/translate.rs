@@ -118,12 +118,24 @@ pub(crate) fn request_statements(
 fn instruction(language: &str) -> String {
     const JSON: &str = r#"{"sentences": [...]}"#;
     let asked = match language {
-        "de" => "Schreibe jeden nummerierten Satz unten auf Deutsch, in der Sprache der Frage. Behalte Bedeutung, Namen, Zahlen, Befehle, Optionen und Code genau bei. Antworte nur mit JSON: {json}, ein String pro nummeriertem Satz, in derselben Reihenfolge.",
-        "fr" => "Écris chaque phrase numérotée ci-dessous en français, la langue de la question. Garde exactement le sens, les noms, les nombres, les commandes, les options et le code. Réponds uniquement en JSON : {json}, une chaîne par phrase numérotée, dans le même ordre.",
-        "es" => "Escribe cada frase numerada de abajo en español, el idioma de la pregunta. Conserva exactamente el significado, los nombres, los números, los comandos, las opciones y el código. Responde solo con JSON: {json}, una cadena por frase numerada, en el mismo orden.",
-        "it" => "Scrivi ogni frase numerata qui sotto in italiano, la lingua della domanda. Mantieni esattamente il significato, i nomi, i numeri, i comandi, le opzioni e il codice. Rispondi solo con JSON: {json}, una stringa per ogni frase numerata, nello stesso ordine.",
-        "pt" => "Escreva cada frase numerada abaixo em português, a língua da pergunta. Mantenha exatamente o significado, os nomes, os números, os comandos, as opções e o código. Responda apenas com JSON: {json}, uma string por frase numerada, na mesma ordem.",
-        "nl" => "Schrijf elke genummerde zin hieronder in het Nederlands, de taal van de vraag. Behoud de betekenis, namen, getallen, commando's, opties en code precies. Antwoord alleen met JSON: {json}, één string per genummerde zin, in dezelfde volgorde.",
+        "de" => {
+            "Schreibe jeden nummerierten Satz unten auf Deutsch, in der Sprache der Frage. Behalte Bedeutung, Namen, Zahlen, Befehle, Optionen und Code genau bei. Antworte nur mit JSON: {json}, ein String pro nummeriertem Satz, in derselben Reihenfolge."
+        }
+        "fr" => {
+            "Écris chaque phrase numérotée ci-dessous en français, la langue de la question. Garde exactement le sens, les noms, les nombres, les commandes, les options et le code. Réponds uniquement en JSON : {json}, une chaîne par phrase numérotée, dans le même ordre."
+        }
+        "es" => {
+            "Escribe cada frase numerada de abajo en español, el idioma de la pregunta. Conserva exactamente el significado, los nombres, los números, los comandos, las opciones y el código. Responde solo con JSON: {json}, una cadena por frase numerada, en el mismo orden."
+        }
+        "it" => {
+            "Scrivi ogni frase numerata qui sotto in italiano, la lingua della domanda. Mantieni esattamente il significato, i nomi, i numeri, i comandi, le opzioni e il codice. Rispondi solo con JSON: {json}, una stringa per ogni frase numerata, nello stesso ordine."
+        }
+        "pt" => {
+            "Escreva cada frase numerada abaixo em português, a língua da pergunta. Mantenha exatamente o significado, os nomes, os números, os comandos, as opções e o código. Responda apenas com JSON: {json}, uma string por frase numerada, na mesma ordem."
+        }
+        "nl" => {
+            "Schrijf elke genummerde zin hieronder in het Nederlands, de taal van de vraag. Behoud de betekenis, namen, getallen, commando's, opties en code precies. Antwoord alleen met JSON: {json}, één string per genummerde zin, in dezelfde volgorde."
+        }
         other => {
             return format!(
                 "Write each numbered sentence below in {}, the language of the question. Keep its meaning, names, numbers, commands, options and code exactly. Reply with JSON only: {JSON}, one string per numbered sentence, in the same order.",

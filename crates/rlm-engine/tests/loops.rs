@@ -203,7 +203,10 @@ async fn a_rewrite_that_drops_a_marker_is_asked_again_statement_by_statement() {
     let asked = server
         .requests()
         .into_iter()
-        .find(|r| r.last_message().contains("Schreibe jeden nummerierten Satz"))
+        .find(|r| {
+            r.last_message()
+                .contains("Schreibe jeden nummerierten Satz")
+        })
         .expect("asked statement by statement");
     assert!(
         asked

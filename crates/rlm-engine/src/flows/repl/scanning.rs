@@ -171,29 +171,7 @@ pub(crate) async fn tally(
     let number_beside = number_re.as_ref().is_some_and(|re| re.captures_len() < 2);
     let mut parts = (number_re, by_re, ignore_case, only.clone());
     let mut found = scan_tally(run, &patterns, &parts).await?;
-    // Plain words side by side that no line holds ("EUR Oslo" over
-    // "EUR | Oslo") meant the lines holding each word: counted so, and said.
-    let (mut written_first, mut each_word) = (None, Vec::new());
-    if found.lines == 0
-        && let Some(words) = split_words(&patterns)
-    {
-        let again = scan_tally(run, &words, &parts).await?;
-        if again.lines > 0 {
-            written_first = Some(std::mem::replace(&mut patterns, words));
-            found = again;
-        } else {
-            // Not even apart: how many lines hold each word, to leave out
-            // the ones the lines do not use.
-            let alone = (None, None, ignore_case, only.clone());
-            for word in &words {
-                let lines = scan_tally(run, std::slice::from_ref(word), &alone)
-                    .await?
-                    .lines;
-                each_word.push(format!("{word:?}: {lines}"));
-            }
-            each_word.extend(all_but_one(run, &words, &alone).await?);
-        }
-    }
+    let (written_first, each_word) = apart(run, &mut patterns, &mut found, &parts).await?;
     // A field that names no value on any counted line is a filter, the way
     // people say it ("refunds by Bergen"): counted so, and said. With no
     // line at all, the lines are what to fix first: the note says so.
@@ -284,6 +262,38 @@ pub(crate) async fn tally(
     let value = found.to_value(number.is_some(), by.is_some());
     let summary = (found.lines > 0).then(|| count_summary(&written, &value));
     Ok((value, note, summary))
+}
+
+/// Plain words side by side that no line holds ("EUR Oslo" over
+/// "EUR | Oslo") meant the lines holding each word: counted so (the
+/// patterns and what was found are replaced; the patterns as written are
+/// returned, to say so). When no line holds them even apart: how many lines
+/// hold each word, and the best count of all but one, to leave out the
+/// ones the lines do not use.
+async fn apart(
+    run: &Arc<Run>,
+    patterns: &mut Vec<String>,
+    found: &mut scan::Tally,
+    parts: &TallyParts,
+) -> Result<(Option<Vec<String>>, Vec<String>), HostError> {
+    let mut each_word = Vec::new();
+    let Some(words) = split_words(patterns).filter(|_| found.lines == 0) else {
+        return Ok((None, each_word));
+    };
+    let again = scan_tally(run, &words, parts).await?;
+    if again.lines > 0 {
+        *found = again;
+        return Ok((Some(std::mem::replace(patterns, words)), each_word));
+    }
+    let alone = (None, None, parts.2, parts.3.clone());
+    for word in &words {
+        let lines = scan_tally(run, std::slice::from_ref(word), &alone)
+            .await?
+            .lines;
+        each_word.push(format!("{word:?}: {lines}"));
+    }
+    each_word.extend(all_but_one(run, &words, &alone).await?);
+    Ok((None, each_word))
 }
 
 /// One line saying what a tally found, for a last turn's reminder: its
