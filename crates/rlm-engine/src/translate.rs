@@ -210,7 +210,11 @@ mod tests {
     fn a_second_rewrite_goes_statement_by_statement_with_the_markers_kept() {
         let answer = "The notice period is three months [[doc:0 \"drei Monate\"]] and it is in the lease [[chunk:ab-1 \"Mietvertrag\"]], as signed.";
         let (prompt, schema, statements) = request_statements(answer, QUESTION).expect("asked for");
-        assert!(prompt.contains("in German"), "{prompt}");
+        assert!(
+            prompt.starts_with("Schreibe jeden nummerierten Satz unten auf Deutsch"),
+            "{prompt}"
+        );
+        assert!(prompt.contains(r#"Antworte nur mit JSON: {"sentences": [...]}"#));
         assert!(
             prompt.contains(
                 "1. The notice period is three months\n2. and it is in the lease\n3. , as signed."
