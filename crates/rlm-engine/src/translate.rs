@@ -44,6 +44,11 @@ pub(crate) fn accept(reply: &str, markers: &[String], question: &str) -> Option<
     if text.contains('⟦') {
         return None;
     }
+    in_language_of(text, question)
+}
+
+/// `text` when it (its markers left out) is in the question's language.
+fn in_language_of(text: String, question: &str) -> Option<String> {
     let asked = rlm_corpus::language::guess(question);
     let now = rlm_corpus::language::guess(&citations::without_markers(&text));
     (now == asked).then_some(text)
@@ -179,10 +184,7 @@ pub(crate) fn accept_statements(
             out.push(m.clone());
         }
     }
-    let text = out.join(" ");
-    let asked = rlm_corpus::language::guess(question);
-    let now = rlm_corpus::language::guess(&citations::without_markers(&text));
-    (now == asked).then_some(text)
+    in_language_of(out.join(" "), question)
 }
 
 fn placeholder(i: usize) -> String {

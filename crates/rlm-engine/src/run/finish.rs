@@ -254,9 +254,6 @@ impl Run {
         summary
     }
 
-    /// One call of the judge: its instructions and a batch of claims, with
-    /// the reply schema asked for (a server that does not honour it is read
-    /// tolerantly).
     /// `text` in the question's language: rewritten by the model when it is
     /// in another (the rewrite kept only when its markers all come back and
     /// its language is now the question's), else as it is.
@@ -264,21 +261,10 @@ impl Run {
         let Some((prompt, markers)) = crate::translate::request(&text, &self.question) else {
             return text;
         };
-        let reply = self
-            .call_model(
-                ROOT_AGENT,
-                0,
-                ModelRole::Root,
-                &[Message::user(prompt)],
-                0,
-                CallOpts::default(),
-                CallPurpose::Translation,
-                0,
-            )
-            .await;
-        let mut rewritten = reply
-            .ok()
-            .and_then(|r| crate::translate::accept(&r.text, &markers, &self.question));
+        let mut rewritten = self
+            .translation_call(prompt, CallOpts::default())
+            .await
+            .and_then(|r| crate::translate::accept(&r, &markers, &self.question));
         // A small model drops placeholders or stays in the answer's
         // language: once more, statement by statement, as a JSON list.
         if rewritten.is_none()
@@ -289,21 +275,10 @@ impl Run {
                 schema: Some(schema),
                 ..CallOpts::default()
             };
-            let reply = self
-                .call_model(
-                    ROOT_AGENT,
-                    0,
-                    ModelRole::Root,
-                    &[Message::user(prompt)],
-                    0,
-                    opts,
-                    CallPurpose::Translation,
-                    0,
-                )
-                .await;
-            rewritten = reply.ok().and_then(|r| {
-                crate::translate::accept_statements(&r.text, &statements, &self.question)
-            });
+            rewritten = self
+                .translation_call(prompt, opts)
+                .await
+                .and_then(|r| crate::translate::accept_statements(&r, &statements, &self.question));
         }
         self.step(
             ROOT_AGENT,
@@ -318,6 +293,26 @@ impl Run {
         rewritten.unwrap_or(text)
     }
 
+    /// One rewrite call of the root; its reply text, if it gave one.
+    async fn translation_call(&self, prompt: String, opts: CallOpts) -> Option<String> {
+        self.call_model(
+            ROOT_AGENT,
+            0,
+            ModelRole::Root,
+            &[Message::user(prompt)],
+            0,
+            opts,
+            CallPurpose::Translation,
+            0,
+        )
+        .await
+        .ok()
+        .map(|r| r.text)
+    }
+
+    /// One call of the judge: its instructions and a batch of claims, with
+    /// the reply schema asked for (a server that does not honour it is read
+    /// tolerantly).
     async fn judge(&self, system: String, user: String) -> Result<String, CallError> {
         let messages = [Message::system(system), Message::user(user)];
         let opts = CallOpts {

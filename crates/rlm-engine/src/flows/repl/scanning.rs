@@ -490,26 +490,19 @@ async fn all_but_one(
     if words.len() < 3 {
         return Ok(None);
     }
-    let mut best: Option<(u64, usize)> = None;
-    for skip in 0..words.len() {
+    let mut best: Option<(u64, &String, Vec<String>)> = None;
+    for (skip, left_out) in words.iter().enumerate() {
         let rest: Vec<String> = (0..words.len())
             .filter(|i| *i != skip)
             .map(|i| words[i].clone())
             .collect();
         let lines = scan_tally(run, &rest, alone).await?.lines;
-        if lines > 0 && best.is_none_or(|(b, _)| lines > b) {
-            best = Some((lines, skip));
+        if lines > 0 && best.as_ref().is_none_or(|(b, ..)| lines > *b) {
+            best = Some((lines, left_out, rest));
         }
     }
-    Ok(best.map(|(lines, skip)| {
-        let rest: Vec<&String> = (0..words.len())
-            .filter(|i| *i != skip)
-            .map(|i| &words[i])
-            .collect();
-        format!(
-            "all of them but {:?}: {lines} (tally({rest:?}))",
-            words[skip]
-        )
+    Ok(best.map(|(lines, left_out, rest)| {
+        format!("all of them but {left_out:?}: {lines} (tally({rest:?}))")
     }))
 }
 
