@@ -377,6 +377,48 @@ async fn a_count_of_lines_holding_amounts_the_question_names_gets_their_total() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_by_word_no_counted_line_holds_groups_by_the_field_the_question_names() {
+    // 2 files of 21 lines: 14 refunds, two for each of u0..u6.
+    let ts = ledger_store(2, 21);
+    let script = Script::new().on_sequence(
+        root(),
+        [
+            repl("print(tally('refund', by='transaction'))"),
+            "FINAL(done)".to_string(),
+            repl("print(tally('refund', by='transaction'))"),
+            "FINAL(done)".to_string(),
+        ],
+    );
+    let server = ScriptedServer::start(script).await;
+    let engine = engine(&server, text_config()).await;
+    // The question names the field the lines write a value after: grouped
+    // by it, and the note gives the call that does it.
+    let (answer, _) = ask(&engine, &ts, "Which user made the most refunds?").await;
+    assert_eq!(answer.answer, "done");
+    let reqs = server.requests();
+    let turn2 = reqs[1].last_message();
+    assert!(turn2.contains("'lines': 14"), "{turn2}");
+    assert!(turn2.contains("'groups': 7"), "{turn2}");
+    assert!(turn2.contains("'top': 'u0'"), "{turn2}");
+    assert!(
+        turn2.contains(r#"Note: no counted line holds "transaction", so by="transaction" named no group; the lines write a value after "user", which the question names, so they were grouped by it: tally("refund", by="user")."#),
+        "{turn2}"
+    );
+    // A question that names no field: the lines are counted without
+    // groups (not filtered down to none), and the note lists the fields.
+    let (answer, _) = ask(&engine, &ts, "Who made the most refunds?").await;
+    assert_eq!(answer.answer, "done");
+    let reqs = server.requests();
+    let turn2 = reqs[reqs.len() - 1].last_message();
+    assert!(turn2.contains("'lines': 14"), "{turn2}");
+    assert!(!turn2.contains("'groups'"), "{turn2}");
+    assert!(
+        turn2.contains(r#"counted the lines without groups. The lines write a value after "user" (14 lines, 7 values): by= one of them groups by that value."#),
+        "{turn2}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
     // 2 files of 600 lines: 1,200 transaction ids, past the 1,000 groups
     // `by` lists.

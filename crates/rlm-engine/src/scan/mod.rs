@@ -17,7 +17,8 @@ use crate::corpus::{Corpus, DocumentError};
 mod tally;
 
 pub use tally::{
-    MAX_GROUPS, Tally, TallySpec, number_before, number_pattern_for, read_number, tally, units_in,
+    Field, MAX_GROUPS, Tally, TallySpec, fields, number_before, number_pattern_for, read_number,
+    tally, units_in,
 };
 
 /// Longest pattern, in characters.

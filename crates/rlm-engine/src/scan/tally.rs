@@ -93,6 +93,116 @@ pub fn tally(
     Ok(t)
 }
 
+/// A word the counted lines write a value after (`user` in `user mila`,
+/// `level` in `level=ERROR`): a field `by=` can group by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// The word as the first line holding it writes it.
+    pub name: String,
+    /// Counted lines holding it with a value after it.
+    pub lines: u64,
+    /// Distinct values after it (counted up to [`MAX_FIELD_VALUES`]).
+    pub values: usize,
+}
+
+/// Distinct values counted per field word, enough to tell a field from a
+/// fixed phrase and from a unique id.
+const MAX_FIELD_VALUES: usize = 64;
+
+/// The fields of the lines `spec` counts (its `number` and `by` are not
+/// read), most lines first: words written before a value on at least half
+/// of the counted lines, whose value varies but repeats (a field to group
+/// by, not a fixed phrase, not an id). Read from how the lines are
+/// written, so it holds in any language.
+pub fn fields(
+    corpus: &Corpus,
+    spec: &TallySpec<'_>,
+    only: Option<&[usize]>,
+) -> Result<Vec<Field>, DocumentError> {
+    // Per word (lowercase): its written form, lines, and values seen.
+    let mut seen: Vec<(String, String, u64, Vec<String>)> = Vec::new();
+    let mut lines = 0u64;
+    let all: Vec<usize> = (0..corpus.documents().len()).collect();
+    for &index in only.unwrap_or(&all) {
+        let text = corpus.document_text(index)?;
+        if !spec.lines.is_match(&text) {
+            continue;
+        }
+        let spans = corpus.chunk_starts(index)?;
+        each_line(&text, &spans, spec.lines, |_, _, line| {
+            if !spec.also.iter().all(|re| re.is_match(line)) {
+                return;
+            }
+            lines += 1;
+            let mut on_line: Vec<String> = Vec::new();
+            for (word, value) in word_value_pairs(line) {
+                let key = word.to_lowercase();
+                if on_line.contains(&key) {
+                    continue;
+                }
+                on_line.push(key.clone());
+                let at = match seen.iter().position(|s| s.0 == key) {
+                    Some(at) => at,
+                    None => {
+                        seen.push((key, word.to_string(), 0, Vec::new()));
+                        seen.len() - 1
+                    }
+                };
+                let entry = &mut seen[at];
+                entry.2 += 1;
+                if entry.3.len() < MAX_FIELD_VALUES && !entry.3.iter().any(|v| v == value) {
+                    entry.3.push(value.to_string());
+                }
+            }
+        });
+    }
+    let mut found: Vec<Field> = seen
+        .into_iter()
+        .filter(|(_, _, n, values)| {
+            *n >= 2 && *n * 2 >= lines && values.len() >= 2 && (values.len() as u64) < *n
+        })
+        .map(|(_, name, n, values)| Field {
+            name,
+            lines: n,
+            values: values.len(),
+        })
+        .collect();
+    found.sort_by_key(|f| std::cmp::Reverse(f.lines));
+    Ok(found)
+}
+
+/// Each word of `line` (letters only, two or more) and the value written
+/// right after it, past blanks and one `:` or `=` (as [`group_of`] reads a
+/// field's value).
+fn word_value_pairs(line: &str) -> Vec<(&str, &str)> {
+    let is_value_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '@' | '/');
+    let mut pairs = Vec::new();
+    let mut rest = line;
+    while let Some(start) = rest.find(char::is_alphanumeric) {
+        let from = &rest[start..];
+        let end = from
+            .char_indices()
+            .find(|(_, c)| !is_value_char(*c))
+            .map_or(from.len(), |(i, _)| i);
+        let word = &from[..end];
+        let after = from[end..].trim_start_matches([' ', '\t']);
+        let after = after
+            .strip_prefix([':', '='])
+            .unwrap_or(after)
+            .trim_start_matches([' ', '\t']);
+        let value_end = after
+            .char_indices()
+            .find(|(_, c)| !is_value_char(*c))
+            .map_or(after.len(), |(i, _)| i);
+        let value = after[..value_end].trim_end_matches(['.', '-', '/']);
+        if word.chars().count() >= 2 && word.chars().all(char::is_alphabetic) && !value.is_empty() {
+            pairs.push((word, value));
+        }
+        rest = &from[end..];
+    }
+    pairs
+}
+
 impl Tally {
     fn add_line(
         &mut self,
@@ -436,6 +546,49 @@ mod tests {
             (json!(0), json!(0))
         );
         assert_eq!(none.get("max"), None);
+    }
+
+    #[test]
+    fn fields_are_the_words_the_lines_write_a_varying_value_after() {
+        let (l, none) = (compile("refund", true).unwrap(), None);
+        let spec = TallySpec {
+            lines: &l,
+            also: &[],
+            number: none,
+            by: none,
+        };
+        // `user` precedes ada or bo; `EUR` and `refund` precede a `|`.
+        let found = fields(&corpus(), &spec, None).unwrap();
+        assert_eq!(
+            found,
+            vec![Field {
+                name: "user".into(),
+                lines: 14,
+                values: 2
+            }]
+        );
+        // Prose: "in" precedes a city that repeats; a fixed phrase ("the
+        // user") and a unique id ("order 7") are no fields.
+        let prose: String = (0..12)
+            .map(|i| {
+                let city = ["Oslo", "Riga", "Bergen"][i % 3];
+                format!("The user Ada paid order {i} in {city}.\n")
+            })
+            .collect();
+        let corpus = Corpus::in_memory(&[MemoryDocument::new("p.txt", prose)], 300).unwrap();
+        let l = compile("paid", true).unwrap();
+        let spec = TallySpec {
+            lines: &l,
+            also: &[],
+            number: None,
+            by: None,
+        };
+        let names: Vec<String> = fields(&corpus, &spec, None)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, ["in"]);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use rlm_sandbox::{HostCall, HostError};
 use serde_json::{Value, json};
 
 use super::host_args::{arg, type_error, value_error};
+use crate::corpus::{Corpus, DocumentError};
 use crate::run::Run;
 use crate::scan::{self, CountedSet, DEFAULT_MATCHES, MAX_MATCHES};
 
@@ -172,19 +173,24 @@ pub(crate) async fn tally(
     let mut parts = (number_re, by_re, ignore_case, only.clone());
     let mut found = scan_tally(run, &patterns, &parts).await?;
     let (written_first, each_word) = apart(run, &mut patterns, &mut found, &parts).await?;
-    // A field that names no value on any counted line is a filter, the way
-    // people say it ("refunds by Bergen"): counted so, and said. With no
-    // line at all, the lines are what to fix first: the note says so.
-    let mut filtered_by = None;
+    // A field that names no value on any counted line: read as the lines
+    // allow ([`by_without_value`]). With no line at all, the lines are
+    // what to fix first: the note says so.
+    let mut by_read = None;
     if by_field
         && found.groups.is_empty()
         && found.lines > 0
-        && let Some(filter) = by.take()
+        && let Some(asked) = by.take()
     {
-        parts.1 = None;
-        patterns.push(filter.clone());
-        found = scan_tally(run, &patterns, &parts).await?;
-        filtered_by = Some(filter);
+        let counted = Counted {
+            patterns: &patterns,
+            rest: "",
+            found: &found,
+            parts: &parts,
+        };
+        let (reading, now) = by_without_value(run, question, &asked, &counted).await?;
+        (patterns, by, parts, found) = now;
+        by_read = Some(reading);
     }
     let mut rest = String::new();
     if let Some(n) = &number {
@@ -210,11 +216,7 @@ pub(crate) async fn tally(
         ),
     );
     let mut notes: Vec<String> = Vec::new();
-    if let Some(filter) = filtered_by {
-        notes.push(format!(
-            "Note: by={filter:?} has no group in parentheses and no value follows it on these lines, so it was read as a filter: {written} counted the lines that also hold it. To count per group, give by= a group, e.g. by=r\"user (\\w+)\"."
-        ));
-    }
+    notes.extend(by_read.map(|r| r.note(&written)));
     if let Some(first) = written_first {
         notes.push(format!(
             "Note: no line holds {:?} as written (its words side by side), so this counted the lines that hold each of its words anywhere: {written}.",
@@ -294,6 +296,98 @@ async fn apart(
     }
     each_word.extend(all_but_one(run, &words, &alone).await?);
     Ok((None, each_word))
+}
+
+/// How a `by=` without a group was read when no value follows it on any
+/// counted line.
+enum ByReading {
+    /// Some counted lines hold it: a filter, the way people say it
+    /// ("refunds by Bergen").
+    Filter(String),
+    /// No counted line holds it ("by='transaction'"): grouped instead by
+    /// the field of the lines the question names.
+    Field { asked: String, field: String },
+    /// No counted line holds it, and the question names none of the
+    /// lines' fields: counted without groups; the fields the lines have.
+    Missing {
+        asked: String,
+        fields: Vec<scan::Field>,
+    },
+}
+
+impl ByReading {
+    fn note(&self, written: &str) -> String {
+        match self {
+            ByReading::Filter(filter) => format!(
+                "Note: by={filter:?} has no group in parentheses and no value follows it on these lines, so it was read as a filter: {written} counted the lines that also hold it. To count per group, give by= a group, e.g. by=r\"user (\\w+)\"."
+            ),
+            ByReading::Field { asked, field } => format!(
+                "Note: no counted line holds {asked:?}, so by={asked:?} named no group; the lines write a value after {field:?}, which the question names, so they were grouped by it: {written}."
+            ),
+            ByReading::Missing { asked, fields } if fields.is_empty() => format!(
+                "Note: no counted line holds {asked:?}, so by={asked:?} named no group and {written} counted the lines without groups. To count per group, give by= a group that captures the value, e.g. by=r\"user (\\w+)\"."
+            ),
+            ByReading::Missing { asked, fields } => format!(
+                "Note: no counted line holds {asked:?}, so by={asked:?} named no group and {written} counted the lines without groups. The lines write a value after {}: by= one of them groups by that value.",
+                fields
+                    .iter()
+                    .take(5)
+                    .map(|f| format!("{:?} ({} lines, {} values)", f.name, f.lines, f.values))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// The tally's patterns, `by=`, parts and result after [`ByReading`].
+type ByOutcome = (Vec<String>, Option<String>, TallyParts, scan::Tally);
+
+/// Reads a `by=` word that no counted line writes a value after
+/// ([`ByReading`]), and counts again as it was read.
+async fn by_without_value(
+    run: &Arc<Run>,
+    question: Option<&str>,
+    asked: &str,
+    counted: &Counted<'_>,
+) -> Result<(ByReading, ByOutcome), HostError> {
+    let mut parts = counted.parts.clone();
+    parts.1 = None;
+    let mut filtered = counted.patterns.to_vec();
+    filtered.push(asked.to_string());
+    let found = scan_tally(run, &filtered, &parts).await?;
+    if found.lines > 0 {
+        return Ok((
+            ByReading::Filter(asked.into()),
+            (filtered, None, parts, found),
+        ));
+    }
+    let patterns = counted.patterns.to_vec();
+    let fields = scan_fields(run, &patterns, &parts).await?;
+    let words: Vec<String> = question
+        .map(|q| crate::text::words(q).collect())
+        .unwrap_or_default();
+    let named = fields.iter().find(|f| {
+        let name = f.name.to_lowercase();
+        words.iter().any(|w| {
+            w == &name || (w.starts_with(&name) && w.chars().count() <= name.chars().count() + 2)
+        })
+    });
+    if let Some(field) = named {
+        let pattern = format!(r"\b{}\b", regex::escape(&field.name));
+        parts.1 = Some(scan::compile(&pattern, parts.2).map_err(value_error)?);
+        let found = scan_tally(run, &patterns, &parts).await?;
+        let reading = ByReading::Field {
+            asked: asked.into(),
+            field: field.name.clone(),
+        };
+        return Ok((reading, (patterns, Some(field.name.clone()), parts, found)));
+    }
+    let reading = ByReading::Missing {
+        asked: asked.into(),
+        fields,
+    };
+    Ok((reading, (patterns, None, parts, counted.found.clone())))
 }
 
 /// One line saying what a tally found, for a last turn's reminder: its
@@ -514,8 +608,28 @@ type TallyParts = (Option<Regex>, Option<Regex>, bool, Option<Vec<usize>>);
 async fn scan_tally(
     run: &Arc<Run>,
     patterns: &[String],
-    (number_re, by_re, ignore_case, only): &TallyParts,
+    parts: &TallyParts,
 ) -> Result<scan::Tally, HostError> {
+    scan_lines(run, patterns, parts, scan::tally).await
+}
+
+/// The fields of the lines matching all of `patterns` ([`scan::fields`]).
+async fn scan_fields(
+    run: &Arc<Run>,
+    patterns: &[String],
+    parts: &TallyParts,
+) -> Result<Vec<scan::Field>, HostError> {
+    scan_lines(run, patterns, parts, scan::fields).await
+}
+
+/// Runs `scan` over the lines matching all of `patterns`, off the async
+/// runtime.
+async fn scan_lines<T: Send + 'static>(
+    run: &Arc<Run>,
+    patterns: &[String],
+    (number_re, by_re, ignore_case, only): &TallyParts,
+    read: fn(&Corpus, &scan::TallySpec<'_>, Option<&[usize]>) -> Result<T, DocumentError>,
+) -> Result<T, HostError> {
     let mut line_res = patterns
         .iter()
         .map(|p| scan::compile(p, *ignore_case).map_err(value_error))
@@ -530,7 +644,7 @@ async fn scan_tally(
             number: number_re.as_ref(),
             by: by_re.as_ref(),
         };
-        scan::tally(&corpus, &spec, only.as_deref())
+        read(&corpus, &spec, only.as_deref())
     })
     .await
     .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?
