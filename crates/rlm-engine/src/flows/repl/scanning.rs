@@ -622,13 +622,17 @@ async fn scan_fields(
     scan_lines(run, patterns, parts, scan::fields).await
 }
 
-/// Runs `scan` over the lines matching all of `patterns`, off the async
+/// A scan of the lines a [`scan::TallySpec`] picks ([`scan::tally`],
+/// [`scan::fields`]).
+type LineScan<T> = fn(&Corpus, &scan::TallySpec<'_>, Option<&[usize]>) -> Result<T, DocumentError>;
+
+/// Runs `read` over the lines matching all of `patterns`, off the async
 /// runtime.
 async fn scan_lines<T: Send + 'static>(
     run: &Arc<Run>,
     patterns: &[String],
     (number_re, by_re, ignore_case, only): &TallyParts,
-    read: fn(&Corpus, &scan::TallySpec<'_>, Option<&[usize]>) -> Result<T, DocumentError>,
+    read: LineScan<T>,
 ) -> Result<T, HostError> {
     let mut line_res = patterns
         .iter()
