@@ -1,9 +1,14 @@
 //! An answer in another language than the question, rewritten in the
 //! question's: the last step before an answer is checked, for every flow.
-//! The model is asked to rewrite the text with each citation marker masked
-//! as a numbered placeholder (quotes are the documents' words and must stay
-//! as written); the rewrite is taken only when every placeholder comes back
-//! once and the text is now in the question's language.
+//! The model is asked to translate the text with each citation marker
+//! masked as a numbered placeholder (quotes are the documents' words and
+//! must stay as written); the rewrite is taken only when every placeholder
+//! comes back once and the text is now in the question's language.
+//!
+//! The request holds the answer alone, not the question: shown the
+//! question, a small model answers it again instead of translating (the
+//! embedded model replied "10" to a request to rewrite a two-sentence
+//! answer in German).
 
 use crate::citations;
 use crate::parse;
@@ -13,17 +18,45 @@ use crate::prompts;
 /// markers its placeholders stand for; `None` when the answer is already
 /// in the question's language (or either cannot be told).
 pub(crate) fn request(answer: &str, question: &str) -> Option<(String, Vec<String>)> {
-    let (_, asked) = parse::language_mismatch(answer, question)?;
+    let asked = to_rewrite(answer, question)?;
     let (masked, markers) = mask(answer);
     let prompt = prompts::render(
         prompts::TRANSLATE,
         &[
             ("language", rlm_corpus::language::language_name(asked)),
-            ("question", question),
             ("answer", &masked),
         ],
     );
     Some((prompt, markers))
+}
+
+/// Words of three letters or more an answer whose language cannot be told
+/// needs before it is rewritten anyway.
+const UNDETERMINED_WORDS: usize = 3;
+
+/// The question's language when `answer` is to be rewritten in it: the
+/// answer is in another language; or its language cannot be told (a short
+/// answer: "tail -f sleeps 1 second") while it has words to rewrite and
+/// the question is not in English, the language a model falls back to
+/// under English prompts (for an English question such an answer is not
+/// worth a call). A rewrite still in no telling language is refused by
+/// [`accept`].
+fn to_rewrite(answer: &str, question: &str) -> Option<&'static str> {
+    use rlm_corpus::language::{UNDETERMINED, guess};
+    if let Some((_, asked)) = parse::language_mismatch(answer, question) {
+        return Some(asked);
+    }
+    let asked = guess(question);
+    let text = citations::without_markers(answer);
+    let words = text
+        .split(|c: char| !c.is_alphabetic())
+        .filter(|w| w.chars().count() >= 3)
+        .count();
+    (asked != UNDETERMINED
+        && asked != "en"
+        && guess(&text) == UNDETERMINED
+        && words >= UNDETERMINED_WORDS)
+        .then_some(asked)
 }
 
 /// The rewritten answer with its markers back, when the `reply` keeps every
@@ -69,7 +102,7 @@ pub(crate) fn request_statements(
     answer: &str,
     question: &str,
 ) -> Option<(String, rlm_llm::ReplySchema, Statements)> {
-    let (_, asked) = parse::language_mismatch(answer, question)?;
+    let asked = to_rewrite(answer, question)?;
     let mut parts = Vec::new();
     let mut from = 0;
     for m in citations::extract_citations(answer) {
@@ -97,8 +130,7 @@ pub(crate) fn request_statements(
     let prompt = prompts::render(
         prompts::TRANSLATE_PARTS,
         &[
-            ("instruction", &instruction(asked)),
-            ("question", question),
+            ("language", rlm_corpus::language::language_name(asked)),
             ("sentences", &numbered.join("\n")),
         ],
     );
@@ -115,40 +147,6 @@ pub(crate) fn request_statements(
         }),
     );
     Some((prompt, schema, Statements { parts }))
-}
-
-/// What a statement-by-statement rewrite asks, written in the language it
-/// asks for where the table has it (a small model asked in English answers
-/// in English, whatever language the request names), else in English.
-fn instruction(language: &str) -> String {
-    const JSON: &str = r#"{"sentences": [...]}"#;
-    let asked = match language {
-        "de" => {
-            "Schreibe jeden nummerierten Satz unten auf Deutsch, in der Sprache der Frage. Behalte Bedeutung, Namen, Zahlen, Befehle, Optionen und Code genau bei. Antworte nur mit JSON: {json}, ein String pro nummeriertem Satz, in derselben Reihenfolge."
-        }
-        "fr" => {
-            "Écris chaque phrase numérotée ci-dessous en français, la langue de la question. Garde exactement le sens, les noms, les nombres, les commandes, les options et le code. Réponds uniquement en JSON : {json}, une chaîne par phrase numérotée, dans le même ordre."
-        }
-        "es" => {
-            "Escribe cada frase numerada de abajo en español, el idioma de la pregunta. Conserva exactamente el significado, los nombres, los números, los comandos, las opciones y el código. Responde solo con JSON: {json}, una cadena por frase numerada, en el mismo orden."
-        }
-        "it" => {
-            "Scrivi ogni frase numerata qui sotto in italiano, la lingua della domanda. Mantieni esattamente il significato, i nomi, i numeri, i comandi, le opzioni e il codice. Rispondi solo con JSON: {json}, una stringa per ogni frase numerata, nello stesso ordine."
-        }
-        "pt" => {
-            "Escreva cada frase numerada abaixo em português, a língua da pergunta. Mantenha exatamente o significado, os nomes, os números, os comandos, as opções e o código. Responda apenas com JSON: {json}, uma string por frase numerada, na mesma ordem."
-        }
-        "nl" => {
-            "Schrijf elke genummerde zin hieronder in het Nederlands, de taal van de vraag. Behoud de betekenis, namen, getallen, commando's, opties en code precies. Antwoord alleen met JSON: {json}, één string per genummerde zin, in dezelfde volgorde."
-        }
-        other => {
-            return format!(
-                "Write each numbered sentence below in {}, the language of the question. Keep its meaning, names, numbers, commands, options and code exactly. Reply with JSON only: {JSON}, one string per numbered sentence, in the same order.",
-                rlm_corpus::language::language_name(other)
-            );
-        }
-    };
-    asked.replace("{json}", JSON)
 }
 
 /// The answer rebuilt from the rewritten statements of `reply`, each
@@ -213,10 +211,12 @@ mod tests {
         let answer = "The notice period is three months [[doc:0 \"drei Monate\"]] and it is in the lease [[chunk:ab-1 \"Mietvertrag\"]], as signed.";
         let (prompt, schema, statements) = request_statements(answer, QUESTION).expect("asked for");
         assert!(
-            prompt.starts_with("Schreibe jeden nummerierten Satz unten auf Deutsch"),
+            prompt.starts_with("Translate each numbered sentence below into German."),
             "{prompt}"
         );
-        assert!(prompt.contains(r#"Antworte nur mit JSON: {"sentences": [...]}"#));
+        assert!(prompt.contains(r#"Reply with JSON only: {"sentences": [...]}"#));
+        // The question is not shown: a small model would answer it again.
+        assert!(!prompt.contains(QUESTION), "{prompt}");
         assert!(
             prompt.contains(
                 "1. The notice period is three months\n2. and it is in the lease\n3. , as signed."
@@ -258,10 +258,27 @@ mod tests {
     }
 
     #[test]
+    fn a_short_answer_of_no_telling_language_is_rewritten_for_a_question_in_another_language() {
+        // Too short for the language to be told, with words to rewrite.
+        let short = "Tail -f sleeps 1 second [[doc:0 \"1 Sekunde\"]]";
+        assert_eq!(
+            rlm_corpus::language::guess(&citations::without_markers(short)),
+            rlm_corpus::language::UNDETERMINED
+        );
+        let (prompt, markers) = request(short, QUESTION).expect("asked for");
+        assert!(prompt.contains("Tail -f sleeps 1 second ⟦1⟧"), "{prompt}");
+        assert_eq!(markers.len(), 1);
+        // Not for an English question, nor an answer with fewer words.
+        assert!(request(short, "How long does tail -f sleep by default?").is_none());
+        assert!(request("T100352 [[doc:0 \"T100352\"]]", QUESTION).is_none());
+    }
+
+    #[test]
     fn markers_are_masked_and_come_back_in_the_rewrite() {
         let answer = "The notice period is three months [[doc:0 \"drei Monate\"]] and it is in the lease [[chunk:ab-1 \"Mietvertrag\"]].";
         let (prompt, markers) = request(answer, QUESTION).expect("a rewrite is asked for");
-        assert!(prompt.contains("in German"), "{prompt}");
+        assert!(prompt.contains("into German"), "{prompt}");
+        assert!(!prompt.contains(QUESTION), "{prompt}");
         assert!(
             prompt.contains("three months ⟦1⟧ and it is in the lease ⟦2⟧."),
             "{prompt}"

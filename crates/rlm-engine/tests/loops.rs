@@ -137,7 +137,7 @@ async fn an_answer_left_in_another_language_is_rewritten_with_its_markers() {
     let server = ScriptedServer::start(
         Script::new()
             .on(
-                Matcher::last_contains("Write the answer below in German"),
+                Matcher::last_contains("Translate the following text into German"),
                 "Der geheime Code in den Notizen lautet 4721 ⟦1⟧, wie die Notizen sagen.",
             )
             .on_sequence(
@@ -161,9 +161,15 @@ async fn an_answer_left_in_another_language_is_rewritten_with_its_markers() {
         .into_iter()
         .find(|r| {
             r.last_message()
-                .contains("Write the answer below in German")
+                .contains("Translate the following text into German")
         })
         .expect("a rewrite was asked for");
+    // The answer alone: shown the question, a small model answers it again.
+    assert!(
+        !rewrite.last_message().contains("Wie lautet"),
+        "{}",
+        rewrite.last_message()
+    );
     assert!(
         rewrite
             .last_message()
@@ -183,11 +189,11 @@ async fn a_rewrite_that_drops_a_marker_is_asked_again_statement_by_statement() {
     let server = ScriptedServer::start(
         Script::new()
             .on(
-                Matcher::last_contains("Write the answer below in German"),
+                Matcher::last_contains("Translate the following text into German"),
                 "The secret code written in the notes is 4721, as the notes say.",
             )
             .on(
-                Matcher::last_contains("Schreibe jeden nummerierten Satz unten auf Deutsch"),
+                Matcher::last_contains("Translate each numbered sentence below into German"),
                 r#"{"sentences": ["Der geheime Code in den Notizen lautet 4721", "wie die Notizen sagen."]}"#,
             )
             .on_sequence(
@@ -211,7 +217,7 @@ async fn a_rewrite_that_drops_a_marker_is_asked_again_statement_by_statement() {
         .into_iter()
         .find(|r| {
             r.last_message()
-                .contains("Schreibe jeden nummerierten Satz")
+                .contains("Translate each numbered sentence below")
         })
         .expect("asked statement by statement");
     assert!(

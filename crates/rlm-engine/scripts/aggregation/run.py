@@ -344,7 +344,8 @@ def numbers(text):
 def correct(answer, gold, names):
     """gold: an int (the first number), a float (the first number, within 0.005),
     a name or a list of names: every one stated (as a word) and no other name of
-    the same kind (names: lists of names of one kind each). The answer's
+    the same kind (names: lists of names of one kind each), except after all of
+    them, as a comparison says it ("more in Porto than in Lisbon"). The answer's
     citation markers are its sources, not what it states: left out."""
     answer = re.sub(r"\[\[.*?\]\]", " ", answer, flags=re.S)
     if isinstance(gold, (int, float)):
@@ -359,7 +360,11 @@ def correct(answer, gold, names):
         kind = {n.lower() for n in kind}
         if want & kind:
             others |= kind - want
-    return want <= said and not said & others
+    if not want <= said:
+        return False
+    words = re.findall(r"[\w-]+", answer.lower())
+    last_wanted = max(i for i, w in enumerate(words) if w in want)
+    return not any(w in others for w in words[:last_wanted])
 
 
 # ---------------------------------------------------------------- running
