@@ -132,6 +132,18 @@ pub struct ReplySchema {
     /// reader must expect that. Other providers ignore it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub raw_quotes: Vec<String>,
+    /// A narrower schema the embedded model's grammar is built from instead
+    /// of `schema`: every reply it admits, `schema` admits too. For what a
+    /// server's schema cannot say (OpenAI's strict mode refuses a root
+    /// `anyOf`), so other providers send `schema`. `raw_quotes` and
+    /// `prefixes` then point into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<serde_json::Value>,
+    /// Strings of the grammar's schema (JSON pointer, text) that must start
+    /// with the text in the embedded model's grammar (a code step that
+    /// starts with the call the turn declared). Other providers ignore it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefixes: Vec<(String, String)>,
 }
 
 impl ReplySchema {
@@ -141,7 +153,31 @@ impl ReplySchema {
             name: name.into(),
             schema,
             raw_quotes: Vec::new(),
+            grammar: None,
+            prefixes: Vec::new(),
         }
+    }
+
+    /// The schema, with the embedded model's grammar built from the
+    /// narrower `grammar` ([`ReplySchema::grammar`]), whose strings at the
+    /// paths of `prefixes` start with their text.
+    pub fn with_grammar(
+        mut self,
+        grammar: serde_json::Value,
+        prefixes: impl IntoIterator<Item = (String, String)>,
+    ) -> Self {
+        self.grammar = Some(grammar);
+        self.prefixes = prefixes.into_iter().collect();
+        self
+    }
+
+    /// The embedded model's grammar (GBNF) for this schema.
+    pub fn to_gbnf(&self) -> Result<String, crate::schema::SchemaError> {
+        crate::schema::to_gbnf_with(
+            self.grammar.as_ref().unwrap_or(&self.schema),
+            &self.raw_quotes,
+            &self.prefixes,
+        )
     }
 
     /// The schema, with the strings at `paths` allowed unescaped quotes

@@ -95,10 +95,7 @@ impl Provider for LocalProvider {
                 reason,
             };
             let grammar = match &request.schema {
-                Some(s) => Some(
-                    schema::to_gbnf_with_raw_quotes(&s.schema, &s.raw_quotes)
-                        .map_err(|e| unsupported(e.to_string()))?,
-                ),
+                Some(s) => Some(s.to_gbnf().map_err(|e| unsupported(e.to_string()))?),
                 None => None,
             };
             let generation = self

@@ -92,9 +92,22 @@ pub fn to_gbnf_with_raw_quotes(
     schema: &Value,
     raw_quotes: &[String],
 ) -> Result<String, SchemaError> {
+    to_gbnf_with(schema, raw_quotes, &[])
+}
+
+/// [`to_gbnf_with_raw_quotes`], where each string at the path of one of
+/// `prefixes` (JSON pointer, text) starts with its text (counted in its
+/// `minLength` / `maxLength`): a step of a turn held to the call it
+/// declared. A prefix longer than its string's `maxLength` is an error.
+pub fn to_gbnf_with(
+    schema: &Value,
+    raw_quotes: &[String],
+    prefixes: &[(String, String)],
+) -> Result<String, SchemaError> {
     check(schema)?;
     let mut grammar = Grammar::new(schema);
     grammar.raw_quotes = raw_quotes.iter().cloned().collect();
+    grammar.prefixes = prefixes.iter().cloned().collect();
     let root = grammar.body(schema, "#", "root")?;
     grammar.rules.insert(0, ("root".to_string(), root));
     Ok(grammar
@@ -166,6 +179,8 @@ struct Grammar<'a> {
     by_ref: HashMap<String, String>,
     /// Paths of the strings that may hold unescaped quotes.
     raw_quotes: HashSet<String>,
+    /// Paths of the strings that start with a fixed text, and the text.
+    prefixes: HashMap<String, String>,
 }
 
 impl<'a> Grammar<'a> {
@@ -177,6 +192,7 @@ impl<'a> Grammar<'a> {
             by_body: HashMap::new(),
             by_ref: HashMap::new(),
             raw_quotes: HashSet::new(),
+            prefixes: HashMap::new(),
         }
     }
 
@@ -306,7 +322,7 @@ impl<'a> Grammar<'a> {
                 "boolean" => self.fixed("boolean"),
                 "integer" => self.fixed("integer"),
                 "number" => self.fixed("number"),
-                "string" => self.string(map, path),
+                "string" => self.string(map, path)?,
                 "array" => self.array(map, path, hint)?,
                 _ => self.object(map, path, hint)?,
             });
@@ -409,22 +425,40 @@ impl<'a> Grammar<'a> {
         Ok(symbols.join(" | "))
     }
 
-    /// A string within `minLength` / `maxLength`.
-    fn string(&mut self, map: &Map<String, Value>, path: &str) -> String {
-        let min = map.get("minLength").and_then(Value::as_u64).unwrap_or(0);
-        let max = map.get("maxLength").and_then(Value::as_u64);
+    /// A string within `minLength` / `maxLength`, starting with its prefix
+    /// if it has one.
+    fn string(&mut self, map: &Map<String, Value>, path: &str) -> Result<String, SchemaError> {
+        let mut min = map.get("minLength").and_then(Value::as_u64).unwrap_or(0);
+        let mut max = map.get("maxLength").and_then(Value::as_u64);
         let raw = self.raw_quotes.contains(path);
-        if min == 0 && max.is_none() && !raw {
-            return self.fixed("string");
+        let prefix = self.prefixes.get(path).cloned();
+        if min == 0 && max.is_none() && !raw && prefix.is_none() {
+            return Ok(self.fixed("string"));
+        }
+        let mut start = String::new();
+        if let Some(prefix) = &prefix {
+            let n = prefix.chars().count() as u64;
+            if max.is_some_and(|m| m < n) {
+                return Err(SchemaError::Invalid {
+                    path: path.to_string(),
+                    detail: format!("the prefix {prefix:?} is longer than maxLength"),
+                });
+            }
+            // The prefix as the string's JSON text (its escapes included).
+            let json = serde_json::to_string(prefix).unwrap_or_default();
+            start = format!("{} ", literal(&json[1..json.len() - 1]));
+            min = min.saturating_sub(n);
+            max = max.map(|m| m - n);
         }
         let char = self.fixed(if raw { "raw-char" } else { "char" });
         let chars = self.repeat(&char, min, max);
         let kind = if raw { "raw-string" } else { "string" };
-        let hint = match max {
-            Some(max) => format!("{kind}-{min}-{max}"),
-            None => format!("{kind}-{min}"),
+        let hint = match (&prefix, max) {
+            (Some(_), _) => format!("{kind}-prefixed"),
+            (None, Some(max)) => format!("{kind}-{min}-{max}"),
+            (None, None) => format!("{kind}-{min}"),
         };
-        self.define(&hint, format!(r#""\"" {chars} "\"""#))
+        Ok(self.define(&hint, format!(r#""\"" {start}{chars} "\"""#)))
     }
 
     /// `symbol` (a rule name) repeated `min` to `max` times (`None`: no

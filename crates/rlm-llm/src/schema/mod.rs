@@ -30,7 +30,7 @@ mod validate;
 
 pub use check::check;
 pub use error::{ReplyError, SchemaError, SchemaViolation, Violation};
-pub use gbnf::{to_gbnf, to_gbnf_with_raw_quotes};
+pub use gbnf::{to_gbnf, to_gbnf_with, to_gbnf_with_raw_quotes};
 pub use strict::{ordered_json, strict_compatible, strict_copy};
 pub use validate::{extract_json, parse_reply, validate};
 

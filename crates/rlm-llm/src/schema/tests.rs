@@ -1037,3 +1037,39 @@ fn to_gbnf_says_what_it_cannot_express() {
         "{err}"
     );
 }
+
+#[test]
+fn a_prefixed_string_starts_with_its_prefix_within_its_length() {
+    let schema = json!({"type": "object", "properties": {"code": {
+        "type": "string", "minLength": 1, "maxLength": 20}}, "required": ["code"],
+        "additionalProperties": false});
+    let path = "#/properties/code".to_string();
+    let text = to_gbnf_with(&schema, &[], &[(path.clone(), "print(tally(".into())]).unwrap();
+    let gbnf = Gbnf::parse(&text);
+    for (reply, ok) in [
+        (r#"{"code": "print(tally('x'))"}"#, true),
+        (r#"{"code": "print(tally("}"#, true),
+        // Another start, or past maxLength with the prefix counted.
+        (r#"{"code": "for h in search('x')"}"#, false),
+        (r#"{"code": "print(search('x'))"}"#, false),
+        (r#"{"code": "print(tally('abcdefghi'))"}"#, false),
+    ] {
+        assert_eq!(gbnf.accepts(reply), ok, "{reply}");
+    }
+    // With unescaped quotes allowed too, and a prefix that needs escaping.
+    let text = to_gbnf_with(
+        &schema,
+        std::slice::from_ref(&path),
+        &[(path.clone(), "a\"b".into())],
+    )
+    .unwrap();
+    let gbnf = Gbnf::parse(&text);
+    assert!(gbnf.accepts(r#"{"code": "a\"b d["k"]"}"#), "{text}");
+    assert!(!gbnf.accepts(r#"{"code": "ab"}"#), "{text}");
+    // A prefix the string cannot hold is an error naming where.
+    let err = to_gbnf_with(&schema, &[], &[(path, "x".repeat(21))]).unwrap_err();
+    assert!(
+        err.to_string().contains("#/properties/code") && err.to_string().contains("maxLength"),
+        "{err}"
+    );
+}
