@@ -466,4 +466,17 @@ async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
         turn2.contains("Note: tally(\"nowhere\") matched no line of the corpus"),
         "{turn2}"
     );
+    // A line of the corpus, to show how lines are written.
+    let shown = turn2
+        .split("A line of the corpus reads: \"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{turn2}"));
+    assert!(
+        shown.starts_with('T') && shown.split('"').next().unwrap().contains(" EUR"),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("Count with words written like these."),
+        "{turn2}"
+    );
 }

@@ -204,6 +204,29 @@ fn cut_line(line: &str) -> String {
     }
 }
 
+/// Lines of a document read for [`typical_line`].
+const TYPICAL_LINES_READ: usize = 200;
+
+/// A line that shows how the corpus writes its lines, for a pattern that
+/// matched none: among the first lines of the largest document that hold
+/// three words or more, the one of median length (a record of a ledger or
+/// a log, a sentence of prose, not a title). `None` for an empty corpus.
+pub fn typical_line(corpus: &Corpus) -> Result<Option<String>, DocumentError> {
+    let Some(largest) = (0..corpus.documents().len()).max_by_key(|&i| corpus.documents()[i].chars)
+    else {
+        return Ok(None);
+    };
+    let text = corpus.document_text(largest)?;
+    let mut lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.split_whitespace().count() >= 3)
+        .take(TYPICAL_LINES_READ)
+        .collect();
+    lines.sort_by_key(|l| l.chars().count());
+    Ok(lines.get(lines.len() / 2).map(|l| cut_line(l)))
+}
+
 /// A set an answer was computed from: one `grep()` the run made, with its
 /// count re-checked when the answer is verified.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -241,29 +241,54 @@ pub(crate) async fn tally(
             }
         }),
     );
+    if found.lines == 0
+        && let Some(line) = typical_line(run).await?
+    {
+        notes.push(format!(
+            "A line of the corpus reads: {line:?}. Count with words written like these."
+        ));
+    }
     if let Some(question) = question.filter(|_| found.lines > 0) {
-        let mut all_parts = patterns.clone();
-        all_parts.extend(number.iter().chain(by.iter()).cloned());
-        let left_out =
-            left_out_words(run, question, &patterns, &all_parts, &parts, found.lines).await?;
-        notes.extend(left_out_note(&left_out, found.lines, &patterns, &rest));
-        if number.is_none() {
-            // Over the lines that also hold the question's left-out words,
-            // when there are such: the total the question asks for.
-            let also: Vec<String> = left_out.iter().map(|w| regex::escape(&w.written)).collect();
-            let counted = Counted {
-                patterns: &patterns,
-                rest: &rest,
-                found: &found,
-                parts: &parts,
-            };
-            notes.extend(amount_note(run, question, &counted, &also).await?);
-        }
+        let counted = Counted {
+            patterns: &patterns,
+            rest: &rest,
+            found: &found,
+            parts: &parts,
+        };
+        let named: Vec<String> = number.iter().chain(by.iter()).cloned().collect();
+        notes.extend(question_notes(run, question, &counted, &named).await?);
     }
     let note = (!notes.is_empty()).then(|| notes.join(" "));
     let value = found.to_value(number.is_some(), by.is_some());
     let summary = (found.lines > 0).then(|| count_summary(&written, &value));
     Ok((value, note, summary))
+}
+
+/// What a root's tally is told from its question: the question's words
+/// its patterns left out that only some counted lines hold, and the total
+/// of the amounts the counted lines hold when it read no number
+/// (`named`: its `number=` and `by=`).
+async fn question_notes(
+    run: &Arc<Run>,
+    question: &str,
+    counted: &Counted<'_>,
+    named: &[String],
+) -> Result<Vec<String>, HostError> {
+    let (patterns, lines) = (counted.patterns, counted.found.lines);
+    let mut all_parts = patterns.to_vec();
+    all_parts.extend(named.iter().cloned());
+    let left_out =
+        left_out_words(run, question, patterns, &all_parts, counted.parts, lines).await?;
+    let mut notes: Vec<String> = left_out_note(&left_out, lines, patterns, counted.rest)
+        .into_iter()
+        .collect();
+    if counted.parts.0.is_none() {
+        // Over the lines that also hold the question's left-out words,
+        // when there are such: the total the question asks for.
+        let also: Vec<String> = left_out.iter().map(|w| regex::escape(&w.written)).collect();
+        notes.extend(amount_note(run, question, counted, &also).await?);
+    }
+    Ok(notes)
 }
 
 /// Plain words side by side that no line holds ("EUR Oslo" over
@@ -620,6 +645,15 @@ async fn scan_fields(
     parts: &TallyParts,
 ) -> Result<Vec<scan::Field>, HostError> {
     scan_lines(run, patterns, parts, scan::fields).await
+}
+
+/// [`scan::typical_line`], off the async runtime.
+async fn typical_line(run: &Arc<Run>) -> Result<Option<String>, HostError> {
+    let corpus = run.corpus.clone();
+    tokio::task::spawn_blocking(move || scan::typical_line(&corpus))
+        .await
+        .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?
+        .map_err(|e| HostError::runtime(format!("tally failed: {e}")))
 }
 
 /// A scan of the lines a [`scan::TallySpec`] picks ([`scan::tally`],
