@@ -377,7 +377,7 @@ async fn a_count_of_lines_holding_amounts_the_question_names_gets_their_total() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_by_word_no_counted_line_holds_groups_by_the_field_the_question_names() {
+async fn a_field_the_question_names_groups_the_lines_or_is_offered() {
     // 2 files of 21 lines: 14 refunds, two for each of u0..u6.
     let ts = ledger_store(2, 21);
     let script = Script::new().on_sequence(
@@ -386,6 +386,8 @@ async fn a_by_word_no_counted_line_holds_groups_by_the_field_the_question_names(
             repl("print(tally('refund', by='transaction'))"),
             "FINAL(done)".to_string(),
             repl("print(tally('refund', by='transaction'))"),
+            "FINAL(done)".to_string(),
+            repl("print(tally('refund'))"),
             "FINAL(done)".to_string(),
         ],
     );
@@ -414,6 +416,16 @@ async fn a_by_word_no_counted_line_holds_groups_by_the_field_the_question_names(
     assert!(!turn2.contains("'groups'"), "{turn2}");
     assert!(
         turn2.contains(r#"counted the lines without groups. The lines write a value after "user" (14 lines, 7 values): by= one of them groups by that value."#),
+        "{turn2}"
+    );
+    // Counted without by= for a question that names a field of the lines:
+    // the note gives the call that ranks it.
+    let (answer, _) = ask(&engine, &ts, "Which user made the most refunds?").await;
+    assert_eq!(answer.answer, "done");
+    let reqs = server.requests();
+    let turn2 = reqs[reqs.len() - 1].last_message();
+    assert!(
+        turn2.contains(r#"Note: the question names "user", and these lines write a value after it (7 values): tally("refund", by="user") counts the lines per value, most first."#),
         "{turn2}"
     );
 }

@@ -282,6 +282,22 @@ async fn question_notes(
     let mut notes: Vec<String> = left_out_note(&left_out, lines, patterns, counted.rest)
         .into_iter()
         .collect();
+    if counted.parts.1.is_none()
+        && let Some(field) =
+            field_named(question, &scan_fields(run, patterns, counted.parts).await?)
+    {
+        // "Which user made the most …" counted without groups: the field
+        // the question names is on these lines; the call that ranks it.
+        let rest = format!("{}, by={:?}", counted.rest, field.name);
+        let call = match patterns {
+            [one] => format!("tally({one:?}{rest})"),
+            many => format!("tally({many:?}{rest})"),
+        };
+        notes.push(format!(
+            "Note: the question names {:?}, and these lines write a value after it ({} values): {call} counts the lines per value, most first.",
+            field.name, field.values
+        ));
+    }
     if counted.parts.0.is_none() {
         // Over the lines that also hold the question's left-out words,
         // when there are such: the total the question asks for.
@@ -365,6 +381,18 @@ impl ByReading {
     }
 }
 
+/// The first of `fields` the question names: one of its words, or the
+/// word with up to two more letters ("users" for `user`).
+fn field_named<'f>(question: &str, fields: &'f [scan::Field]) -> Option<&'f scan::Field> {
+    let words: Vec<String> = crate::text::words(question).collect();
+    fields.iter().find(|f| {
+        let name = f.name.to_lowercase();
+        words.iter().any(|w| {
+            w == &name || (w.starts_with(&name) && w.chars().count() <= name.chars().count() + 2)
+        })
+    })
+}
+
 /// The tally's patterns, `by=`, parts and result after [`ByReading`].
 type ByOutcome = (Vec<String>, Option<String>, TallyParts, scan::Tally);
 
@@ -389,16 +417,7 @@ async fn by_without_value(
     }
     let patterns = counted.patterns.to_vec();
     let fields = scan_fields(run, &patterns, &parts).await?;
-    let words: Vec<String> = question
-        .map(|q| crate::text::words(q).collect())
-        .unwrap_or_default();
-    let named = fields.iter().find(|f| {
-        let name = f.name.to_lowercase();
-        words.iter().any(|w| {
-            w == &name || (w.starts_with(&name) && w.chars().count() <= name.chars().count() + 2)
-        })
-    });
-    if let Some(field) = named {
+    if let Some(field) = question.and_then(|q| field_named(q, &fields)) {
         let pattern = format!(r"\b{}\b", regex::escape(&field.name));
         parts.1 = Some(scan::compile(&pattern, parts.2).map_err(value_error)?);
         let found = scan_tally(run, &patterns, &parts).await?;
