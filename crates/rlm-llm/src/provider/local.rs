@@ -15,7 +15,6 @@ use rlm_local::{
 use crate::config::LlmConfig;
 use crate::error::LlmError;
 use crate::provider::{BoxFuture, Provider};
-use crate::schema;
 use crate::types::{DraftTokens, FinishReason, ModelReply, ModelRequest, ReportedUsage};
 
 /// The embedded model behind the [`Provider`] trait.
