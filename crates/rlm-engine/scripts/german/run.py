@@ -349,8 +349,11 @@ def prose(answer):
 
 
 def language(text):
+    """de or en by stop words; a word with an umlaut or ß counts for German
+    too (a short German answer holds few stop words: "tail -f schläft
+    standardmäßig 1 Sekunde")."""
     words = re.findall(r"[a-zäöüß]+", prose(text).lower())
-    de = sum(w in STOP["de"] for w in words)
+    de = sum(w in STOP["de"] or any(c in "äöüß" for c in w) for w in words)
     en = sum(w in STOP["en"] for w in words)
     if de + en < 2 or de == en:
         return "unknown"
