@@ -491,4 +491,9 @@ async fn a_tally_that_reads_nothing_says_how_to_write_its_patterns() {
         turn2.contains("Count with words written like these."),
         "{turn2}"
     );
+    // A lookup forced into a count: the search that would find the fact.
+    assert!(
+        turn2.contains(r#"rather than a count, search for it instead: for h in search("nowhere", 5): print(h['chunk_id'], h['snippet'])"#),
+        "{turn2}"
+    );
 }

@@ -241,12 +241,8 @@ pub(crate) async fn tally(
             }
         }),
     );
-    if found.lines == 0
-        && let Some(line) = typical_line(run).await?
-    {
-        notes.push(format!(
-            "A line of the corpus reads: {line:?}. Count with words written like these."
-        ));
+    if found.lines == 0 {
+        notes.extend(no_line_notes(run, &patterns).await?);
     }
     if let Some(question) = question.filter(|_| found.lines > 0) {
         let counted = Counted {
@@ -786,6 +782,35 @@ fn split_words(patterns: &[String]) -> Option<Vec<String>> {
         .flat_map(|p| p.split_whitespace().map(str::to_string))
         .collect();
     (patterns.iter().all(plain) && words.len() > patterns.len()).then_some(words)
+}
+
+/// What a tally that matched no line is also told: a typical line of the
+/// corpus (how lines are written), and the search to run if the question
+/// asks for a fact (a first turn that declared "every line" must tally; a
+/// question whose words no line holds together may be a lookup).
+async fn no_line_notes(run: &Arc<Run>, patterns: &[String]) -> Result<Vec<String>, HostError> {
+    let mut notes = Vec::new();
+    if let Some(line) = typical_line(run).await? {
+        notes.push(format!(
+            "A line of the corpus reads: {line:?}. Count with words written like these."
+        ));
+    }
+    notes.push(format!(
+        "If the question asks for a fact stated in a passage rather than a count, search for it instead: for h in search({:?}, 5): print(h['chunk_id'], h['snippet'])",
+        search_words(patterns)
+    ));
+    Ok(notes)
+}
+
+/// The words of a tally's patterns as a search query: what is left of
+/// them with the regular expression's syntax taken out.
+fn search_words(patterns: &[String]) -> String {
+    let words: Vec<&str> = patterns
+        .iter()
+        .flat_map(|p| p.split(|c: char| !(c.is_alphanumeric() || c == '-')))
+        .filter(|w| w.chars().any(char::is_alphabetic))
+        .collect();
+    words.join(" ")
 }
 
 /// How a `number=` or `by=` without a group in parentheses was read, so
