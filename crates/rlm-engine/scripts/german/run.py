@@ -502,6 +502,9 @@ def report(out):
     rows = load_results(out)
     if not rows:
         die(f"no results in {out}/results.jsonl")
+    for r in rows:
+        if r["kind"] == "ask":  # scored again, as the scorer is now
+            r["answer_lang"] = language(r["answer"])
     print("| lang | questions | recall@1 | recall@5 | MRR@5 | accuracy | answers in question's language "
           "| median wall (ask) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
