@@ -169,15 +169,6 @@ pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
         turn["properties"]["needs"] =
             json!({"type": "string", "enum": [Needs::ONE_PASSAGE, Needs::EVERY_LINE]});
         turn["required"] = json!(["needs", "thought", "step"]);
-        return ReplySchema::new(name, turn.clone())
-            .with_grammar(
-                first_turn_grammar(turn),
-                [(
-                    EVERY_LINE_CODE_PATH.to_string(),
-                    EVERY_LINE_CODE_START.to_string(),
-                )],
-            )
-            .with_raw_quotes([ONE_PASSAGE_CODE_PATH, EVERY_LINE_CODE_PATH]);
     }
     let schema = ReplySchema::new(name, turn);
     match steps {
@@ -186,30 +177,6 @@ pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
         Steps::First | Steps::Any => schema.with_raw_quotes([CODE_PATH]),
         Steps::AnswerOnly => schema,
     }
-}
-
-/// How the code of a first turn that declared "every line" starts in the
-/// embedded model's grammar: with the call that counts every line. Said and
-/// not done, the declaration is worth nothing; the embedded model declared
-/// "every line" and then searched five passages, three runs in three.
-const EVERY_LINE_CODE_START: &str = "print(tally(";
-
-/// Where the code of each declaration is in [`first_turn_grammar`].
-const ONE_PASSAGE_CODE_PATH: &str = "#/anyOf/0/properties/step/anyOf/0/properties/code";
-const EVERY_LINE_CODE_PATH: &str = "#/anyOf/1/properties/step/properties/code";
-
-/// The first turn's schema for the embedded model's grammar: one
-/// alternative per declaration, "one passage" with any step, "every line"
-/// with a code step only (its start fixed by [`EVERY_LINE_CODE_START`]).
-/// Servers get the plain schema: OpenAI's strict mode refuses a root
-/// `anyOf`.
-fn first_turn_grammar(turn: Value) -> Value {
-    let mut one_passage = turn.clone();
-    one_passage["properties"]["needs"] = json!({"const": Needs::ONE_PASSAGE});
-    let mut every_line = turn;
-    every_line["properties"]["needs"] = json!({"const": Needs::EVERY_LINE});
-    every_line["properties"]["step"] = every_line["properties"]["step"]["anyOf"][0].clone();
-    json!({"anyOf": [one_passage, every_line]})
 }
 
 /// Where a code step's code is in the turn schema.
@@ -528,28 +495,14 @@ mod tests {
         assert!(raw_char.contains(r#""\\" [^"\\/bfnrtu"#), "{raw_char}");
         assert!(turn_schema(&[], Steps::AnswerOnly).raw_quotes.is_empty());
         // The root's first turn: what the answer needs comes first, one of
-        // two values; the code still holds raw quotes, and after "every
-        // line" it starts with the call that counts every line.
+        // two values; the code still holds raw quotes.
         let first = turn_schema(&[], Steps::First);
-        assert_eq!(
-            first.schema["required"],
-            json!(["needs", "thought", "step"])
-        );
-        let grammar = first.to_gbnf().unwrap();
+        let grammar =
+            rlm_llm::schema::to_gbnf_with_raw_quotes(&first.schema, &first.raw_quotes).unwrap();
         let root = grammar.lines().find(|l| l.starts_with("root ::=")).unwrap();
-        assert_eq!(root.matches(" | ").count(), 1, "{grammar}");
-        assert!(grammar.contains(r#"\"one passage\""#), "{grammar}");
+        assert!(root.contains("needs"), "{grammar}");
         assert!(grammar.contains(r#"\"every line\""#), "{grammar}");
         assert!(grammar.contains("raw-string-1-"), "{grammar}");
-        let prefixed = grammar
-            .lines()
-            .find(|l| l.starts_with("raw-string-prefixed"))
-            .unwrap_or_else(|| panic!("{grammar}"));
-        assert!(prefixed.contains(r#""print(tally(""#), "{prefixed}");
-        // Every reply the grammar admits, the plain schema admits too.
-        for alternative in first.grammar.as_ref().unwrap()["anyOf"].as_array().unwrap() {
-            assert_eq!(alternative["required"], first.schema["required"]);
-        }
         let reply =
             r#"{"needs": "every line", "thought": "count", "step": {"code": "print(tally('x'))"}}"#;
         assert_eq!(Needs::of_reply(reply), Some(Needs::EveryLine));
