@@ -72,25 +72,42 @@ pub fn tally(
 ) -> Result<Tally, DocumentError> {
     let mut t = Tally::default();
     let mut group_at = std::collections::HashMap::new();
+    let mut last_document = None;
+    each_counted_line(corpus, spec, only, |place, chunk_id, line| {
+        if last_document != Some(place) {
+            last_document = Some(place);
+            t.documents += 1;
+        }
+        t.add_line(spec, line, &mut group_at);
+        keep_chunk(&mut t.chunk_ids, chunk_id);
+    })?;
+    Ok(t)
+}
+
+/// Calls `on_line(document's place in the reading, chunk id, line)` for
+/// each line of the corpus (or of `only` documents, each place counted
+/// apart as before) that `spec.lines` and every one of `spec.also` match,
+/// in order: the lines a tally counts.
+fn each_counted_line(
+    corpus: &Corpus,
+    spec: &TallySpec<'_>,
+    only: Option<&[usize]>,
+    mut on_line: impl FnMut(usize, &str, &str),
+) -> Result<(), DocumentError> {
     let all: Vec<usize> = (0..corpus.documents().len()).collect();
-    for &index in only.unwrap_or(&all) {
+    for (place, &index) in only.unwrap_or(&all).iter().enumerate() {
         let text = corpus.document_text(index)?;
         if !spec.lines.is_match(&text) {
             continue;
         }
         let spans = corpus.chunk_starts(index)?;
-        let before = t.lines;
         each_line(&text, &spans, spec.lines, |_, chunk_id, line| {
             if spec.also.iter().all(|re| re.is_match(line)) {
-                t.add_line(spec, line, &mut group_at);
-                keep_chunk(&mut t.chunk_ids, chunk_id);
+                on_line(place, chunk_id, line);
             }
         });
-        if t.lines > before {
-            t.documents += 1;
-        }
     }
-    Ok(t)
+    Ok(())
 }
 
 /// A word the counted lines write a value after (`user` in `user mila`,
@@ -122,40 +139,29 @@ pub fn fields(
     // Per word (lowercase): its written form, lines, and values seen.
     let mut seen: Vec<(String, String, u64, Vec<String>)> = Vec::new();
     let mut lines = 0u64;
-    let all: Vec<usize> = (0..corpus.documents().len()).collect();
-    for &index in only.unwrap_or(&all) {
-        let text = corpus.document_text(index)?;
-        if !spec.lines.is_match(&text) {
-            continue;
+    each_counted_line(corpus, spec, only, |_, _, line| {
+        lines += 1;
+        let mut on_line: Vec<String> = Vec::new();
+        for (word, value) in word_value_pairs(line) {
+            let key = word.to_lowercase();
+            if on_line.contains(&key) {
+                continue;
+            }
+            on_line.push(key.clone());
+            let at = match seen.iter().position(|s| s.0 == key) {
+                Some(at) => at,
+                None => {
+                    seen.push((key, word.to_string(), 0, Vec::new()));
+                    seen.len() - 1
+                }
+            };
+            let entry = &mut seen[at];
+            entry.2 += 1;
+            if entry.3.len() < MAX_FIELD_VALUES && !entry.3.iter().any(|v| v == value) {
+                entry.3.push(value.to_string());
+            }
         }
-        let spans = corpus.chunk_starts(index)?;
-        each_line(&text, &spans, spec.lines, |_, _, line| {
-            if !spec.also.iter().all(|re| re.is_match(line)) {
-                return;
-            }
-            lines += 1;
-            let mut on_line: Vec<String> = Vec::new();
-            for (word, value) in word_value_pairs(line) {
-                let key = word.to_lowercase();
-                if on_line.contains(&key) {
-                    continue;
-                }
-                on_line.push(key.clone());
-                let at = match seen.iter().position(|s| s.0 == key) {
-                    Some(at) => at,
-                    None => {
-                        seen.push((key, word.to_string(), 0, Vec::new()));
-                        seen.len() - 1
-                    }
-                };
-                let entry = &mut seen[at];
-                entry.2 += 1;
-                if entry.3.len() < MAX_FIELD_VALUES && !entry.3.iter().any(|v| v == value) {
-                    entry.3.push(value.to_string());
-                }
-            }
-        });
-    }
+    })?;
     let mut found: Vec<Field> = seen
         .into_iter()
         .filter(|(_, _, n, values)| {
