@@ -665,7 +665,15 @@ async fn scan_fields(
 /// [`scan::typical_line`], off the async runtime.
 async fn typical_line(run: &Arc<Run>) -> Result<Option<String>, HostError> {
     let corpus = run.corpus.clone();
-    tokio::task::spawn_blocking(move || scan::typical_line(&corpus))
+    off_runtime(move || scan::typical_line(&corpus)).await
+}
+
+/// Runs a read of the corpus off the async runtime; its failure is the
+/// cell's `tally failed` error.
+async fn off_runtime<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, DocumentError> + Send + 'static,
+) -> Result<T, HostError> {
+    tokio::task::spawn_blocking(read)
         .await
         .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?
         .map_err(|e| HostError::runtime(format!("tally failed: {e}")))
@@ -690,7 +698,7 @@ async fn scan_lines<T: Send + 'static>(
     let lines_re = line_res.remove(0);
     let (number_re, by_re, only) = (number_re.clone(), by_re.clone(), only.clone());
     let corpus = run.corpus.clone();
-    tokio::task::spawn_blocking(move || {
+    off_runtime(move || {
         let spec = scan::TallySpec {
             lines: &lines_re,
             also: &line_res,
@@ -700,8 +708,6 @@ async fn scan_lines<T: Send + 'static>(
         read(&corpus, &spec, only.as_deref())
     })
     .await
-    .map_err(|e| HostError::runtime(format!("tally failed: {e}")))?
-    .map_err(|e| HostError::runtime(format!("tally failed: {e}")))
 }
 
 /// The arguments of a `tally()` call, checked: the patterns of the lines
