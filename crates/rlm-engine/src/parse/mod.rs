@@ -19,8 +19,8 @@ mod verdicts;
 pub use code::{adapt_async_calls, code_lints};
 pub(crate) use verdicts::SEARCH_LEAD;
 pub use verdicts::{
-    abstains, announces_steps, holds_engine_output, language_mismatch, not_an_answer,
-    speaks_the_protocol,
+    abstains, announces_steps, copies_a_note, holds_engine_output, language_mismatch,
+    not_an_answer, speaks_the_protocol,
 };
 
 /// One fenced code block the engine will execute.

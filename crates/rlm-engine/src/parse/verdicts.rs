@@ -99,6 +99,65 @@ pub fn holds_engine_output(text: &str) -> bool {
     re.is_match(text) || text.contains(SEARCH_LEAD) || text.contains("a lead, not proof")
 }
 
+/// Words in a row of a note that make a copy of it: more than a phrase two
+/// sentences may share by chance, fewer than a note's shortest sentence.
+const NOTE_RUN_WORDS: usize = 6;
+
+/// True when `text` copies [`NOTE_RUN_WORDS`] words in a row of one of the
+/// engine's `notes` (what its host functions printed: a tally's reading, a
+/// search to run instead). What a note quotes (a line of the corpus, the
+/// model's own pattern), written between double quotes, is left out: an
+/// answer may repeat a document's words, never the engine's. The notes are
+/// the engine's strings, so the test holds in any language.
+pub fn copies_a_note(text: &str, notes: &[String]) -> bool {
+    let said = lowercase_words(text);
+    if said.len() < NOTE_RUN_WORDS {
+        return false;
+    }
+    let runs: std::collections::HashSet<&[String]> = said.windows(NOTE_RUN_WORDS).collect();
+    notes.iter().any(|note| {
+        unquoted(note).iter().any(|part| {
+            lowercase_words(part)
+                .windows(NOTE_RUN_WORDS)
+                .any(|run| runs.contains(run))
+        })
+    })
+}
+
+/// The words of `text`, lowercased: runs of letters and digits.
+fn lowercase_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The parts of a note outside its double-quoted strings (as Rust's `{:?}`
+/// writes them, `\"` inside kept in the string).
+fn unquoted(note: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in note.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' if quoted => {
+                quoted = false;
+                start = i + 1;
+            }
+            '"' => {
+                parts.push(&note[start..i]);
+                quoted = true;
+            }
+            _ => {}
+        }
+    }
+    if !quoted {
+        parts.push(&note[start..]);
+    }
+    parts
+}
+
 /// True when `text` (a document's) speaks the engine's protocol: a
 /// `FINAL(` or `FINAL_VAR(` directive, a citation marker, a REPL block.
 /// A document has no reason to; one that does is addressing the model (an
@@ -147,6 +206,34 @@ pub fn abstains(answer: &str) -> bool {
 #[cfg(test)]
 mod engine_output_tests {
     use super::*;
+
+    #[test]
+    fn a_copy_of_the_engines_notes_is_recognised_and_a_quoted_line_is_not() {
+        let notes = vec![
+            "Note: no line holds \"EUR Oslo\" as written (its words side by side), so this counted the lines that hold each of its words anywhere: tally([\"EUR\", \"Oslo\"]).".to_string(),
+            "A line of the corpus reads: \"2024-03-02 T100231 user mila purchase 63.50 EUR in Oslo\". Count with words written like these.".to_string(),
+        ];
+        assert!(copies_a_note(
+            "No line holds EUR Oslo as written (its words side by side).",
+            &notes
+        ));
+        assert!(copies_a_note(
+            "Count with words written like these, then answer.",
+            &notes
+        ));
+        // The quoted line is a document's: repeating it is no copy.
+        assert!(!copies_a_note(
+            "The ledger says: 2024-03-02 T100231 user mila purchase 63.50 EUR in Oslo.",
+            &notes
+        ));
+        assert!(!copies_a_note("Mila paid 63.50 EUR in Oslo.", &notes));
+        assert!(!copies_a_note("anything", &[]));
+        assert_eq!(
+            unquoted(r#"a "b \" c" d "e"#),
+            vec!["a ", " d "],
+            "an unclosed quote ends the parts"
+        );
+    }
 
     #[test]
     fn the_engines_own_output_is_recognised_in_any_language() {

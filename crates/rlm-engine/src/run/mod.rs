@@ -76,6 +76,9 @@ pub(crate) struct Run {
     /// The `grep()` scans the run's agents made, one per distinct scan: the
     /// sets an answer about a set was computed from.
     pub(crate) scans: Mutex<Vec<crate::scan::CountedSet>>,
+    /// The notes the host functions printed (a tally's reading, a search
+    /// to run instead): the engine's words, which an answer must not copy.
+    pub(crate) notes_shown: Mutex<Vec<String>>,
     /// What the run's agents saw (search hits, printed corpus text, what
     /// they passed to sub-calls and got back).
     pub(crate) ledger: Ledger,
@@ -208,6 +211,7 @@ impl Run {
             session: req.session.clone().unwrap_or_default(),
             findings: Mutex::new(Vec::new()),
             scans: Mutex::new(Vec::new()),
+            notes_shown: Mutex::new(Vec::new()),
             sub_results: Mutex::new(Vec::new()),
             ledger: Ledger::default(),
             no_model: parts.no_model,
@@ -217,6 +221,13 @@ impl Run {
             notice_language: crate::notices::language_of(&req.question),
             answer_schema: req.answer_schema.clone(),
         })
+    }
+
+    /// True when `text` copies words of a note the host functions printed
+    /// this run ([`crate::parse::copies_a_note`]).
+    pub(crate) fn copies_a_note(&self, text: &str) -> bool {
+        let notes = self.notes_shown.lock().unwrap_or_else(|e| e.into_inner());
+        crate::parse::copies_a_note(text, &notes)
     }
 
     /// Emits `run_started` for the flow that answers.

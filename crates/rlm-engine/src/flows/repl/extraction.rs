@@ -128,7 +128,7 @@ pub(crate) async fn extract(
         )),
         other => other,
     };
-    let outcome = outcome_of(turn, &reply, task, &ended)
+    let outcome = outcome_of(turn, &reply, task, &ended, &|text| ctx.copies_a_note(text))
         .unwrap_or_else(|why| gathered(ctx, agent, &ended, &why, &passages));
     ctx.trace.emit(TraceEvent::Final {
         agent: agent.into(),
@@ -144,12 +144,15 @@ pub(crate) async fn extract(
 /// was stopped), "not found" (partial, saying what was found), or a plain
 /// reply from an endpoint that ignored the schema, kept when it is an
 /// answer and not a copy of the engine's own output. `turn` is the reply
-/// read as a structured turn. `Err` says why there is no answer to keep.
+/// read as a structured turn; `copies_a_note` tells a text that copies the
+/// notes the run's host functions printed. `Err` says why there is no
+/// answer to keep.
 fn outcome_of(
     turn: Option<Turn>,
     reply: &str,
     task: &str,
     ended: &Ended,
+    copies_a_note: &dyn Fn(&str) -> bool,
 ) -> Result<Outcome, String> {
     let stopped = match ended {
         Ended::Stopped(why) => Some(why.clone()),
@@ -158,13 +161,18 @@ fn outcome_of(
     match turn {
         Some(Turn::Answer(statements)) => {
             let answer = structured::answer_text(&statements);
-            if let Some(why) = no_answer(&answer, task) {
+            if let Some(why) = no_answer(&answer, task, copies_a_note) {
                 return Err(why);
             }
             Ok(Outcome {
                 answer,
                 partial_reason: stopped,
             })
+        }
+        // What was found, in the engine's words, says nothing the partial
+        // outcome's list of documents would not.
+        Some(Turn::NotFound(what)) if copies_a_note(&what) => {
+            Err("the reply copied the engine's own output".into())
         }
         Some(Turn::NotFound(what)) if !what.is_empty() => Ok(Outcome {
             answer: what,
@@ -183,7 +191,7 @@ fn outcome_of(
                 // A turn cut off before any whole statement: JSON, not an answer.
                 return Err("the extraction reply was cut off before its end".into());
             }
-            if let Some(why) = no_answer(text, task) {
+            if let Some(why) = no_answer(text, task, copies_a_note) {
                 return Err(why);
             }
             Ok(Outcome {
@@ -200,8 +208,8 @@ fn outcome_of(
 
 /// Why `answer` cannot be kept: it holds the engine's own output (document
 /// headers, search listings, REPL output), or is no answer at all.
-fn no_answer(answer: &str, task: &str) -> Option<String> {
-    if parse::holds_engine_output(answer) {
+fn no_answer(answer: &str, task: &str, copies_a_note: &dyn Fn(&str) -> bool) -> Option<String> {
+    if parse::holds_engine_output(answer) || copies_a_note(answer) {
         return Some("the reply copied the engine's own output".into());
     }
     parse::not_an_answer(answer, task)
@@ -333,8 +341,25 @@ mod tests {
         assert!(window(&umlauts, None, 1_501).len() <= 1_501);
     }
 
+    /// A tally's note, as a run printed it.
+    const NOTE: &str = "Note: tally(\"stellt beim\") matched no line. No line holds all of [\"stellt\", \"beim\"] anywhere either; lines holding each word: \"stellt\" 4, \"beim\" 9. Leave out the words the lines do not use.";
+
     fn read(reply: &str, task: &str, ended: &Ended) -> Result<Outcome, String> {
-        outcome_of(structured::parse_turn(reply), reply, task, ended)
+        let copies = |text: &str| parse::copies_a_note(text, &[NOTE.to_string()]);
+        outcome_of(structured::parse_turn(reply), reply, task, ended, &copies)
+    }
+
+    #[test]
+    fn a_copy_of_a_note_is_no_outcome() {
+        let task = "Wie stellt man beim Zählen die Anzahl voran?";
+        let not_found = r#"{"thought": "", "step": {"not_found": "No line holds all of the words anywhere either; lines holding each word: stellt 4, beim 9."}}"#;
+        let why = read(not_found, task, &Ended::NoAnswer).unwrap_err();
+        assert!(why.contains("engine's own output"), "{why}");
+        let answer = r#"{"thought": "", "step": {"answer": [{"text": "Leave out the words the lines do not use.", "source": null}]}}"#;
+        assert!(read(answer, task, &Ended::NoAnswer).is_err());
+        // What the model found, in its own words, is kept.
+        let own = r#"{"thought": "", "step": {"not_found": "Die Handbuchseite von uniq nennt nur -c für die Anzahl."}}"#;
+        assert!(read(own, task, &Ended::NoAnswer).is_ok());
     }
 
     #[test]

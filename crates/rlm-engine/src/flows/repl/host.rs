@@ -397,6 +397,11 @@ impl AgentHost {
     /// output.
     fn noted(&self, (value, note): (Value, Option<String>)) -> Value {
         if let Some(note) = note {
+            self.ctx
+                .notes_shown
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(note.clone());
             self.lock_state().notes.push(note);
         }
         value

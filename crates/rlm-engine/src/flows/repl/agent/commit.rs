@@ -28,7 +28,7 @@ impl Agent {
     ) -> Result<Commit, AnswerRefused> {
         // A copy of what the engine printed is no answer, at any depth and
         // on any turn: the loop's end makes the extraction call instead.
-        if parse::holds_engine_output(answer) {
+        if parse::holds_engine_output(answer) || self.ctx.copies_a_note(answer) {
             return Err(AnswerRefused::EngineOutput);
         }
         // An answer that needs every line, before any line was counted,
@@ -105,6 +105,7 @@ impl Agent {
             || parse::abstains(text)
             || parse::announces_steps(text)
             || parse::holds_engine_output(text)
+            || self.ctx.copies_a_note(text)
             || parse::not_an_answer(text, &self.task).is_some()
         {
             return None;

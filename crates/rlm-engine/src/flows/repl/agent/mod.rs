@@ -102,9 +102,9 @@ enum AnswerRefused {
     )]
     NotCounted,
     /// The answer copies the engine's own output (document headers, the
-    /// search listing): never committed.
+    /// search listing, a function's note): never committed.
     #[error(
-        "Note: your answer was not accepted: it copies the system's output (document headers, search listings) instead of answering. Read the passages and state the answer in your own words, with the passages it comes from."
+        "Note: your answer was not accepted: it copies the system's output (document headers, search listings, the notes its functions print) instead of answering. Read the passages and state the answer in your own words, with the passages it comes from."
     )]
     EngineOutput,
     /// `FINAL_VAR` names a variable holding more than an answer may.
