@@ -110,7 +110,7 @@ pub fn next_step(structured: bool, first: bool) -> &'static str {
 
 /// What the root's first structured turn is asked for: what the answer
 /// needs, then code.
-pub const ROOT_FIRST_STRUCTURED: &str = "Reply with your first turn as one JSON object: first what the answer needs, \"needs\": \"one passage\" (a fact stated somewhere: search and read) or \"every line\" (a count, a total, the largest or the most frequent over the whole corpus: tally() the lines), then your thought and code to run.";
+pub const ROOT_FIRST_STRUCTURED: &str = "Reply with your first turn as one JSON object: your thought (what the question asks), then what the answer needs, \"needs\": \"one passage\" (a fact stated somewhere: search and read) or \"every line\" (a count, a total, the largest or the most frequent over the whole corpus: tally() the lines), then the code to run.";
 
 /// How the notes and nudges tell the model to commit its answer, in the
 /// turn protocol it is held to.

@@ -317,6 +317,47 @@ async fn a_run_whose_model_only_pastes_the_search_output_ends_partial_not_with_t
     }
 }
 
+/// A tally's note copied back, as an answer or as what was not found, is
+/// the engine's output too: refused, and never the outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_whose_model_pastes_a_tally_note_ends_partial_not_with_the_note() {
+    let ts = needle_store();
+    let copied = "If the question asks for a fact stated in a passage rather than a count, search for it instead.";
+    let server = ScriptedServer::start(
+        Script::new()
+            .on(synthesis(), turn(json!({"not_found": copied})))
+            .on_sequence(
+                root(),
+                [
+                    code("print(tally('no such word anywhere'))"),
+                    answer(copied, None),
+                ],
+            )
+            .on(root(), turn(json!({"not_found": copied}))),
+    )
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, trace) = ask(&engine, &ts, "What is the secret code?").await;
+    assert!(answer.partial, "{answer:?}");
+    assert!(
+        !answer.answer.contains("rather than a count"),
+        "{}",
+        answer.answer
+    );
+    assert!(
+        answer.answer.contains("docs/"),
+        "it says where it looked: {}",
+        answer.answer
+    );
+    let reqs = server.requests();
+    let told = reqs
+        .iter()
+        .any(|r| r.last_message().contains("the notes its functions print"));
+    assert!(told, "the copied answer was sent back");
+    let vias: Vec<String> = finals(&trace).into_iter().map(|(v, _)| v).collect();
+    assert_eq!(vias, ["extraction"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_extraction_call_answers_when_the_last_turn_gives_only_prose() {
     let ts = needle_store();
@@ -453,11 +494,11 @@ async fn the_roots_first_turn_declares_what_the_answer_needs_and_partial_reads_a
         .into_iter()
         .filter(|r| !is_judge(r))
         .collect();
-    // Only the first turn asks what the answer needs, before anything else.
+    // Only the first turn asks what the answer needs, after its thought.
     let schema = |i: usize| reqs[i].body["response_format"]["json_schema"]["schema"].clone();
     assert_eq!(
         schema(0)["required"],
-        json!(["needs", "thought", "step"]),
+        json!(["thought", "needs", "step"]),
         "{}",
         schema(0)
     );

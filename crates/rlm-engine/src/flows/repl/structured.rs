@@ -80,13 +80,15 @@ pub(crate) enum Needs {
 }
 
 impl Needs {
+    /// The first turn's key.
+    const KEY: &str = "needs";
     const ONE_PASSAGE: &str = "one passage";
     const EVERY_LINE: &str = "every line";
 
     /// What a first turn declared (`None`: nothing usable).
     pub(crate) fn of_reply(reply: &str) -> Option<Needs> {
         let doc = crate::parse::parse_json_object(reply)?;
-        match doc.get("needs")?.as_str()? {
+        match doc.get(Self::KEY)?.as_str()? {
             Self::ONE_PASSAGE => Some(Needs::OnePassage),
             Self::EVERY_LINE => Some(Needs::EveryLine),
             _ => None,
@@ -165,10 +167,11 @@ pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
         "additionalProperties": false,
     });
     if steps == Steps::First {
-        // Declared first, so the thought and the code follow from it.
-        turn["properties"]["needs"] =
+        // Declared after the thought: a small model declaring before it
+        // has said what the question asks picked "every line" for lookups.
+        turn["properties"][Needs::KEY] =
             json!({"type": "string", "enum": [Needs::ONE_PASSAGE, Needs::EVERY_LINE]});
-        turn["required"] = json!(["needs", "thought", "step"]);
+        turn["required"] = json!(["thought", Needs::KEY, "step"]);
     }
     let schema = ReplySchema::new(name, turn);
     match steps {
@@ -494,17 +497,18 @@ mod tests {
             .unwrap();
         assert!(raw_char.contains(r#""\\" [^"\\/bfnrtu"#), "{raw_char}");
         assert!(turn_schema(&[], Steps::AnswerOnly).raw_quotes.is_empty());
-        // The root's first turn: what the answer needs comes first, one of
-        // two values; the code still holds raw quotes.
+        // The root's first turn: what the answer needs follows the
+        // thought, one of two values; the code still holds raw quotes.
         let first = turn_schema(&[], Steps::First);
         let grammar =
             rlm_llm::schema::to_gbnf_with_raw_quotes(&first.schema, &first.raw_quotes).unwrap();
         let root = grammar.lines().find(|l| l.starts_with("root ::=")).unwrap();
-        assert!(root.contains("needs"), "{grammar}");
+        let (thought, needs) = (root.find("thought").unwrap(), root.find("needs").unwrap());
+        assert!(thought < needs, "{root}");
         assert!(grammar.contains(r#"\"every line\""#), "{grammar}");
         assert!(grammar.contains("raw-string-1-"), "{grammar}");
         let reply =
-            r#"{"needs": "every line", "thought": "count", "step": {"code": "print(tally('x'))"}}"#;
+            r#"{"thought": "count", "needs": "every line", "step": {"code": "print(tally('x'))"}}"#;
         assert_eq!(Needs::of_reply(reply), Some(Needs::EveryLine));
         assert_eq!(
             parse_turn(reply),
