@@ -20,6 +20,7 @@ use tantivy::schema::{
 use tantivy::snippet::SnippetGenerator;
 use tantivy::tokenizer::{
     LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    TokenStream,
 };
 use tantivy::{
     Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term, doc,
@@ -28,6 +29,10 @@ use tantivy::{
 use crate::compound::{self, COMPOUND_BOOST};
 use crate::error::CorpusError;
 use crate::language::{ANALYSES, Analysis, analysis_for};
+use crate::snippet::{self, Matched};
+
+/// Longest snippet of a hit, in bytes.
+const SNIPPET_BYTES: usize = 200;
 
 /// Memory for the index writer, shared by its threads. Bounded so that
 /// indexing a large corpus stays within a predictable footprint.
@@ -238,6 +243,8 @@ impl FullText {
         let top = searcher
             .search(&*query, &TopDocs::with_limit(limit))
             .map_err(CorpusError::index)?;
+        let terms = weighted_terms(&searcher, &*query);
+        let mut analyzers: HashMap<Field, TextAnalyzer> = HashMap::new();
         let mut snippets: HashMap<Field, SnippetGenerator> = HashMap::new();
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
@@ -252,16 +259,33 @@ impl FullText {
             let field = self
                 .fields
                 .text_for(analysis_for(&text_of(self.fields.lang)));
-            let generator = match snippets.entry(field) {
+            let field_terms = terms.get(&field).map(Vec::as_slice).unwrap_or_default();
+            let analyzer = match analyzers.entry(field) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let mut g = SnippetGenerator::create(&searcher, &*query, field)
-                        .map_err(CorpusError::index)?;
-                    g.set_max_num_chars(200);
-                    e.insert(g)
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                    self.index
+                        .tokenizer_for_field(field)
+                        .map_err(CorpusError::index)?,
+                ),
+            };
+            let matched = matched_terms(analyzer, &text, field_terms);
+            let weights: Vec<f32> = field_terms.iter().map(|(_, w)| *w).collect();
+            let snippet = match snippet::passage(&text, &matched, &weights, SNIPPET_BYTES) {
+                Some(passage) => passage,
+                // No term of the field (a phrase, a compound part): tantivy's.
+                None => {
+                    let generator = match snippets.entry(field) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            let mut g = SnippetGenerator::create(&searcher, &*query, field)
+                                .map_err(CorpusError::index)?;
+                            g.set_max_num_chars(SNIPPET_BYTES);
+                            e.insert(g)
+                        }
+                    };
+                    render_snippet(&generator.snippet(&text), &text)
                 }
             };
-            let snippet = render_snippet(&generator.snippet(&text), &text);
             hits.push(SearchHit {
                 chunk_id: text_of(self.fields.chunk_id),
                 doc_id: text_of(self.fields.doc_id),
@@ -404,6 +428,45 @@ impl FullText {
     pub fn num_chunks(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
+}
+
+/// The text terms of `query` by field, each once, with its weight (how
+/// rare it is among the index's chunks): what a hit's snippet shows.
+fn weighted_terms(searcher: &Searcher, query: &dyn Query) -> HashMap<Field, Vec<(String, f32)>> {
+    let docs = searcher.num_docs();
+    let mut terms: HashMap<Field, Vec<(String, f32)>> = HashMap::new();
+    query.query_terms(&mut |term, _| {
+        let value = term.value();
+        let Some(text) = value.as_str() else {
+            return;
+        };
+        let list = terms.entry(term.field()).or_default();
+        if !list.iter().any(|(t, _)| t == text) {
+            let weight = snippet::weight(searcher.doc_freq(term).unwrap_or(0), docs);
+            list.push((text.to_string(), weight));
+        }
+    });
+    terms
+}
+
+/// The tokens of `text` (as `analyzer` cuts them) that are one of `terms`.
+fn matched_terms(analyzer: &mut TextAnalyzer, text: &str, terms: &[(String, f32)]) -> Vec<Matched> {
+    let mut out = Vec::new();
+    if terms.is_empty() {
+        return out;
+    }
+    let mut stream = analyzer.token_stream(text);
+    while stream.advance() {
+        let token = stream.token();
+        if let Some(term) = terms.iter().position(|(t, _)| *t == token.text) {
+            out.push(Matched {
+                from: token.offset_from,
+                to: token.offset_to,
+                term,
+            });
+        }
+    }
+    out
 }
 
 /// Marks matched terms with `**` so the snippet reads well in a terminal and in Markdown.

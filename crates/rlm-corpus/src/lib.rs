@@ -45,6 +45,7 @@ mod office;
 pub mod pdf;
 mod records;
 pub mod reply_cache;
+mod snippet;
 mod store;
 mod vector;
 mod walk;

@@ -32,6 +32,35 @@ fn corpus() -> (tempfile::TempDir, PathBuf, PathBuf) {
     (tmp, docs, store)
 }
 
+/// A hit's snippet is where the query's rarer words meet, not where its
+/// commonest word is written most often (a manual page's header names its
+/// command three times).
+#[test]
+fn a_snippet_shows_where_the_rarer_query_words_meet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("man");
+    let filler = "Print the last lines of each file to standard output. ".repeat(8);
+    write(
+        &docs.join("tail.txt"),
+        &format!(
+            "TAIL(1) User Commands TAIL(1) NAME tail - output the last part of files SYNOPSIS tail [OPTION]... [FILE]...\n\n{filler}\n\n-s, --sleep-interval=N\n    with -f, sleep for approximately N seconds (default 1.0) between iterations.\n"
+        ),
+    );
+    for name in ["head", "less", "watch"] {
+        write(
+            &docs.join(format!("{name}.txt")),
+            &format!("{name} shows files; see also tail and cat.\n"),
+        );
+    }
+    let store_dir = tmp.path().join("store");
+    index(&store_dir, std::slice::from_ref(&docs)).unwrap();
+    let store = Store::open(&store_dir).unwrap();
+    let hit = &store.search("tail sleep interval", 1).unwrap()[0];
+    assert_eq!(hit.path, "man/tail.txt");
+    assert!(hit.snippet.contains("**sleep**"), "{}", hit.snippet);
+    assert!(hit.snippet.contains("(default 1.0)"), "{}", hit.snippet);
+}
+
 #[test]
 fn indexes_searches_and_looks_up() {
     let (_tmp, docs, store_dir) = corpus();
