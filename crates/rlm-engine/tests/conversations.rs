@@ -622,34 +622,37 @@ async fn silent_never_matching_search_gets_hints_and_a_stuck_note() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_same_reply_three_times_ends_with_a_last_turn() {
+/// Runs `turns` then a FINAL: asserts the FINAL came on the last turn, the
+/// one request after the turns, which says how many turns repeated.
+async fn ends_with_a_last_turn(turns: Vec<String>, repeated: u32) {
     let ts = needle_store();
-    let same = repl("print('same')");
-    let server = ScriptedServer::start(Script::new().on_sequence(
-        root(),
-        [
-            same.clone(),
-            same.clone(),
-            same.clone(),
-            "FINAL(asked at last)".to_string(),
-        ],
-    ))
-    .await;
+    let asked = turns.len();
+    let mut replies = turns;
+    replies.push("FINAL(asked at last)".to_string());
+    let server = ScriptedServer::start(Script::new().on_sequence(root(), replies)).await;
     let engine = engine(&server, config()).await;
     let (answer, _) = ask(&engine, &ts, "q").await;
     assert_eq!(answer.answer, "asked at last");
     let reqs = server.requests();
-    assert_eq!(
-        reqs.len(),
-        4,
-        "no turns burned after the third identical reply"
-    );
-    let last = reqs[3].last_message();
-    assert!(
-        last.contains("same reply 3 times in a row, so this is your last turn"),
-        "{last}"
-    );
+    assert_eq!(reqs.len(), asked + 1, "no turn asked after the repeats");
+    let last = reqs[asked].last_message();
+    let said =
+        format!("Your last {repeated} turns repeated earlier ones, so this is your last turn");
+    assert!(last.contains(&said), "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_reply_three_times_ends_with_a_last_turn() {
+    ends_with_a_last_turn(vec![repl("print('same')"); 3], 3).await;
+}
+
+/// Two cells cycled (A, B, A, B: each reply differs from the one before):
+/// the second turn in a row that repeats an earlier one ends the loop with
+/// a last turn, asked before another repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cycling_through_two_cells_ends_with_a_last_turn() {
+    let (a, b) = (repl("print('a')"), repl("print('b')"));
+    ends_with_a_last_turn(vec![a.clone(), b.clone(), a, b], 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -74,7 +74,8 @@ pub(super) enum Stop {
     ModelFailed(String),
     /// Replies without code, and no answer on the last turn.
     NoCode { replies: u32 },
-    /// The same reply again and again, and no answer on the last turn.
+    /// The same reply again and again (or turns that each repeated an
+    /// earlier one), and no answer on the last turn.
     Repeats { replies: u32 },
     /// The model said the documents do not hold the answer (what it said).
     NotFound { said: String },
@@ -90,7 +91,7 @@ impl fmt::Display for Stop {
             }
             Stop::Repeats { replies } => write!(
                 f,
-                "the same reply {replies} times in a row, and no answer when asked for one"
+                "{replies} turns in a row repeated earlier ones, and no answer when asked for one"
             ),
             Stop::NotFound { .. } => write!(f, "the agent found no answer in the documents"),
         }
@@ -207,20 +208,7 @@ impl LoopState {
         self.no_code_streak = 0;
         self.prose_reply = None;
         if streak >= max_without_code.max(2) {
-            let prompt = render(
-                prompts::FINAL_AFTER_REPEATS,
-                &[
-                    ("count", &streak.to_string()),
-                    ("commit", self.commit),
-                    ("question", task),
-                ],
-            );
-            return Some(Next::LastTurn(LastTurn {
-                prompt,
-                iteration: self.turn + 1,
-                via: CommitVia::FinalAfterRepeats,
-                no_answer: Stop::Repeats { replies: streak },
-            }));
+            return Some(self.last_after_repeats(streak, task));
         }
         if streak >= 2 {
             self.temperature = Some(raised_temperature(streak));
@@ -243,6 +231,32 @@ impl LoopState {
             self.temperature = None;
         }
         None
+    }
+
+    /// The last turn, held to an answer, once [`STUCK_TURNS`] turns in a
+    /// row each repeated an earlier one (a small model cycles through two
+    /// searches, or repeats the count that answers, until its wall clock
+    /// runs out): asked before the next turn, which would repeat too.
+    pub(super) fn last_if_stuck(&self, task: &str) -> Option<Next> {
+        (self.stuck >= STUCK_TURNS).then(|| self.last_after_repeats(self.stuck, task))
+    }
+
+    /// The last turn after `repeated` turns that repeated earlier ones.
+    fn last_after_repeats(&self, repeated: u32, task: &str) -> Next {
+        let prompt = render(
+            prompts::FINAL_AFTER_REPEATS,
+            &[
+                ("count", &repeated.to_string()),
+                ("commit", self.commit),
+                ("question", task),
+            ],
+        );
+        Next::LastTurn(LastTurn {
+            prompt,
+            iteration: self.turn + 1,
+            via: CommitVia::FinalAfterRepeats,
+            no_answer: Stop::Repeats { replies: repeated },
+        })
     }
 
     /// The note for a turn that repeats an earlier one: search differently,
@@ -318,6 +332,11 @@ fn only_counts(body: &str) -> bool {
         })
 }
 
+/// Turns in a row that each repeated an earlier turn (code and output)
+/// after which the agent gets its last turn: the first was told so and
+/// answered warmer, the second showed that more turns will not help.
+const STUCK_TURNS: u32 = 2;
+
 /// Temperature after the same reply (or a stuck turn) `streak` times in a
 /// row: a small model at low temperature repeats itself word for word.
 fn raised_temperature(streak: u32) -> f32 {
@@ -388,7 +407,7 @@ mod tests {
         assert_eq!(last.iteration, 5);
         assert_eq!(
             last.no_answer.to_string(),
-            "the same reply 3 times in a row, and no answer when asked for one"
+            "3 turns in a row repeated earlier ones, and no answer when asked for one"
         );
     }
 
@@ -405,6 +424,37 @@ mod tests {
         // A stuck agent keeps its raised temperature on the next plain turn.
         assert!(state.on_code(1, TASK, 3).is_none());
         assert_eq!(state.temperature, Some(raised_temperature(2)));
+        // A second turn in a row that repeats an earlier one (two cells
+        // cycled): the last turn, whatever the streak of identical replies.
+        let other = [CodeBlock {
+            lang: "repl".into(),
+            code: "print(2)".into(),
+        }];
+        assert!(state.note_if_stuck(&other, "REPL output:\n2").is_none());
+        assert!(
+            state.last_if_stuck(TASK).is_none(),
+            "a new turn is not stuck"
+        );
+        assert!(state.note_if_stuck(&blocks, "REPL output:\n1").is_some());
+        assert!(
+            state.last_if_stuck(TASK).is_none(),
+            "one repeat is told, not ended"
+        );
+        assert!(state.note_if_stuck(&other, "REPL output:\n2").is_some());
+        let Some(Next::LastTurn(last)) = state.last_if_stuck(TASK) else {
+            panic!("two stuck turns in a row get the last turn");
+        };
+        assert_eq!(last.via, CommitVia::FinalAfterRepeats);
+        assert!(
+            last.prompt
+                .contains("Your last 2 turns repeated earlier ones"),
+            "{}",
+            last.prompt
+        );
+        assert_eq!(
+            last.no_answer.to_string(),
+            "2 turns in a row repeated earlier ones, and no answer when asked for one"
+        );
         let counts: Vec<Option<u32>> = (0..4)
             .map(|_| state.counts_only_streak("REPL output:\n42"))
             .collect();

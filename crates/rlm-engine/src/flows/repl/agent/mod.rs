@@ -278,6 +278,9 @@ impl Agent {
                 no_answer: self.exhausted(e),
             });
         }
+        if let Some(last) = state.last_if_stuck(&self.task) {
+            return last;
+        }
         let first = state.turn == 1 && self.is_root();
         let steps = if first { Steps::First } else { Steps::Any };
         let reply = match self
