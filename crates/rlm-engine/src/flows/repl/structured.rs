@@ -173,17 +173,29 @@ pub(crate) fn turn_schema(refs: &[String], steps: Steps) -> ReplySchema {
             json!({"type": "string", "enum": [Needs::ONE_PASSAGE, Needs::EVERY_LINE]});
         turn["required"] = json!(["thought", Needs::KEY, "step"]);
     }
-    let schema = ReplySchema::new(name, turn);
+    let schema = ReplySchema::new(name, turn.clone());
     match steps {
         // The embedded model's grammar lets the code hold unescaped
         // quotes ([`raw_code`] reads them back).
-        Steps::First | Steps::Any => schema.with_raw_quotes([CODE_PATH]),
+        Steps::First => schema.with_raw_quotes([CODE_PATH]),
+        // After the first turn the embedded model's thought starts with
+        // what the output showed: left free, it restated the question turn
+        // after turn and searched again with the answer in view.
+        Steps::Any => schema
+            .with_grammar(turn, [(THOUGHT_PATH.to_string(), AFTER_OUTPUT.to_string())])
+            .with_raw_quotes([CODE_PATH]),
         Steps::AnswerOnly => schema,
     }
 }
 
 /// Where a code step's code is in the turn schema.
 const CODE_PATH: &str = "#/properties/step/anyOf/0/properties/code";
+
+/// Where the thought is in the turn schema.
+const THOUGHT_PATH: &str = "#/properties/thought";
+
+/// How the embedded model's thought starts on a turn after the first.
+const AFTER_OUTPUT: &str = "The output above shows";
 
 /// The code of a code turn whose JSON is broken only by unescaped double
 /// quotes in its code (the embedded model's grammar allows them, since a
@@ -496,6 +508,18 @@ mod tests {
             .find(|l| l.starts_with("raw-char ::="))
             .unwrap();
         assert!(raw_char.contains(r#""\\" [^"\\/bfnrtu"#), "{raw_char}");
+        // A later turn's thought starts with what the output showed, in
+        // the grammar only: servers get the plain schema.
+        let later = turn_schema(&[], Steps::Any);
+        let grammar = later.to_gbnf().unwrap();
+        assert!(grammar.contains("The output above shows"), "{grammar}");
+        assert!(!later.schema.to_string().contains("The output above shows"));
+        assert!(
+            !turn_schema(&[], Steps::First)
+                .to_gbnf()
+                .unwrap()
+                .contains("The output above shows")
+        );
         assert!(turn_schema(&[], Steps::AnswerOnly).raw_quotes.is_empty());
         // The root's first turn: what the answer needs follows the
         // thought, one of two values; the code still holds raw quotes.
