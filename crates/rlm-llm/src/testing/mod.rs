@@ -38,9 +38,11 @@
 //! ```
 
 mod request;
+mod responses;
 mod script;
 mod server;
 
 pub use request::{ReceivedRequest, WireApi};
+pub use responses::ScriptBody;
 pub use script::{Fault, Matcher, Reply, ReplyUsage, Rule, Script, ScriptError};
-pub use server::{ScriptBody, ScriptedServer, TEST_API_KEY};
+pub use server::{ScriptedServer, TEST_API_KEY};
