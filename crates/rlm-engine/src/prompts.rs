@@ -24,24 +24,16 @@ pub const CORPUS_OVERVIEW: &str = include_str!("../prompts/corpus_overview.md");
 pub const NEXT_TURN: &str = include_str!("../prompts/next_turn.md");
 /// Reply to a model turn with neither code nor FINAL.
 pub const NUDGE_NO_CODE: &str = include_str!("../prompts/nudge_no_code.md");
-/// Reply to a model repeating itself.
-pub const NUDGE_REPEAT: &str = include_str!("../prompts/nudge_repeat.md");
 /// The one extra turn after the iteration cap.
 pub const FINAL_NOW: &str = include_str!("../prompts/final_now.md");
-/// Added to a turn's outputs when its code and output equal the previous turn's.
-pub const NOTE_STUCK: &str = include_str!("../prompts/note_stuck.md");
 /// Note when a reply's FINAL line is a line of a document (pasted, not answered).
 pub const NOTE_PASTED: &str = include_str!("../prompts/note_pasted.md");
 /// Added to a turn's outputs after several turns that only printed counts:
 /// where the question's words fall in the corpus.
 pub const NOTE_COUNTS: &str = include_str!("../prompts/note_counts.md");
-/// Added to a turn that repeats an earlier one after the root declared that
-/// the answer needs every line: the repeated count is the answer's evidence,
-/// so the model is told to answer with it rather than to search.
-pub const NOTE_STUCK_COUNTED: &str = include_str!("../prompts/note_stuck_counted.md");
 /// The entailment judge: does each claim's passage state it.
 pub const SEMANTIC_CHECK: &str = include_str!("../prompts/semantic_check.md");
-/// The last turn after the same reply several times in a row.
+/// The last turn after a turn that repeated an earlier one.
 pub const FINAL_AFTER_REPEATS: &str = include_str!("../prompts/final_after_repeats.md");
 /// The last turn after several replies in a row without code or FINAL.
 pub const FINAL_FROM_PROSE: &str = include_str!("../prompts/final_from_prose.md");
@@ -264,15 +256,9 @@ mod tests {
             placeholders(FINAL_FROM_PROSE),
             ["count", "earlier", "question"]
         );
-        assert_eq!(
-            placeholders(FINAL_AFTER_REPEATS),
-            ["count", "commit", "question"]
-        );
-        assert_eq!(placeholders(NOTE_STUCK), ["commit"]);
+        assert_eq!(placeholders(FINAL_AFTER_REPEATS), ["commit", "question"]);
         assert!(placeholders(NOTE_PASTED).is_empty());
         assert_eq!(placeholders(NOTE_COUNTS), ["count", "windows", "commit"]);
-        assert_eq!(placeholders(NUDGE_REPEAT), ["count", "commit", "question"]);
-        assert_eq!(placeholders(NOTE_STUCK_COUNTED), ["commit"]);
     }
 
     #[test]

@@ -5,12 +5,12 @@ use crate::common;
 use common::*;
 use rlm_llm::testing::{Matcher, Script, ScriptedServer};
 
-const STUCK: &str = "same code as one of your last turns";
+const LAST_AFTER_REPEAT: &str = "Your last turn repeated an earlier one";
 
 /// Four cells in a cycle (A, B, C, D, A): the fifth turn repeats the first
-/// turn's code and output, four turns back, and is caught as stuck.
+/// turn's code and output, four turns back, and gets the last turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_cycle_of_four_cells_is_stuck() {
+async fn a_cycle_of_four_cells_ends_with_a_last_turn() {
     let ts = needle_store();
     let cells: Vec<String> = ["secret", "code", "what", "is"]
         .iter()
@@ -29,10 +29,11 @@ async fn a_cycle_of_four_cells_is_stuck() {
     assert_eq!(answer.answer, "gave up");
     let reqs = server.requests();
     for (turn, r) in reqs.iter().enumerate().take(5).skip(1) {
-        assert!(!r.last_message().contains(STUCK), "turn {turn}");
+        assert!(!r.last_message().contains(LAST_AFTER_REPEAT), "turn {turn}");
     }
-    let fifth = reqs[5].last_message();
-    assert!(fifth.contains(STUCK), "{fifth}");
+    assert_eq!(reqs.len(), 6, "no turn asked after the repeat");
+    let last = reqs[5].last_message();
+    assert!(last.contains(LAST_AFTER_REPEAT), "{last}");
 }
 
 /// Three turns in a row that only print counts: the fourth request shows

@@ -97,7 +97,7 @@ named_enum! {
         ProseFactSeen = "prose_fact_seen",
         /// The last turn after replies without code, shown the first of them.
         FinalFromProse = "final_from_prose",
-        /// The last turn after the same reply several times in a row.
+        /// The last turn after a turn that repeated an earlier one.
         FinalAfterRepeats = "final_after_repeats",
         /// The last turn after the iteration cap.
         FinalNow = "final_now",

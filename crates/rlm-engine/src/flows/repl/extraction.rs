@@ -310,11 +310,7 @@ fn window(text: &str, snippet: Option<&str>, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let at = snippet
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .and_then(|s| text.find(s))
-        .unwrap_or(0);
+    let at = snippet.and_then(|s| find_loosely(text, s)).unwrap_or(0);
     let mut start = at.saturating_sub(max / 3);
     while !text.is_char_boundary(start) {
         start -= 1;
@@ -324,6 +320,19 @@ fn window(text: &str, snippet: Option<&str>, max: usize) -> String {
         end -= 1;
     }
     text[start..end].to_string()
+}
+
+/// Where `snippet` starts in `text`, any run of whitespace matching any
+/// other: a search hit's snippet makes each run of whitespace one space
+/// (found with `str::find`, a snippet across a line break was never found,
+/// and the window showed the chunk's start, cut before the match).
+fn find_loosely(text: &str, snippet: &str) -> Option<usize> {
+    let words: Vec<String> = snippet.split_whitespace().map(regex::escape).collect();
+    if words.is_empty() {
+        return None;
+    }
+    let pattern = regex::Regex::new(&words.join(r"\s+")).ok()?;
+    pattern.find(text).map(|m| m.start())
 }
 
 #[cfg(test)]
@@ -337,6 +346,15 @@ mod tests {
         assert!(w.contains("NEEDLE 8316"));
         assert!(w.len() <= 1_500);
         assert_eq!(window("short", None, 1_500), "short");
+        // A snippet makes each run of whitespace one space.
+        let lines = format!(
+            "{}yank and\nIn 2019 the archivist\tmoved{}",
+            "a ".repeat(2_000),
+            " b".repeat(2_000)
+        );
+        let w = window(&lines, Some("yank and In 2019 the archivist moved"), 1_500);
+        assert!(w.contains("In 2019 the archivist\tmoved"), "{w}");
+        assert_eq!(find_loosely("x", "  "), None);
         let umlauts = "ä".repeat(2_000);
         assert!(window(&umlauts, None, 1_501).len() <= 1_501);
     }

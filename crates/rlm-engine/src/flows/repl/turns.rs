@@ -74,9 +74,9 @@ pub(super) enum Stop {
     ModelFailed(String),
     /// Replies without code, and no answer on the last turn.
     NoCode { replies: u32 },
-    /// The same reply again and again (or turns that each repeated an
-    /// earlier one), and no answer on the last turn.
-    Repeats { replies: u32 },
+    /// A turn repeated an earlier one (the same reply again, or the same
+    /// code and output), and no answer on the last turn.
+    Repeats,
     /// The model said the documents do not hold the answer (what it said).
     NotFound { said: String },
 }
@@ -89,9 +89,9 @@ impl fmt::Display for Stop {
             Stop::NoCode { replies } => {
                 write!(f, "{replies} replies in a row had no code and no answer")
             }
-            Stop::Repeats { replies } => write!(
+            Stop::Repeats => write!(
                 f,
-                "{replies} turns in a row repeated earlier ones, and no answer when asked for one"
+                "a turn repeated an earlier one, and no answer when asked for one"
             ),
             Stop::NotFound { .. } => write!(f, "the agent found no answer in the documents"),
         }
@@ -124,8 +124,8 @@ pub(super) struct LoopState {
     counts_only: u32,
     /// How the notes say to commit (see [`prompts::commit_how`]).
     pub(super) commit: &'static str,
-    /// The root's first turn declared that the answer needs every line: a
-    /// repeated count is then the answer's evidence, not a reason to search.
+    /// The root's first turn declared that the answer needs every line: its
+    /// counts are then the answer's evidence, not a reason to search.
     pub(super) every_line: bool,
 }
 
@@ -196,78 +196,33 @@ impl LoopState {
     }
 
     /// A reply with code or FINAL (given `streak` times in a row): `None`
-    /// runs it. The same reply again is nudged at a raised temperature; when
-    /// nudges and temperature did not change it, more turns will not either:
-    /// a last turn.
-    pub(super) fn on_code(
-        &mut self,
-        streak: u32,
-        task: &str,
-        max_without_code: u32,
-    ) -> Option<Next> {
+    /// runs it. The same reply again asks for what already ran: the last
+    /// turn (see [`STUCK_TURNS`] for why no nudge comes first).
+    pub(super) fn on_code(&mut self, streak: u32, task: &str) -> Option<Next> {
         self.no_code_streak = 0;
         self.prose_reply = None;
-        if streak >= max_without_code.max(2) {
-            return Some(self.last_after_repeats(streak, task));
-        }
-        if streak >= 2 {
-            self.temperature = Some(raised_temperature(streak));
-            if self.every_line {
-                return Some(Next::Nudge(format!(
-                    "{} Question: \"{task}\"",
-                    self.repeat_note()
-                )));
-            }
-            return Some(Next::Nudge(render(
-                prompts::NUDGE_REPEAT,
-                &[
-                    ("count", &streak.to_string()),
-                    ("commit", self.commit),
-                    ("question", task),
-                ],
-            )));
-        }
-        if self.stuck == 0 {
-            self.temperature = None;
-        }
-        None
+        self.temperature = None;
+        (streak >= 2).then(|| self.last_after_repeat(task))
     }
 
-    /// The last turn, held to an answer, once [`STUCK_TURNS`] turns in a
-    /// row each repeated an earlier one (a small model cycles through two
-    /// searches, or repeats the count that answers, until its wall clock
-    /// runs out): asked before the next turn, which would repeat too.
+    /// The last turn, held to an answer, once a turn repeated an earlier one
+    /// ([`STUCK_TURNS`]): asked before the next turn, which would repeat too.
     pub(super) fn last_if_stuck(&self, task: &str) -> Option<Next> {
-        (self.stuck >= STUCK_TURNS).then(|| self.last_after_repeats(self.stuck, task))
+        (self.stuck >= STUCK_TURNS).then(|| self.last_after_repeat(task))
     }
 
-    /// The last turn after `repeated` turns that repeated earlier ones.
-    fn last_after_repeats(&self, repeated: u32, task: &str) -> Next {
+    /// The last turn after a turn that repeated an earlier one.
+    fn last_after_repeat(&self, task: &str) -> Next {
         let prompt = render(
             prompts::FINAL_AFTER_REPEATS,
-            &[
-                ("count", &repeated.to_string()),
-                ("commit", self.commit),
-                ("question", task),
-            ],
+            &[("commit", self.commit), ("question", task)],
         );
         Next::LastTurn(LastTurn {
             prompt,
             iteration: self.turn + 1,
             via: CommitVia::FinalAfterRepeats,
-            no_answer: Stop::Repeats { replies: repeated },
+            no_answer: Stop::Repeats,
         })
-    }
-
-    /// The note for a turn that repeats an earlier one: search differently,
-    /// or, after "every line", answer with the count the repeat gave.
-    fn repeat_note(&self) -> String {
-        let note = if self.every_line {
-            prompts::NOTE_STUCK_COUNTED
-        } else {
-            prompts::NOTE_STUCK
-        };
-        render(note.trim(), &[("commit", self.commit)])
     }
 
     /// Records a cell's result: counts the errors in a row.
@@ -279,10 +234,10 @@ impl LoopState {
         }
     }
 
-    /// Records the turn's code and output (`body`): the stuck note when an
-    /// earlier turn had the same (small models re-send a failing search, or
-    /// cycle through a few cells, for 20 turns); the temperature rises.
-    pub(super) fn note_if_stuck(&mut self, blocks: &[CodeBlock], body: &str) -> Option<String> {
+    /// Records the turn's code and output (`body`): a turn that repeats any
+    /// earlier one is stuck (small models re-send a search whose answer they
+    /// were shown, or cycle through a few cells, for 20 turns).
+    pub(super) fn record_turn(&mut self, blocks: &[CodeBlock], body: &str) {
         let mut signature = DefaultHasher::new();
         for b in blocks {
             b.code.trim().hash(&mut signature);
@@ -290,11 +245,9 @@ impl LoopState {
         body.hash(&mut signature);
         if self.seen_turns.insert(signature.finish()) {
             self.stuck = 0;
-            return None;
+        } else {
+            self.stuck += 1;
         }
-        self.stuck += 1;
-        self.temperature = Some(raised_temperature(self.stuck + 1));
-        Some(self.repeat_note())
     }
 
     /// Records whether the turn's outputs (`body`) were only counts: after
@@ -333,9 +286,12 @@ fn only_counts(body: &str) -> bool {
 }
 
 /// Turns in a row that each repeated an earlier turn (code and output)
-/// after which the agent gets its last turn: the first was told so and
-/// answered warmer, the second showed that more turns will not help.
-const STUCK_TURNS: u32 = 2;
+/// after which the agent gets its last turn. One: a note after the first
+/// repeat ("do something different, or answer") was followed by the same
+/// code again 134 times of 155 in the embedded model's benchmark traces
+/// (by other code 6 times, by an answer 11), and each such turn cost a
+/// model call with the answer already in view.
+const STUCK_TURNS: u32 = 1;
 
 /// Temperature after the same reply (or a stuck turn) `streak` times in a
 /// row: a small model at low temperature repeats itself word for word.
@@ -388,73 +344,58 @@ mod tests {
             "2 replies in a row had no code and no answer"
         );
         // A reply with code starts the count again.
-        assert!(state.on_code(1, TASK, 2).is_none());
+        assert!(state.on_code(1, TASK).is_none());
         assert!(matches!(state.on_prose("x", 1, TASK, 2), Next::Nudge(_)));
     }
 
     #[test]
-    fn the_same_reply_is_nudged_warmer_then_gets_a_last_turn() {
+    fn the_same_reply_again_gets_the_last_turn() {
         let mut state = LoopState::new(10, false);
         state.turn = 4;
-        assert!(state.on_code(1, TASK, 3).is_none());
+        assert!(state.on_code(1, TASK).is_none());
         assert_eq!(state.temperature, None);
-        assert!(matches!(state.on_code(2, TASK, 3), Some(Next::Nudge(_))));
-        assert_eq!(state.temperature, Some(raised_temperature(2)));
-        let Some(Next::LastTurn(last)) = state.on_code(3, TASK, 3) else {
-            panic!("the third same reply gets the last turn");
+        let Some(Next::LastTurn(last)) = state.on_code(2, TASK) else {
+            panic!("the same reply again gets the last turn");
         };
         assert_eq!(last.via, CommitVia::FinalAfterRepeats);
         assert_eq!(last.iteration, 5);
-        assert_eq!(
-            last.no_answer.to_string(),
-            "3 turns in a row repeated earlier ones, and no answer when asked for one"
-        );
-    }
-
-    #[test]
-    fn a_repeated_turn_is_stuck_and_counts_only_turns_are_noticed() {
-        let mut state = LoopState::new(10, false);
-        let blocks = [CodeBlock {
-            lang: "repl".into(),
-            code: "print(1)".into(),
-        }];
-        assert_eq!(state.note_if_stuck(&blocks, "REPL output:\n1"), None);
-        assert!(state.note_if_stuck(&blocks, "REPL output:\n1").is_some());
-        assert_eq!(state.temperature, Some(raised_temperature(2)));
-        // A stuck agent keeps its raised temperature on the next plain turn.
-        assert!(state.on_code(1, TASK, 3).is_none());
-        assert_eq!(state.temperature, Some(raised_temperature(2)));
-        // A second turn in a row that repeats an earlier one (two cells
-        // cycled): the last turn, whatever the streak of identical replies.
-        let other = [CodeBlock {
-            lang: "repl".into(),
-            code: "print(2)".into(),
-        }];
-        assert!(state.note_if_stuck(&other, "REPL output:\n2").is_none());
-        assert!(
-            state.last_if_stuck(TASK).is_none(),
-            "a new turn is not stuck"
-        );
-        assert!(state.note_if_stuck(&blocks, "REPL output:\n1").is_some());
-        assert!(
-            state.last_if_stuck(TASK).is_none(),
-            "one repeat is told, not ended"
-        );
-        assert!(state.note_if_stuck(&other, "REPL output:\n2").is_some());
-        let Some(Next::LastTurn(last)) = state.last_if_stuck(TASK) else {
-            panic!("two stuck turns in a row get the last turn");
-        };
-        assert_eq!(last.via, CommitVia::FinalAfterRepeats);
         assert!(
             last.prompt
-                .contains("Your last 2 turns repeated earlier ones"),
+                .contains("Your last turn repeated an earlier one"),
             "{}",
             last.prompt
         );
         assert_eq!(
             last.no_answer.to_string(),
-            "2 turns in a row repeated earlier ones, and no answer when asked for one"
+            "a turn repeated an earlier one, and no answer when asked for one"
         );
+    }
+
+    #[test]
+    fn a_turn_that_repeats_any_earlier_one_is_stuck_and_counts_only_turns_are_noticed() {
+        let mut state = LoopState::new(10, false);
+        let cell = |code: &str| {
+            [CodeBlock {
+                lang: "repl".into(),
+                code: code.into(),
+            }]
+        };
+        state.record_turn(&cell("print(1)"), "REPL output:\n1");
+        assert!(state.last_if_stuck(TASK).is_none(), "a new turn");
+        state.record_turn(&cell("print(2)"), "REPL output:\n2");
+        assert!(state.last_if_stuck(TASK).is_none(), "a new turn");
+        // The same code with another output (the REPL's state changed) is new.
+        state.record_turn(&cell("print(1)"), "REPL output:\n3");
+        assert!(state.last_if_stuck(TASK).is_none());
+        // The first turn again, two turns back (A, B, A): the last turn.
+        state.record_turn(&cell(" print(1)\n"), "REPL output:\n1");
+        let Some(Next::LastTurn(last)) = state.last_if_stuck(TASK) else {
+            panic!("a turn that repeats an earlier one gets the last turn");
+        };
+        assert_eq!(last.via, CommitVia::FinalAfterRepeats);
+        // A new turn after it is no longer stuck.
+        state.record_turn(&cell("print(4)"), "REPL output:\n4");
+        assert!(state.last_if_stuck(TASK).is_none());
         let counts: Vec<Option<u32>> = (0..4)
             .map(|_| state.counts_only_streak("REPL output:\n42"))
             .collect();

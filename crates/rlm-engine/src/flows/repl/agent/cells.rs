@@ -253,8 +253,9 @@ impl Agent {
     }
 
     /// The next turn's message: the cells' outputs, then the notes (an
-    /// answer not taken, a turn that repeats an earlier one, where the
-    /// matches are after turns that only printed counts).
+    /// answer not taken, where the matches are after turns that only
+    /// printed counts). The turn is recorded: one that repeats an earlier
+    /// turn gets the last turn next.
     pub(super) async fn next_turn(
         &self,
         state: &mut LoopState,
@@ -264,7 +265,7 @@ impl Agent {
         mut notes: Vec<String>,
     ) -> String {
         let mut body = outputs.join("\n\n");
-        notes.extend(state.note_if_stuck(blocks, &body));
+        state.record_turn(blocks, &body);
         // After "every line", counts are what the turns should print.
         if let Some(count) = state.counts_only_streak(printed)
             && !state.every_line

@@ -316,7 +316,7 @@ impl Agent {
             return state.on_prose(&reply, streak, &self.task, max_without_code);
         }
         state
-            .on_code(streak, &self.task, max_without_code)
+            .on_code(streak, &self.task)
             .unwrap_or(Next::RunCode(parsed))
     }
 
@@ -325,18 +325,19 @@ impl Agent {
     /// the model found nothing, the extraction call (the root) or its
     /// explanation as the answer (a sub-agent, for its caller).
     async fn structured_step(&mut self, state: &mut LoopState, streak: u32, turn: Turn) -> Next {
-        let max_without_code = self.ctx.config.max_replies_without_code;
         match turn {
-            Turn::Code(code) => state
-                .on_code(streak, &self.task, max_without_code)
-                .unwrap_or(Next::RunCode(ParsedReply {
-                    code_blocks: vec![CodeBlock {
-                        lang: "repl".into(),
-                        code,
-                    }],
-                    prose_final: None,
-                    prose_final_line: None,
-                })),
+            Turn::Code(code) => {
+                state
+                    .on_code(streak, &self.task)
+                    .unwrap_or(Next::RunCode(ParsedReply {
+                        code_blocks: vec![CodeBlock {
+                            lang: "repl".into(),
+                            code,
+                        }],
+                        prose_final: None,
+                        prose_final_line: None,
+                    }))
+            }
             Turn::Answer(statements) => {
                 let statements =
                     sources::anchored(&self.ctx, &self.id, statements, Vec::new()).await;
@@ -344,7 +345,7 @@ impl Agent {
                 match self.accept(&answer, CommitVia::Structured) {
                     Ok(commit) => Next::Commit(commit),
                     Err(refused) => {
-                        if let Some(last) = state.on_code(streak, &self.task, max_without_code) {
+                        if let Some(last) = state.on_code(streak, &self.task) {
                             return last;
                         }
                         Next::Nudge(refused.to_string())
@@ -417,7 +418,7 @@ impl Agent {
         let mut material = self.material().await;
         let ended = match &stop {
             Stop::Budget(_) | Stop::ModelFailed(_) => Ended::Stopped(stop.to_string()),
-            Stop::NoCode { .. } | Stop::Repeats { .. } => Ended::NoAnswer,
+            Stop::NoCode { .. } | Stop::Repeats => Ended::NoAnswer,
             Stop::NotFound { said } => {
                 material.push_str(&format!("\nThe agent concluded: {said}\n"));
                 Ended::NoAnswer
