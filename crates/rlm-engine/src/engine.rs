@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use rlm_llm::ChatModel;
+use rlm_llm::{ChatModel, ChatRequest, Message, ModelRole};
 use rlm_sandbox::WorkerPool;
 
 use crate::answer::{Answer, EngineError};
@@ -16,6 +16,41 @@ use crate::flows;
 use crate::grounding::VerdictCache;
 use crate::request::AskRequest;
 use crate::run::{Run, RunParts};
+
+/// What [`Engine::warm_up`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WarmUp {
+    /// The tokens of the warm-up request's prompt.
+    pub prompt_tokens: u64,
+    /// Of those, the tokens the model already kept (restored, not decoded).
+    pub kept_tokens: u64,
+    /// How long the request took.
+    pub elapsed: std::time::Duration,
+}
+
+/// Decodes the root's first system message under the settings `config`
+/// ahead of the first question: a model that keeps prompt prefixes (the
+/// embedded model's prefix state on disk) then starts every question under
+/// these settings warm, over any store. One request of one output token;
+/// what it cost says whether the prefix was already kept.
+pub async fn warm_up(llm: &dyn ChatModel, config: &EngineConfig) -> Result<WarmUp, EngineError> {
+    let instructions = flows::repl::agent::root_instructions(config);
+    let mut request = ChatRequest::new(
+        ModelRole::Root,
+        vec![Message::system(instructions), Message::user(".")],
+    );
+    request.max_output_tokens = Some(1);
+    let started = std::time::Instant::now();
+    let reply = llm
+        .chat(request)
+        .await
+        .map_err(|e| EngineError::ModelUnavailable(e.to_string()))?;
+    Ok(WarmUp {
+        prompt_tokens: reply.usage.input_tokens,
+        kept_tokens: reply.usage.cached_tokens.unwrap_or(0),
+        elapsed: started.elapsed(),
+    })
+}
 
 /// The engine: a model client, a sandbox worker pool and settings.
 #[derive(Clone)]
@@ -79,6 +114,11 @@ impl Engine {
         }
         let run = Run::new(self.run_parts(None), corpus, &req);
         flows::answer(run, req).await
+    }
+
+    /// [`warm_up`] with this engine's model and settings.
+    pub async fn warm_up(&self) -> Result<WarmUp, EngineError> {
+        warm_up(self.llm.as_ref(), &self.config).await
     }
 
     /// What a run borrows from the engine; `no_model` says why model calls

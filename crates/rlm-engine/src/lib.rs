@@ -70,7 +70,7 @@ pub use cancel::CancelToken;
 pub use citations::{Citation, CitationPolicy, VerificationReport};
 pub use config::{EngineConfig, Flow, FlowsConfig, Inspector, RecencyMode, TurnFormat, VerifyMode};
 pub use corpus::{ContextShape, Corpus};
-pub use engine::Engine;
+pub use engine::{Engine, WarmUp, warm_up};
 pub use request::{AskRequest, PipelineRequest, QuestionSettings, ResolvedQuestion, Surface};
 /// Checks a schema asked for a typed answer: JSON Schema of the subset
 /// every provider can be constrained to (`--schema`, `response_schema`).

@@ -20,3 +20,4 @@ mod settings;
 mod slow_subcalls;
 mod structured;
 mod typed;
+mod warm_up;

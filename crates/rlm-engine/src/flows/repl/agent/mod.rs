@@ -8,6 +8,7 @@
 //! over the `LoopState` of `turns.rs`), the agent carries it out.
 
 mod briefing;
+pub(crate) use briefing::root_instructions;
 mod cells;
 mod commit;
 
