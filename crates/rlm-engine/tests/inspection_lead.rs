@@ -72,3 +72,66 @@ async fn the_lead_shows_the_matching_window_of_a_long_line() {
     // Quotes copied from the lead are verbatim: no highlight marks.
     assert!(!lead.contains("**"), "{lead}");
 }
+
+/// Pages that share the question's common words ("directory", "files",
+/// "temporary") crowd the page the question names out of the top hits; the
+/// named page (`sort.txt` for "… does sort keep …") still gets its best hit
+/// into the lead. A question that names no page gets the top hits alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_lead_holds_the_best_passage_of_a_document_the_question_names() {
+    let crowd = |topic: &str| {
+        format!(
+            "{topic} lists the files of a directory.\nThe directory and its temporary files are kept in the directory.\nTemporary files: the directory keeps temporary files.\n"
+        )
+    };
+    let mut sort = String::from("SORT\nsort - sort lines of text files\n");
+    for i in 0..40 {
+        sort.push_str(&format!(
+            "Option {i} changes the order of the lines it reads.\n"
+        ));
+    }
+    sort.push_str("-T use DIR for temporaries, not $TMPDIR or /tmp\n");
+    let ts = store(&[
+        ("ls.txt", &crowd("ls")),
+        ("du.txt", &crowd("du")),
+        ("cp.txt", &crowd("cp")),
+        ("mv.txt", &crowd("mv")),
+        ("sort.txt", &sort),
+    ]);
+    let question = "In which directory does sort keep its temporary files when TMPDIR is unset?";
+    let top: Vec<String> = ts
+        .corpus
+        .store()
+        .search(question, 3)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.path)
+        .collect();
+    assert!(
+        !top.iter().any(|p| p.ends_with("sort.txt")),
+        "the named page must be crowded out of the top 3 for this test: {top:?}"
+    );
+    let server = ScriptedServer::start(Script::new().on(root(), "FINAL(/tmp)".to_string())).await;
+    let engine = engine(&server, config()).await;
+    ask(&engine, &ts, question).await;
+    ask(
+        &engine,
+        &ts,
+        "In which directory are the temporary files kept?",
+    )
+    .await;
+    let reqs = server.requests();
+    let lead = |i: usize| {
+        let first = reqs[i].first_user().to_string();
+        let at = first
+            .rfind("Full-text search for the question found")
+            .unwrap_or_else(|| panic!("no lead: {first}"));
+        first[at..].to_string()
+    };
+    let named = lead(0);
+    assert!(named.contains("sort.txt]"), "{named}");
+    assert!(named.contains("not $TMPDIR or /tmp"), "{named}");
+    let unnamed = lead(1);
+    assert!(!unnamed.contains("sort.txt]"), "{unnamed}");
+    assert_eq!(unnamed.matches("[[chunk:").count(), 3, "{unnamed}");
+}

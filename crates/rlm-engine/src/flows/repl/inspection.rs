@@ -32,13 +32,25 @@ if findings:
     for f in findings[-30:]:
         print("-", f["text"], "| source:", f["source"])"#;
 
+/// Documents the inspection compares with the question's words by name, at
+/// most (a loop over every document's name in the sandbox).
+const MAX_NAMED_SCAN: usize = 20_000;
+
+/// Full-text hits the inspection looks through for a named document's best.
+const NAMED_SEARCH_K: usize = 100;
+
 /// The root's inspection cell, run after the question is known: earlier
 /// questions and findings of the session, then (with `k` > 0) for
 /// each of the top `k` full-text hits for the question its short lines that
 /// share at least two of its words, or else the window of the hit around its
 /// best-matching terms (long lines: PDF text, transcripts, minified pages) —
 /// a weak model that never searches well still starts from the passage most
-/// likely to hold the answer, never from the head of a long line. Then how
+/// likely to hold the answer, never from the head of a long line. A
+/// document the question names (every word of its file name, without the
+/// extension, is a word of the question: `sort.txt` for "where does sort
+/// keep …", `acme_lease.pdf` for "the Acme lease") adds its best hit among
+/// the top hundred when the top `k` have none of it: other pages that share
+/// the question's common words otherwise crowd it out. Then how
 /// many lines of the whole corpus hold each word of the question: a question
 /// about every line (a count, a total) starts from exhaustive numbers, not
 /// from the few hits. Words are runs of letters and digits in any script; a
@@ -56,6 +68,19 @@ for _w in re.findall(r"[^\W_]+", question.lower()):
     if len(_w) > 3 and _w not in _words:
         _words.append(_w)
 _hits = search(question, {k}) if _words else []
+_tokens = re.findall(r"[^\W_]+", question.lower())
+_named = []
+if _words and len(documents) <= {max_named_scan}:
+    for _d in documents:
+        _stem = re.sub(r"\.[^./]*$", "", _d["name"].split("/")[-1]).lower()
+        _parts = re.findall(r"[^\W_]+", _stem)
+        if _parts and len(_named) < 2 and all([_p in _tokens for _p in _parts]):
+            _named.append(_d["index"])
+_named = [_i for _i in _named if _i not in [_h["doc_index"] for _h in _hits]]
+if _named:
+    _wide = search(question, {wide})
+    for _i in _named:
+        _hits = _hits + [_h for _h in _wide if _h["doc_index"] == _i][:1]
 if _hits:
     print("{lead}")
     for _h in _hits:
@@ -74,7 +99,9 @@ if _words:
         _counts.append(_w + ": " + str(_n) if _n == 0 or _s == _w else _s + " (for " + _w + "): " + str(_n))
     print("Lines of the whole corpus holding each word of the question (grep_count):")
     print(", ".join(_counts))"#,
-        lead = crate::parse::SEARCH_LEAD
+        lead = crate::parse::SEARCH_LEAD,
+        max_named_scan = MAX_NAMED_SCAN,
+        wide = NAMED_SEARCH_K,
     )
 }
 
