@@ -5,8 +5,8 @@ use crate::common;
 
 use common::*;
 use rlm_engine::citations::{CitationOrigin, CitationStatus};
-use rlm_engine::{EngineConfig, TraceEvent, TurnFormat};
-use rlm_llm::testing::{Script, ScriptedServer};
+use rlm_engine::{Answer, EngineConfig, TraceEvent, TurnFormat};
+use rlm_llm::testing::{ReceivedRequest, Script, ScriptedServer};
 use serde_json::{Value, json};
 
 /// The chunk of the needle document (`b_notes.txt` of [`needle_store`]).
@@ -579,6 +579,62 @@ async fn an_answer_that_needs_every_line_is_refused_once_until_a_line_is_counted
             .last_message()
             .contains("no code of yours has counted")
     );
+}
+
+/// A run that counts every line of "secret", then gives `answers` in turn:
+/// the answer and the requests (the judge's aside).
+async fn count_then_answer(answers: [&str; 2]) -> (Answer, Vec<ReceivedRequest>) {
+    let ts = needle_store();
+    let first = json!({
+        "thought": "count them",
+        "needs": "every line",
+        "step": {"code": "print(tally('secret'))"},
+    })
+    .to_string();
+    let server = ScriptedServer::start(Script::new().on_sequence(
+        root(),
+        [first, answer(answers[0], None), answer(answers[1], None)],
+    ))
+    .await;
+    let engine = engine(&server, config()).await;
+    let (answer, _) = ask(&engine, &ts, "How many lines mention the secret?").await;
+    let reqs = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_judge(r))
+        .collect();
+    (answer, reqs)
+}
+
+/// A counted answer whose number no output showed (the embedded model
+/// printed 17 and answered 77) is refused once, with the count it printed
+/// taken next; a model that insists has its number taken (the note is no
+/// loop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_counted_answer_with_a_number_never_shown_is_refused_once() {
+    let (answer, reqs) = count_then_answer([
+        "There are 7777 lines about the code.",
+        "There is 1 line about the code.",
+    ])
+    .await;
+    assert_eq!(answer.answer, "There is 1 line about the code.");
+    assert!(
+        answer.partial_reason.is_none(),
+        "{:?}",
+        answer.partial_reason
+    );
+    assert_eq!(reqs.len(), 3);
+    let turn3 = reqs[2].last_message();
+    assert!(
+        turn3.contains("it states 7777, but no output above printed 7777"),
+        "{turn3}"
+    );
+    let (answer, _) = count_then_answer([
+        "There are 7777 lines about the code.",
+        "There are 7778 lines about the code.",
+    ])
+    .await;
+    assert_eq!(answer.answer, "There are 7778 lines about the code.");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

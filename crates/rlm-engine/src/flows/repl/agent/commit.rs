@@ -46,6 +46,17 @@ impl Agent {
                 return Err(AnswerRefused::NotCounted);
             }
         }
+        // A counted answer's number comes from what was printed: a small
+        // model printed 17 and answered 77. Asked once.
+        if self.is_root()
+            && !last_turn
+            && self.every_line
+            && !self.asked_for_shown_number
+            && let Some(number) = self.number_never_shown(answer)
+        {
+            self.asked_for_shown_number = true;
+            return Err(AnswerRefused::NumberNotShown { number });
+        }
         // Answers are written in the question's language: asked once.
         if self.is_root()
             && !last_turn
@@ -75,6 +86,24 @@ impl Agent {
         }
         self.rejected_answer = true;
         Err(AnswerRefused::NotAnAnswer { why })
+    }
+
+    /// The first number `answer` states (its citations' quotes aside) that
+    /// nothing the agent was shown holds: not the prompts, the question,
+    /// the outputs of its cells or the passages; its own replies do not
+    /// count (a number a small model wrote in its thought is still made up).
+    fn number_never_shown(&self, answer: &str) -> Option<u64> {
+        let stated = crate::scan::numbers_in(&crate::citations::without_markers(answer));
+        if stated.is_empty() {
+            return None;
+        }
+        let shown: std::collections::HashSet<u64> = self
+            .messages
+            .iter()
+            .filter(|m| m.role != rlm_llm::Role::Assistant)
+            .flat_map(|m| crate::scan::numbers_in(&m.content))
+            .collect();
+        stated.into_iter().find(|n| !shown.contains(n))
     }
 
     /// An answer this turn gave (or why it gave none, for the next turn's

@@ -102,6 +102,15 @@ enum AnswerRefused {
         "Note: your answer was not accepted yet: you said it needs every line, but no code of yours has counted a line yet (a tally() or grep() that failed or matched no line counts none), so its numbers come from nowhere. Fix the call the output above shows, count the lines, and answer with what it prints."
     )]
     NotCounted,
+    /// The root said the answer needs every line, counted, and answered
+    /// with a number no output, passage or prompt showed it.
+    #[error(
+        "Note: your answer was not accepted yet: it states {number}, but no output above printed {number}, so that number comes from nowhere. Answer with the number your count printed (or print the number you computed first)."
+    )]
+    NumberNotShown {
+        /// The number.
+        number: u64,
+    },
     /// The answer copies the engine's own output (document headers, the
     /// search listing, a function's note): never committed.
     #[error(
@@ -167,6 +176,9 @@ struct Agent {
     /// The root was told once that its answer needs a count none of its
     /// code made.
     asked_to_count: bool,
+    /// The root was told once that its answer states a number it was never
+    /// shown.
+    asked_for_shown_number: bool,
     /// Replies are asked for as structured turns ([`structured`]).
     structured: bool,
     /// A reply outside the structured format was noted in the trace.
@@ -213,6 +225,7 @@ pub(crate) fn run_agent(
             asked_for_language: false,
             every_line: false,
             asked_to_count: false,
+            asked_for_shown_number: false,
             structured: ctx_structured,
             text_reply_noted: false,
             last_reply_structured: false,
