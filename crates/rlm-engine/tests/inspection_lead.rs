@@ -91,6 +91,12 @@ async fn the_lead_holds_the_best_passage_of_a_document_the_question_names() {
         ));
     }
     sort.push_str("-T use DIR for temporaries, not $TMPDIR or /tmp\n");
+    // The page's footer names it again and again: searched with its name,
+    // the footer would be the page's best hit.
+    for i in 0..40 {
+        sort.push_str(&format!("Note {i} on what the lines it reads look like.\n"));
+    }
+    sort.push_str("SORT(1) sort sort sort sort sort sort sort sort sort sort.\n");
     let ts = store(&[
         ("ls.txt", &crowd("ls")),
         ("du.txt", &crowd("du")),

@@ -49,8 +49,11 @@ const NAMED_SEARCH_K: usize = 100;
 /// document the question names (every word of its file name, without the
 /// extension, is a word of the question: `sort.txt` for "where does sort
 /// keep …", `acme_lease.pdf` for "the Acme lease") adds its best hit among
-/// the top hundred when the top `k` have none of it: other pages that share
-/// the question's common words otherwise crowd it out. Then how
+/// the top hundred for the rest of the question (the name picks the
+/// document, the other words the passage: searched with its name, a page's
+/// best hit was its footer, which names the command again) when the top
+/// `k` have none of it: other pages that share the question's common words
+/// otherwise crowd it out. Then how
 /// many lines of the whole corpus hold each word of the question: a question
 /// about every line (a count, a total) starts from exhaustive numbers, not
 /// from the few hits. Words are runs of letters and digits in any script; a
@@ -74,13 +77,11 @@ if _words and len(documents) <= {max_named_scan}:
     for _d in documents:
         _stem = re.sub(r"\.[^./]*$", "", _d["name"].split("/")[-1]).lower()
         _parts = re.findall(r"[^\W_]+", _stem)
-        if _parts and len(_named) < 2 and all([_p in _tokens for _p in _parts]):
-            _named.append(_d["index"])
-_named = [_i for _i in _named if _i not in [_h["doc_index"] for _h in _hits]]
-if _named:
-    _wide = search(question, {wide})
-    for _i in _named:
-        _hits = _hits + [_h for _h in _wide if _h["doc_index"] == _i][:1]
+        if _parts and len(_named) < 2 and all([_p in _tokens for _p in _parts]) and _d["index"] not in [_h["doc_index"] for _h in _hits]:
+            _named.append((_d["index"], _parts))
+for _i, _parts in _named:
+    _rest = " ".join([_t for _t in _tokens if _t not in _parts])
+    _hits = _hits + [_h for _h in search(_rest or question, {wide}) if _h["doc_index"] == _i][:1]
 if _hits:
     print("{lead}")
     for _h in _hits:
