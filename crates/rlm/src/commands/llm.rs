@@ -103,7 +103,7 @@ impl LlmFlags {
     /// pulls it first (or refuses, with `--offline` / `RLM_AUTO_PULL=off`).
     pub fn load_for_answering(&self) -> anyhow::Result<LlmConfig> {
         let config = self.load()?;
-        super::model::ensure_local_model(&config, self.offline)?;
+        super::fetch::ensure_local_model(&config, self.offline)?;
         Ok(config)
     }
 }

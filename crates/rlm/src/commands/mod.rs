@@ -4,6 +4,7 @@ pub mod ask;
 pub mod bench;
 pub mod corpus;
 pub mod display;
+pub mod fetch;
 pub mod llm;
 pub mod mcp;
 pub mod model;

@@ -103,7 +103,7 @@ pub fn repl(args: ReplArgs) -> anyhow::Result<()> {
     // Asked for explicitly, the local model is downloaded when missing.
     let config = args.llm.load()?;
     if !config.local_auto_selected {
-        super::model::ensure_local_model(&config, args.llm.offline)?;
+        super::fetch::ensure_local_model(&config, args.llm.offline)?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -125,7 +125,7 @@ const HOW_TO_CONFIGURE: &str = "Configure one as for `rlm ask`: RLM_PROVIDER, RL
 /// never call a model); asked for explicitly (`--provider local`), it is.
 fn model(args: &ReplArgs) -> anyhow::Result<Result<(LlmClient, LlmConfig), String>> {
     let config = args.llm.load()?;
-    if config.local_auto_selected && super::model::default_model_missing(&config)? {
+    if config.local_auto_selected && super::fetch::default_model_missing(&config)? {
         return Ok(Err(format!(
             "no model provider or API key is configured and the local model is not downloaded yet (`rlm model pull`). {HOW_TO_CONFIGURE}"
         )));
