@@ -606,9 +606,8 @@ async fn count_then_answer(answers: [&str; 2]) -> (Answer, Vec<ReceivedRequest>)
     (answer, reqs)
 }
 
-/// A counted answer whose number no output showed (the embedded model
-/// printed 17 and answered 77) is refused once, with the count it printed
-/// taken next; a model that insists has its number taken (the note is no
+/// A counted answer whose number nothing showed is refused once, with the
+/// count it printed taken next; a model that insists has its number taken (the note is no
 /// loop).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_counted_answer_with_a_number_never_shown_is_refused_once() {

@@ -46,8 +46,8 @@ impl Agent {
                 return Err(AnswerRefused::NotCounted);
             }
         }
-        // A counted answer's number comes from what was printed: a small
-        // model printed 17 and answered 77. Asked once.
+        // A counted answer's number comes from something the model was
+        // shown, never from nowhere. Asked once.
         if self.is_root()
             && !last_turn
             && self.every_line
