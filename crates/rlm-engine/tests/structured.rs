@@ -23,6 +23,12 @@ fn code(code: &str) -> String {
     turn(json!({"code": code}))
 }
 
+/// A root's first turn that declares the answer needs every line and runs
+/// `code`.
+fn counting_first_turn(code: &str) -> String {
+    json!({"thought": "count them", "needs": "every line", "step": {"code": code}}).to_string()
+}
+
 fn answer(text: &str, source: Option<(&str, &str)>) -> String {
     let source = source.map_or(Value::Null, |(r, q)| json!({"ref": r, "quote": q}));
     turn(json!({"answer": [{"text": text, "source": source}]}))
@@ -470,12 +476,7 @@ async fn an_endpoint_that_refuses_the_schema_gets_text_turns_with_a_trace_note()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_roots_first_turn_declares_what_the_answer_needs_and_partial_reads_are_named() {
     let ts = needle_store();
-    let first = json!({
-        "needs": "every line",
-        "thought": "count them",
-        "step": {"code": "print(len(search('secret', 3)))"},
-    })
-    .to_string();
+    let first = counting_first_turn("print(len(search('secret', 3)))");
     let server = ScriptedServer::start(Script::new().on_sequence(
         root(),
         [
@@ -538,12 +539,7 @@ async fn the_roots_first_turn_declares_what_the_answer_needs_and_partial_reads_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_answer_that_needs_every_line_is_refused_once_until_a_line_is_counted() {
     let ts = needle_store();
-    let first = json!({
-        "needs": "every line",
-        "thought": "count them",
-        "step": {"code": "print(tally('no such word anywhere'))"},
-    })
-    .to_string();
+    let first = counting_first_turn("print(tally('no such word anywhere'))");
     let server = ScriptedServer::start(Script::new().on_sequence(
         root(),
         [
@@ -585,12 +581,7 @@ async fn an_answer_that_needs_every_line_is_refused_once_until_a_line_is_counted
 /// the answer and the requests (the judge's aside).
 async fn count_then_answer(answers: [&str; 2]) -> (Answer, Vec<ReceivedRequest>) {
     let ts = needle_store();
-    let first = json!({
-        "thought": "count them",
-        "needs": "every line",
-        "step": {"code": "print(tally('secret'))"},
-    })
-    .to_string();
+    let first = counting_first_turn("print(tally('secret'))");
     let server = ScriptedServer::start(Script::new().on_sequence(
         root(),
         [first, answer(answers[0], None), answer(answers[1], None)],
@@ -639,12 +630,7 @@ async fn a_counted_answer_with_a_number_never_shown_is_refused_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_last_turn_after_every_line_restates_the_last_count() {
     let ts = needle_store();
-    let first = json!({
-        "needs": "every line",
-        "thought": "count them",
-        "step": {"code": "print(tally('secret'))"},
-    })
-    .to_string();
+    let first = counting_first_turn("print(tally('secret'))");
     let server = ScriptedServer::start(Script::new().on_sequence(
         root(),
         [

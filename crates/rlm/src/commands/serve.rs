@@ -145,12 +145,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = args.store.open()?;
     let llm_config = args.llm.load_for_answering()?;
     let embedder = query_embedder(store.as_ref(), &llm_config, args.llm.config.as_deref());
-    config.set_models(
-        &llm_config.root.model,
-        &llm_config.sub.model,
-        llm_config.provider == rlm_llm::ProviderKind::Local,
-    );
     let local = llm_config.provider == rlm_llm::ProviderKind::Local;
+    config.set_models(&llm_config.root.model, &llm_config.sub.model, local);
     let client = model_client(&args, llm_config, cluster.as_ref())?;
     let options = ServerOptions {
         token: args.token.clone(),

@@ -66,18 +66,23 @@ pub(crate) fn root_inspection(k: usize) -> String {
     format!(
         r#"{ROOT_INSPECTION}
 import re
+_tokens = re.findall(r"[^\W_]+", question.lower())
 _words = []
-for _w in re.findall(r"[^\W_]+", question.lower()):
+for _w in _tokens:
     if len(_w) > 3 and _w not in _words:
         _words.append(_w)
 _hits = search(question, {k}) if _words else []
-_tokens = re.findall(r"[^\W_]+", question.lower())
 _named = []
+_hit_docs = [_h["doc_index"] for _h in _hits]
 if _words and len(documents) <= {max_named_scan}:
     for _d in documents:
+        if len(_named) == 2:
+            break
+        if _d["index"] in _hit_docs:
+            continue
         _stem = re.sub(r"\.[^./]*$", "", _d["name"].split("/")[-1]).lower()
         _parts = re.findall(r"[^\W_]+", _stem)
-        if _parts and len(_named) < 2 and all([_p in _tokens for _p in _parts]) and _d["index"] not in [_h["doc_index"] for _h in _hits]:
+        if _parts and all([_p in _tokens for _p in _parts]):
             _named.append((_d["index"], _parts))
 for _i, _parts in _named:
     _rest = " ".join([_t for _t in _tokens if _t not in _parts])

@@ -118,8 +118,8 @@ pub(super) struct LoopState {
     /// of them is stuck (a small model cycles through four cells as readily
     /// as through two).
     seen_turns: HashSet<u64>,
-    /// Turns in a row that repeated an earlier one.
-    stuck: u32,
+    /// The last turn repeated an earlier one (see [`LoopState::record_turn`]).
+    stuck: bool,
     /// Turns in a row whose cells only printed counts.
     counts_only: u32,
     /// How the notes say to commit (see [`prompts::commit_how`]).
@@ -142,7 +142,7 @@ impl LoopState {
             no_code_streak: 0,
             prose_reply: None,
             seen_turns: HashSet::new(),
-            stuck: 0,
+            stuck: false,
             counts_only: 0,
             commit: prompts::commit_how(structured),
             every_line: false,
@@ -197,7 +197,7 @@ impl LoopState {
 
     /// A reply with code or FINAL (given `streak` times in a row): `None`
     /// runs it. The same reply again asks for what already ran: the last
-    /// turn (see [`STUCK_TURNS`] for why no nudge comes first).
+    /// turn (see [`LoopState::record_turn`] for why no nudge comes first).
     pub(super) fn on_code(&mut self, streak: u32, task: &str) -> Option<Next> {
         self.no_code_streak = 0;
         self.prose_reply = None;
@@ -205,10 +205,10 @@ impl LoopState {
         (streak >= 2).then(|| self.last_after_repeat(task))
     }
 
-    /// The last turn, held to an answer, once a turn repeated an earlier one
-    /// ([`STUCK_TURNS`]): asked before the next turn, which would repeat too.
+    /// The last turn, held to an answer, once a turn repeated an earlier one:
+    /// asked before the next turn, which would repeat too.
     pub(super) fn last_if_stuck(&self, task: &str) -> Option<Next> {
-        (self.stuck >= STUCK_TURNS).then(|| self.last_after_repeat(task))
+        self.stuck.then(|| self.last_after_repeat(task))
     }
 
     /// The last turn after a turn that repeated an earlier one.
@@ -236,18 +236,19 @@ impl LoopState {
 
     /// Records the turn's code and output (`body`): a turn that repeats any
     /// earlier one is stuck (small models re-send a search whose answer they
-    /// were shown, or cycle through a few cells, for 20 turns).
+    /// were shown, or cycle through a few cells, for 20 turns), and the next
+    /// step is the last turn. No note comes first: a note after the first
+    /// repeat ("do something different, or answer") was followed by the same
+    /// code again 134 times of 155 in the embedded model's benchmark traces
+    /// (by other code 6 times, by an answer 11), and each such turn cost a
+    /// model call with the answer already in view.
     pub(super) fn record_turn(&mut self, blocks: &[CodeBlock], body: &str) {
         let mut signature = DefaultHasher::new();
         for b in blocks {
             b.code.trim().hash(&mut signature);
         }
         body.hash(&mut signature);
-        if self.seen_turns.insert(signature.finish()) {
-            self.stuck = 0;
-        } else {
-            self.stuck += 1;
-        }
+        self.stuck = !self.seen_turns.insert(signature.finish());
     }
 
     /// Records whether the turn's outputs (`body`) were only counts: after
@@ -285,15 +286,7 @@ fn only_counts(body: &str) -> bool {
         })
 }
 
-/// Turns in a row that each repeated an earlier turn (code and output)
-/// after which the agent gets its last turn. One: a note after the first
-/// repeat ("do something different, or answer") was followed by the same
-/// code again 134 times of 155 in the embedded model's benchmark traces
-/// (by other code 6 times, by an answer 11), and each such turn cost a
-/// model call with the answer already in view.
-const STUCK_TURNS: u32 = 1;
-
-/// Temperature after the same reply (or a stuck turn) `streak` times in a
+/// Temperature after the same reply without code `streak` times in a
 /// row: a small model at low temperature repeats itself word for word.
 fn raised_temperature(streak: u32) -> f32 {
     (0.4 + 0.3 * streak.saturating_sub(1) as f32).min(1.2)
